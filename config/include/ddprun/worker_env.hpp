@@ -1,0 +1,54 @@
+// The environment contract between a launcher and its workers.
+//
+// These names are public API: ddprun sets them for every worker exactly as torchrun does,
+// and the worker library reads them. Both sides include this header so the spelling lives
+// in one place. Header-only and dependency-free on purpose: the launcher must not need libtorch.
+#pragma once
+
+namespace ddprun::env {
+
+// Set by the launcher for every worker (torchrun's contract).
+inline constexpr const char* kRank = "RANK";                        // global rank
+inline constexpr const char* kLocalRank = "LOCAL_RANK";             // rank on this node
+inline constexpr const char* kGroupRank = "GROUP_RANK";             // this node's rank
+inline constexpr const char* kRoleRank = "ROLE_RANK";
+inline constexpr const char* kRoleName = "ROLE_NAME";
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
+inline constexpr const char* kLocalWorldSize = "LOCAL_WORLD_SIZE";  // workers on this node
+inline constexpr const char* kWorldSize = "WORLD_SIZE";             // workers in the job
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";  // nodes in this round
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";           // host of global rank 0
+inline constexpr const char* kMasterPort = "MASTER_PORT";           // free port there
+inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
+// "True" when workers must use the agent's store (torchrun's c10d agent store); ddprun
+// always sets "False": rank 0 of the workers hosts the store.
+inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
+// Where a worker writes its uncaught error, in PyTorch's @record JSON format.
+inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
+inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+
+// Read by the launcher.
+inline constexpr const char* kPythonExec = "PYTHON_EXEC";      // interpreter for .py programs
+inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
+// SIGTERM -> SIGKILL grace period in seconds (torchrun's name, also a ddprun flag).
+inline constexpr const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
+
+// Set by SLURM; read by ddprun (to infer its options) and by the worker library (srun without ddprun).
+inline constexpr const char* kSlurmJobId = "SLURM_JOB_ID";
+inline constexpr const char* kSlurmStepId = "SLURM_STEP_ID";
+inline constexpr const char* kSlurmNnodes = "SLURM_NNODES";
+inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
+inline constexpr const char* kSlurmJobNodelist = "SLURM_JOB_NODELIST";
+inline constexpr const char* kSlurmStepNodelist = "SLURM_STEP_NODELIST";
+inline constexpr const char* kSlurmStepNumNodes = "SLURM_STEP_NUM_NODES";
+inline constexpr const char* kSlurmGpusOnNode = "SLURM_GPUS_ON_NODE";
+inline constexpr const char* kSlurmProcId = "SLURM_PROCID";
+inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
+inline constexpr const char* kSlurmNtasks = "SLURM_NTASKS";
+inline constexpr const char* kSlurmNtasksPerNode = "SLURM_NTASKS_PER_NODE";
+
+}  // namespace ddprun::env

@@ -1,0 +1,39 @@
+# Helpers shared by the test folders.
+
+# A test that needs something absent (a GPU, SLURM, root for network namespaces) exits with
+# this code and CTest reports it as skipped, with the reason the test printed.
+set(DDPRUN_SKIP_CODE 77)
+
+# ddprun_unit_test(NAME SOURCES... LIBS libs...): a doctest executable, one CTest entry.
+function(ddprun_unit_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${CMAKE_SOURCE_DIR}/tests/doctest_main.cpp ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE doctest::doctest ${T_LIBS})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS unit)
+endfunction()
+
+# ddprun_script_test(NAME SCRIPT [LABELS ...] [TIMEOUT s]): an integration test written in bash.
+# The script gets DDPRUN, TRAIN and the build/source dirs in its environment and sources
+# tests/lib.sh for its helpers.
+function(ddprun_script_test name script)
+  cmake_parse_arguments(T "" "TIMEOUT" "LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 120)
+  endif()
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${script})
+  set(env
+    DDPRUN=$<TARGET_FILE:ddprun>
+    DDPRUN_BUILD_DIR=${CMAKE_BINARY_DIR}
+    DDPRUN_SOURCE_DIR=${CMAKE_SOURCE_DIR}
+    DDPRUN_TESTS_DIR=${CMAKE_SOURCE_DIR}/tests
+    DDPRUN_SKIP_CODE=${DDPRUN_SKIP_CODE})
+  if(TARGET train)
+    list(APPEND env TRAIN=$<TARGET_FILE:train>)
+  endif()
+  set_tests_properties(${name} PROPERTIES
+    TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "${env}"
+    SKIP_RETURN_CODE ${DDPRUN_SKIP_CODE}
+    LABELS "integration;${T_LABELS}")
+endfunction()
