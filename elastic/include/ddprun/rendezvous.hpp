@@ -1,0 +1,84 @@
+// The launcher's view of the job: who is in each round, which ranks this node's workers get,
+// and when to stop, restart or finish.
+//
+// One round: the rendezvous calls start_round(assignment); the launcher starts its workers.
+// If one of them fails, the launcher calls worker_failed() at once (so other nodes hear of
+// it without waiting for a collective to time out), stops its other workers, then calls
+// workers_stopped(). If the rendezvous calls stop_round() (a failure elsewhere, a node lost
+// or joining), the launcher stops its workers and calls workers_stopped(). The rendezvous
+// then either starts the next round (job-wide restart budget permitting) or calls finish().
+// When all of this node's workers succeed the launcher calls workers_succeeded(); finish()
+// follows once every node has succeeded (the exit barrier).
+//
+// Every handler is invoked from the launcher's event loop (asio::io_context), never from
+// inside one of the calls below.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ddprun::elastic {
+
+// One worker that ended on its own with a failure.
+struct WorkerFailure {
+  int rank = -1;
+  int local_rank = -1;
+  int group_rank = -1;
+  std::string host;
+  int pid = 0;
+  int exit_code = 0;          // the worker's exit status, or 128+signal when signalled
+  int signal = 0;             // the signal that killed it, 0 when it exited
+  bool signal_from_outside = false;  // killed by a signal ddprun did not send
+  std::string message;        // from the worker's error file, if it wrote one
+  std::string error_file;
+  double timestamp = 0;       // seconds since the epoch when it ended (or its error-file time)
+};
+
+// What one node needs to start its workers for a round.
+struct RoundAssignment {
+  int round = 0;              // increases by one with every new round
+  int restart_count = 0;      // job-wide failure restarts so far (TORCHELASTIC_RESTART_COUNT)
+  int group_rank = 0;         // this node's rank (GROUP_RANK)
+  int group_world_size = 1;   // nodes in the round (GROUP_WORLD_SIZE)
+  int base_rank = 0;          // global rank of this node's local rank 0
+  int world_size = 1;         // workers in the round (WORLD_SIZE)
+  std::string master_addr;    // host of global rank 0
+  int master_port = 0;        // free port picked there
+  std::string run_id;
+};
+
+enum class StopReason { kWorkerFailed, kNodeLost, kMembershipChange, kShutdown };
+const char* to_string(StopReason reason);
+
+// How the job ended, the same on every node.
+struct JobOutcome {
+  int exit_code = 0;                    // 0, the root cause's code, or ddprun::exit_code::kRendezvous
+  std::vector<WorkerFailure> failures;  // root cause (first in time) first; empty on success
+  std::string error;                    // set when the rendezvous itself failed
+  int restarts = 0;                     // restarts used
+};
+
+class Rendezvous {
+ public:
+  struct Handlers {
+    std::function<void(const RoundAssignment&)> start_round;
+    std::function<void(StopReason, const std::string& why)> stop_round;
+    std::function<void(const JobOutcome&)> finish;
+  };
+  virtual ~Rendezvous() = default;
+
+  // Joins the job; start_round (or finish, on a rendezvous error) follows.
+  virtual void join(Handlers handlers) = 0;
+  // A local worker of `round` failed; called once per round, at the first failure.
+  virtual void worker_failed(int round, const WorkerFailure& failure) = 0;
+  // Every local worker of `round` has ended after a failure or a stop_round; `failures` holds
+  // any further failures seen while stopping (not the one already given to worker_failed).
+  virtual void workers_stopped(int round, const std::vector<WorkerFailure>& failures) = 0;
+  // Every local worker of `round` exited 0.
+  virtual void workers_succeeded(int round) = 0;
+  // ddprun is stopping because it received `signal`; no more handlers are called.
+  virtual void leave(int signal) = 0;
+};
+
+}  // namespace ddprun::elastic
