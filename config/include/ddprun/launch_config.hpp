@@ -1,0 +1,121 @@
+// One validated launch configuration, whatever it came from.
+//
+// Every option ddprun accepts is declared once, in option_specs(): the command line, the
+// PET_<OPTION> environment variables, the --config JSON file and --print_config all use that
+// table. resolve_config() merges the sources (command line > --config file > PET_* > default),
+// checks every value and returns a LaunchConfig, or throws UsageError naming the option.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace ddprun::config {
+
+// Bad user input; what() is one line naming the option or value and what is accepted.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class OptionKind { kText, kFlag };
+
+struct OptionSpec {
+  const char* key;          // underscore spelling: --key, --key-with-dashes, JSON key, PET_KEY
+  const char* short_flag;   // e.g. "-m", or nullptr
+  OptionKind kind;
+  const char* default_text; // shown in --help and used when no source sets it; nullptr: unset
+  const char* group;        // --help section
+  const char* help;
+};
+
+// All options, in --help order.
+const std::vector<OptionSpec>& option_specs();
+
+// Option values as written, keyed by OptionSpec::key. Flags hold "1" or "0".
+using RawOptions = std::map<std::string, std::string>;
+
+// The PET_<KEY> variables of `environ` that name a known option.
+RawOptions options_from_environment(const std::map<std::string, std::string>& environ);
+
+// The options in a --config file: a JSON object keyed by option (either spelling). Throws
+// UsageError if the file is missing, not JSON, or has an unknown key or a value of the wrong type.
+RawOptions options_from_json_file(const std::string& path);
+
+// Which standard streams of a worker go to its log files instead of (--redirects) or as well
+// as (--tee) the console: torchrun's bitmask, 1 = stdout, 2 = stderr, 3 = both.
+struct StreamSelection {
+  int all = 0;                    // applies to local ranks not in per_rank
+  std::map<int, int> per_rank;    // local rank -> mask
+  int mask_for(int local_rank) const;
+  bool any() const;
+};
+
+struct LaunchConfig {
+  // Workers on this node.
+  std::string nproc_spec = "1";   // as given: a number, auto, cpu or gpu
+  int nproc_per_node = 1;
+  // Nodes.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = -1;             // -1: not given
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;            // 0: a free port is picked
+  bool standalone = false;
+  // Rendezvous.
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id;            // empty: generated per launch
+  std::string rdzv_conf;          // torchrun's k=v,k=v; parsed by elastic/
+  std::string local_addr;
+  // Supervision.
+  int max_restarts = 0;
+  double monitor_interval = 0.1;  // accepted for compatibility; monitoring is event-driven
+  double shutdown_timeout = 30;   // SIGTERM -> SIGKILL grace period, seconds
+  bool debug = false;
+  std::string role = "default";
+  // Output.
+  std::string log_dir;
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
+  // The program.
+  bool module = false;            // -m: PROGRAM is a Python module
+  bool no_python = false;
+  bool run_path = false;
+  std::string start_method = "spawn";
+  std::string program;
+  std::vector<std::string> program_args;
+
+  bool multi_node() const { return max_nodes > 1; }
+  // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.
+  bool runs_python() const;
+  // The argv each worker execs. `python` is PYTHON_EXEC or python3.
+  std::vector<std::string> worker_argv(const std::string& python) const;
+};
+
+// Counts GPUs without linking CUDA: nvidia-smi -L, else /proc/driver/nvidia/gpus, then
+// narrowed by CUDA_VISIBLE_DEVICES when set. 0 when there are none.
+int count_gpus(const std::map<std::string, std::string>& environ);
+
+struct ResolveContext {
+  std::map<std::string, std::string> environ;  // the launcher's environment
+  int cpu_count = 1;
+  std::optional<int> gpu_count;                // counted lazily when unset and needed
+};
+
+// Merges and validates. `cli` wins over `file`, which wins over `env`, then defaults.
+// `program_and_args` is everything from the program on. Throws UsageError.
+LaunchConfig resolve_config(const RawOptions& cli, const RawOptions& file, const RawOptions& env,
+                            const std::vector<std::string>& program_and_args,
+                            ResolveContext& context);
+
+// The effective configuration, keyed like a --config file (plus "program" and "args").
+nlohmann::json to_json(const LaunchConfig& config);
+
+}  // namespace ddprun::config

@@ -1,0 +1,465 @@
+#include "ddprun/launch_config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ddprun/worker_env.hpp"
+
+namespace ddprun::config {
+namespace {
+
+constexpr OptionKind kText = OptionKind::kText;
+constexpr OptionKind kFlag = OptionKind::kFlag;
+
+const std::vector<OptionSpec> kOptions = {
+    {"nproc_per_node", nullptr, kText, "1", "Workers",
+     "workers on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or "
+     "'auto' (GPUs if any, else cores)"},
+    {"nnodes", nullptr, kText, "1", "Nodes", "number of nodes, or MIN:MAX for an elastic job"},
+    {"node_rank", nullptr, kText, nullptr, "Nodes",
+     "this node's rank, 0..nnodes-1 (default: assigned by the rendezvous)"},
+    {"master_addr", nullptr, kText, "127.0.0.1", "Nodes",
+     "address of the node hosting rank 0 (static rendezvous)"},
+    {"master_port", nullptr, kText, nullptr, "Nodes",
+     "port on master_addr (default: a free port)"},
+    {"local_addr", nullptr, kText, nullptr, "Nodes",
+     "address other nodes reach this node at (default: its host name)"},
+    {"standalone", nullptr, kFlag, nullptr, "Nodes",
+     "single-node job with a private rendezvous on a free port"},
+    {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun)"},
+    {"rdzv_endpoint", nullptr, kText, nullptr, "Rendezvous",
+     "host[:port] of the rendezvous (default port 29400)"},
+    {"rdzv_id", nullptr, kText, nullptr, "Rendezvous",
+     "job id shared by all nodes of one job (default: generated on a single node)"},
+    {"rdzv_conf", nullptr, kText, nullptr, "Rendezvous",
+     "k=v,... : join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, ..."},
+    {"max_restarts", nullptr, kText, "0", "Supervision",
+     "restarts of the whole job after a worker failure"},
+    {"monitor_interval", nullptr, kText, "0.1", "Supervision",
+     "accepted for torchrun compatibility; ddprun reacts to exits at once"},
+    {"shutdown_timeout", nullptr, kText, "30", "Supervision",
+     "seconds between SIGTERM and SIGKILL when stopping workers"},
+    {"debug", nullptr, kFlag, nullptr, "Supervision",
+     "one worker in the foreground with the terminal, world size 1, no restarts "
+     "(ddprun --debug gdb --args ./train)"},
+    {"role", nullptr, kText, "default", "Supervision", "worker role name (ROLE_NAME)"},
+    {"log_dir", nullptr, kText, nullptr, "Output",
+     "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
+    {"redirects", "-r", kText, "0", "Output",
+     "send worker output to log files only: 1 stdout, 2 stderr, 3 both; or per local rank 0:1,1:2"},
+    {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
+    {"local_ranks_filter", nullptr, kText, nullptr, "Output",
+     "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+    {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)"},
+    {"no_python", nullptr, kFlag, nullptr, "Program",
+     "execute PROGRAM directly even if it ends in .py"},
+    {"run_path", nullptr, kFlag, nullptr, "Program", "accepted for torchrun compatibility: runs the script under Python"},
+    {"start_method", nullptr, kText, "spawn", "Program",
+     "accepted for torchrun compatibility: spawn, fork or forkserver (workers are always separate programs)"},
+};
+
+const OptionSpec* find_spec(const std::string& key) {
+  for (const auto& spec : kOptions) {
+    if (key == spec.key) return &spec;
+  }
+  return nullptr;
+}
+
+std::string underscored(std::string key) {
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+std::string flag_name(const std::string& key) { return "--" + key; }
+
+int parse_int(const std::string& key, const std::string& text, int min, int max,
+              const char* accepted) {
+  const auto fail = [&] {
+    return UsageError(fmt::format("{}={}: expected {}", flag_name(key), text, accepted));
+  };
+  if (text.empty()) throw fail();
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || !std::isdigit(static_cast<unsigned char>(text.back())))
+    throw fail();
+  if (value < min || value > max) throw fail();
+  return static_cast<int>(value);
+}
+
+double parse_seconds(const std::string& key, const std::string& text, bool allow_zero) {
+  const auto fail = [&] {
+    return UsageError(fmt::format("{}={}: expected a number of seconds{}", flag_name(key), text,
+                                  allow_zero ? " (0 or more)" : " greater than 0"));
+  };
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || *end != '\0' || !(value >= 0) || (!allow_zero && value == 0))
+    throw fail();
+  return value;
+}
+
+bool parse_flag(const std::string& key, const std::string& text) {
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off" || lower.empty())
+    return false;
+  throw UsageError(fmt::format("{}={}: expected 1/0 or true/false", flag_name(key), text));
+}
+
+StreamSelection parse_streams(const std::string& key, const std::string& text) {
+  StreamSelection selection;
+  static const std::regex kOne("[0-3]");
+  static const std::regex kMap("([0-9]+:[0-3])(,[0-9]+:[0-3])*");
+  if (std::regex_match(text, kOne)) {
+    selection.all = text[0] - '0';
+    return selection;
+  }
+  if (!std::regex_match(text, kMap)) {
+    throw UsageError(fmt::format(
+        "{}={}: expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or per local rank like 0:1,1:3",
+        flag_name(key), text));
+  }
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const auto colon = item.find(':');
+    selection.per_rank[std::stoi(item.substr(0, colon))] = std::stoi(item.substr(colon + 1));
+  }
+  return selection;
+}
+
+std::set<int> parse_rank_list(const std::string& key, const std::string& text, int nproc) {
+  std::set<int> ranks;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    ranks.insert(parse_int(key, item, 0, nproc - 1,
+                           fmt::format("local ranks 0..{} separated by commas", nproc - 1).c_str()));
+  }
+  if (ranks.empty()) {
+    throw UsageError(fmt::format("{}={}: expected local ranks separated by commas, e.g. 0,1",
+                                 flag_name(key), text));
+  }
+  return ranks;
+}
+
+int resolve_nproc(const std::string& text, ResolveContext& context) {
+  const auto gpus = [&] {
+    if (!context.gpu_count) context.gpu_count = count_gpus(context.environ);
+    return *context.gpu_count;
+  };
+  if (text == "cpu") return std::max(1, context.cpu_count);
+  if (text == "gpu") {
+    const int n = gpus();
+    if (n == 0) {
+      throw UsageError(
+          "--nproc_per_node=gpu: no GPU visible (nvidia-smi -L and /proc/driver/nvidia/gpus list "
+          "none, or CUDA_VISIBLE_DEVICES hides them); use a number, cpu or auto");
+    }
+    return n;
+  }
+  if (text == "auto") {
+    const int n = gpus();
+    return n > 0 ? n : std::max(1, context.cpu_count);
+  }
+  return parse_int("nproc_per_node", text, 1, 1 << 20,
+                   "a number of workers (1 or more), gpu, cpu or auto");
+}
+
+std::optional<std::string> read_command_output(const char* command) {
+  FILE* pipe = ::popen(command, "r");
+  if (pipe == nullptr) return std::nullopt;
+  std::string output;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  if (::pclose(pipe) != 0) return std::nullopt;
+  return output;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_specs() { return kOptions; }
+
+int StreamSelection::mask_for(int local_rank) const {
+  const auto it = per_rank.find(local_rank);
+  return it == per_rank.end() ? all : it->second;
+}
+
+bool StreamSelection::any() const {
+  return all != 0 ||
+         std::any_of(per_rank.begin(), per_rank.end(), [](const auto& kv) { return kv.second != 0; });
+}
+
+RawOptions options_from_environment(const std::map<std::string, std::string>& environ) {
+  RawOptions options;
+  const std::string prefix = env::kPetPrefix;
+  for (const auto& [name, value] : environ) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string key = name.substr(prefix.size());
+    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    if (find_spec(key) != nullptr) options[key] = value;
+  }
+  return options;
+}
+
+RawOptions options_from_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("--config {}: cannot open the file", path));
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(fmt::format("--config {}: not valid JSON ({})", path, e.what()));
+  }
+  if (!doc.is_object()) {
+    throw UsageError(fmt::format("--config {}: expected a JSON object of options", path));
+  }
+  RawOptions options;
+  for (const auto& [raw_key, value] : doc.items()) {
+    const std::string key = underscored(raw_key);
+    if (key == "program") {
+      if (!value.is_string()) throw UsageError(fmt::format("--config {}: \"program\" must be a string", path));
+      options[key] = value.get<std::string>();
+      continue;
+    }
+    if (key == "args") {
+      if (!value.is_array()) throw UsageError(fmt::format("--config {}: \"args\" must be an array of strings", path));
+      options[key] = value.dump();
+      continue;
+    }
+    const OptionSpec* spec = find_spec(key);
+    if (spec == nullptr) {
+      throw UsageError(fmt::format(
+          "--config {}: unknown key \"{}\" (keys are ddprun's option names, e.g. "
+          "\"nproc_per_node\"; see ddprun --help)",
+          path, raw_key));
+    }
+    if (value.is_null()) continue;
+    if (value.is_boolean()) {
+      options[key] = value.get<bool>() ? "1" : "0";
+    } else if (value.is_number_integer()) {
+      options[key] = std::to_string(value.get<long long>());
+    } else if (value.is_number()) {
+      options[key] = fmt::format("{}", value.get<double>());
+    } else if (value.is_string()) {
+      options[key] = value.get<std::string>();
+    } else {
+      throw UsageError(fmt::format("--config {}: \"{}\" must be a string, number or boolean",
+                                   path, raw_key));
+    }
+  }
+  return options;
+}
+
+bool LaunchConfig::runs_python() const {
+  if (no_python) return false;
+  if (module || run_path) return true;
+  return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+}
+
+std::vector<std::string> LaunchConfig::worker_argv(const std::string& python) const {
+  std::vector<std::string> argv;
+  if (runs_python()) {
+    argv = {python, "-u"};
+    if (module) argv.push_back("-m");
+  }
+  argv.push_back(program);
+  argv.insert(argv.end(), program_args.begin(), program_args.end());
+  return argv;
+}
+
+int count_gpus(const std::map<std::string, std::string>& environ) {
+  int physical = 0;
+  if (auto listing = read_command_output("nvidia-smi -L 2>/dev/null")) {
+    std::stringstream lines(*listing);
+    std::string line;
+    while (std::getline(lines, line)) physical += line.rfind("GPU ", 0) == 0;
+  } else if (FILE* probe = ::popen("ls /proc/driver/nvidia/gpus 2>/dev/null", "r")) {
+    char buffer[256];
+    while (std::fgets(buffer, sizeof buffer, probe) != nullptr) ++physical;
+    ::pclose(probe);
+  }
+  const auto visible = environ.find(env::kCudaVisibleDevices);
+  if (visible == environ.end()) return physical;
+  // CUDA stops at the first entry that names no device, so "0,1" gives 2, "" and "-1" give 0.
+  int count = 0;
+  std::stringstream items(visible->second);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty() || item[0] == '-') break;
+    ++count;
+  }
+  return std::min(count, physical);
+}
+
+LaunchConfig resolve_config(const RawOptions& cli, const RawOptions& file, const RawOptions& env,
+                            const std::vector<std::string>& program_and_args,
+                            ResolveContext& context) {
+  RawOptions merged;
+  for (const auto& spec : kOptions) {
+    if (spec.default_text != nullptr) merged[spec.key] = spec.default_text;
+  }
+  if (auto it = context.environ.find(env::kShutdownTimeout); it != context.environ.end())
+    merged["shutdown_timeout"] = it->second;
+  for (const RawOptions* source : {&env, &file, &cli}) {
+    for (const auto& [key, value] : *source) merged[key] = value;
+  }
+  const auto has = [&](const char* key) { return merged.count(key) > 0; };
+  const auto text = [&](const char* key) { return has(key) ? merged.at(key) : std::string(); };
+  const auto flag = [&](const char* key) { return has(key) && parse_flag(key, merged.at(key)); };
+
+  LaunchConfig c;
+  c.nproc_spec = text("nproc_per_node");
+  c.debug = flag("debug");
+  c.standalone = flag("standalone");
+
+  static const std::regex kMinMax("([0-9]+)(:([0-9]+))?");
+  std::smatch m;
+  const std::string nnodes = text("nnodes");
+  if (!std::regex_match(nnodes, m, kMinMax)) {
+    throw UsageError(fmt::format("--nnodes={}: expected a number of nodes N or MIN:MAX", nnodes));
+  }
+  c.min_nodes = parse_int("nnodes", m[1], 1, 1 << 20, "1 or more nodes, as N or MIN:MAX");
+  c.max_nodes = m[3].matched ? parse_int("nnodes", m[3], 1, 1 << 20, "1 or more nodes, as N or MIN:MAX")
+                             : c.min_nodes;
+  if (c.min_nodes > c.max_nodes) {
+    throw UsageError(fmt::format("--nnodes={}: MIN is larger than MAX; expected MIN:MAX with MIN <= MAX", nnodes));
+  }
+  if (has("node_rank")) {
+    c.node_rank = parse_int("node_rank", text("node_rank"), 0, 1 << 20, "a node rank 0 or more");
+    if (c.node_rank >= c.max_nodes) {
+      throw UsageError(fmt::format("--node_rank={}: must be less than --nnodes ({}), i.e. 0..{}",
+                                   c.node_rank, c.max_nodes, c.max_nodes - 1));
+    }
+  }
+  c.master_addr = text("master_addr");
+  if (c.master_addr.empty()) throw UsageError("--master_addr: expected a host name or address");
+  if (has("master_port")) {
+    c.master_port = parse_int("master_port", text("master_port"), 1, 65535, "a port in 1..65535");
+  }
+  c.local_addr = text("local_addr");
+
+  c.rdzv_backend = text("rdzv_backend");
+  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d") {
+    throw UsageError(fmt::format(
+        "--rdzv_backend={}: expected static or c10d (ddprun serves both itself; etcd is not supported)",
+        c.rdzv_backend));
+  }
+  c.rdzv_endpoint = text("rdzv_endpoint");
+  c.rdzv_id = text("rdzv_id");
+  c.rdzv_conf = text("rdzv_conf");
+
+  c.max_restarts = parse_int("max_restarts", text("max_restarts"), 0, 1 << 30, "a number of restarts, 0 or more");
+  c.monitor_interval = parse_seconds("monitor_interval", text("monitor_interval"), false);
+  c.shutdown_timeout = parse_seconds("shutdown_timeout", text("shutdown_timeout"), true);
+  c.role = text("role");
+  if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
+
+  c.log_dir = text("log_dir");
+  c.redirects = parse_streams("redirects", text("redirects"));
+  c.tee = parse_streams("tee", text("tee"));
+
+  c.module = flag("module");
+  c.no_python = flag("no_python");
+  c.run_path = flag("run_path");
+  c.start_method = text("start_method");
+  if (c.start_method != "spawn" && c.start_method != "fork" && c.start_method != "forkserver") {
+    throw UsageError(fmt::format("--start_method={}: expected spawn, fork or forkserver", c.start_method));
+  }
+  if (c.module && c.no_python) {
+    throw UsageError("-m/--module and --no_python cannot be used together: a module needs the Python interpreter");
+  }
+
+  if (!program_and_args.empty()) {
+    c.program = program_and_args.front();
+    c.program_args.assign(program_and_args.begin() + 1, program_and_args.end());
+  } else if (has("program")) {
+    c.program = text("program");
+    if (has("args")) c.program_args = nlohmann::json::parse(text("args")).get<std::vector<std::string>>();
+  }
+  if (c.program.empty()) {
+    throw UsageError("missing PROGRAM: usage is ddprun [options] PROGRAM [ARGS...] (see ddprun --help)");
+  }
+
+  if (c.standalone) {
+    if (c.max_nodes > 1) {
+      throw UsageError(fmt::format("--standalone runs one node; drop --nnodes={} or --standalone", nnodes));
+    }
+    c.rdzv_backend = "c10d";
+    c.rdzv_endpoint = "localhost:0";
+    c.rdzv_id.clear();
+  }
+  if (c.debug) {
+    if (c.max_nodes > 1) throw UsageError("--debug runs one worker on one node; drop --nnodes");
+    if (cli.count("nproc_per_node") || file.count("nproc_per_node") || env.count("nproc_per_node")) {
+      if (c.nproc_spec != "1") {
+        throw UsageError(fmt::format("--debug runs one worker; drop --nproc_per_node={}", c.nproc_spec));
+      }
+    }
+    c.nproc_spec = "1";
+    c.max_restarts = 0;
+  }
+  c.nproc_per_node = resolve_nproc(c.nproc_spec, context);
+  if (has("local_ranks_filter") && !text("local_ranks_filter").empty()) {
+    c.local_ranks_filter = parse_rank_list("local_ranks_filter", text("local_ranks_filter"), c.nproc_per_node);
+  }
+  return c;
+}
+
+nlohmann::json to_json(const LaunchConfig& c) {
+  const auto nullable = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  const auto streams = [](const StreamSelection& s) {
+    if (s.per_rank.empty()) return std::to_string(s.all);
+    std::string out;
+    for (const auto& [rank, mask] : s.per_rank) out += fmt::format("{}{}:{}", out.empty() ? "" : ",", rank, mask);
+    return out;
+  };
+  std::string filter;
+  if (c.local_ranks_filter) {
+    for (int r : *c.local_ranks_filter) filter += fmt::format("{}{}", filter.empty() ? "" : ",", r);
+  }
+  nlohmann::json j;
+  j["nproc_per_node"] = c.nproc_per_node;
+  j["nnodes"] = c.min_nodes == c.max_nodes ? std::to_string(c.min_nodes)
+                                          : fmt::format("{}:{}", c.min_nodes, c.max_nodes);
+  j["node_rank"] = c.node_rank >= 0 ? nlohmann::json(c.node_rank) : nlohmann::json();
+  j["master_addr"] = c.master_addr;
+  j["master_port"] = c.master_port > 0 ? nlohmann::json(c.master_port) : nlohmann::json();
+  j["local_addr"] = nullable(c.local_addr);
+  j["standalone"] = c.standalone;
+  j["rdzv_backend"] = c.rdzv_backend;
+  j["rdzv_endpoint"] = nullable(c.rdzv_endpoint);
+  j["rdzv_id"] = nullable(c.rdzv_id);
+  j["rdzv_conf"] = nullable(c.rdzv_conf);
+  j["max_restarts"] = c.max_restarts;
+  j["monitor_interval"] = c.monitor_interval;
+  j["shutdown_timeout"] = c.shutdown_timeout;
+  j["debug"] = c.debug;
+  j["role"] = c.role;
+  j["log_dir"] = nullable(c.log_dir);
+  j["redirects"] = streams(c.redirects);
+  j["tee"] = streams(c.tee);
+  j["local_ranks_filter"] = nullable(filter);
+  j["module"] = c.module;
+  j["no_python"] = c.no_python;
+  j["run_path"] = c.run_path;
+  j["start_method"] = c.start_method;
+  j["program"] = c.program;
+  j["args"] = c.program_args;
+  return j;
+}
+
+}  // namespace ddprun::config

@@ -1,0 +1,48 @@
+// One node's agent: joins the rendezvous, starts this node's workers for each round, watches
+// them, forwards their output and signals, stops them, and exits with the job's outcome.
+//
+// Single-threaded and event-driven: signals arrive through a signalfd (they are blocked, so no
+// handler runs), worker exits through SIGCHLD, output through non-blocking pipes, all on one
+// asio::io_context. The decisions come from next_transition() (supervisor.hpp).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ddprun/launch_config.hpp"
+#include "ddprun/rendezvous.hpp"
+#include "orphan_guard.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace ddprun::launcher {
+
+// Paths of one run: where log and error files go.
+struct RunPaths {
+  std::string logs_root;      // attempt_N/rank_R/{stdout,stderr}.log; empty: no log files
+  bool log_everything = false;  // --log_dir given: every stream, not just redirected/teed ones
+  std::string private_root;   // error files when there is no logs_root; removed at exit
+};
+
+class Agent {
+ public:
+  Agent(asio::io_context& io, config::LaunchConfig config,
+        std::map<std::string, std::string> environ, std::unique_ptr<elastic::Rendezvous> rendezvous,
+        OrphanGuard& guard, RunPaths paths);
+  ~Agent();
+
+  // The signals the agent handles must be blocked in every thread before any thread starts.
+  static void block_signals(bool debug);
+
+  // Runs the job to its end; returns ddprun's exit code.
+  int run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,93 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+namespace ddprun::launcher {
+namespace {
+
+std::string dashed(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+constexpr const char* kDescription =
+    "ddprun: start and supervise distributed PyTorch workers (a native torchrun).\n"
+    "Usage: ddprun [options] PROGRAM [ARGS...]\n"
+    "PROGRAM runs under python3 -u when it ends in .py (or with -m), else it is executed directly.";
+
+constexpr const char* kFooter =
+    "Every option can also be given as PET_<OPTION> in the environment (PET_NPROC_PER_NODE=4)\n"
+    "or as a key of the --config JSON file; the command line wins, then the file, then PET_*.\n"
+    "Exit codes: the failed worker's own code (128+N for signal N), 64 usage error,\n"
+    "69 rendezvous error, 70 internal error, 126/127 program not executable/not found.";
+
+}  // namespace
+
+std::optional<CommandLine> parse_command_line(int argc, const char* const* argv) {
+  CLI::App app{kDescription, "ddprun"};
+  app.footer(kFooter);
+  app.prefix_command();  // PROGRAM and everything after it are left untouched
+  app.set_version_flag("--version", "ddprun 0.1.0");
+
+  std::map<std::string, std::string> text_values;
+  std::map<std::string, bool> flag_values;
+  std::map<std::string, CLI::Option*> given;
+  for (const auto& spec : config::option_specs()) {
+    std::string names = "--" + std::string(spec.key);
+    if (dashed(spec.key) != spec.key) names += ",--" + dashed(spec.key);
+    if (spec.short_flag != nullptr) names += std::string(",") + spec.short_flag;
+    CLI::Option* option = nullptr;
+    if (spec.kind == config::OptionKind::kFlag) {
+      option = app.add_flag(names, flag_values[spec.key], spec.help);
+    } else {
+      option = app.add_option(names, text_values[spec.key], spec.help);
+      option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      if (spec.default_text != nullptr) option->default_str(spec.default_text);
+    }
+    option->group(spec.group);
+    given[spec.key] = option;
+  }
+  CommandLine cl;
+  app.add_option("--config", cl.config_file, "JSON file of options (keys as above)")
+      ->group("Configuration");
+  app.add_flag("--print_config,--print-config", cl.print_config,
+               "print the effective configuration as JSON and exit")
+      ->group("Configuration");
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::reverse(args.begin(), args.end());  // CLI11 consumes a reversed vector
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return std::nullopt;
+  } catch (const CLI::Success&) {  // --help
+    std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw config::UsageError(fmt::format("{} (see ddprun --help)", e.what()));
+  }
+  cl.program_and_args = app.remaining();
+  if (!cl.program_and_args.empty() && cl.program_and_args.front() == "--") {
+    cl.program_and_args.erase(cl.program_and_args.begin());
+  } else if (!cl.program_and_args.empty() && cl.program_and_args.front().size() > 1 &&
+             cl.program_and_args.front()[0] == '-') {
+    const std::string& unknown = cl.program_and_args.front();
+    throw config::UsageError(fmt::format(
+        "unknown option {} (see ddprun --help; put -- before a PROGRAM that starts with -)",
+        unknown.substr(0, unknown.find('='))));
+  }
+  for (const auto& spec : config::option_specs()) {
+    if (given[spec.key]->count() == 0) continue;
+    cl.options[spec.key] =
+        spec.kind == config::OptionKind::kFlag ? (flag_values[spec.key] ? "1" : "0") : text_values[spec.key];
+  }
+  return cl;
+}
+
+}  // namespace ddprun::launcher

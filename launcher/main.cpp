@@ -1,0 +1,158 @@
+// ddprun: command line -> launch configuration -> rendezvous -> agent -> exit code.
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+
+#include <asio/io_context.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "agent.hpp"
+#include "cli.hpp"
+#include "ddprun/exit_codes.hpp"
+#include "ddprun/launch_config.hpp"
+#include "ddprun/local_rendezvous.hpp"
+#include "ddprun/worker_env.hpp"
+#include "spawn.hpp"
+#include "worker_environment.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace ddprun;
+
+std::map<std::string, std::string> read_environment() {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr) vars.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return vars;
+}
+
+std::string random_run_id() {
+  std::random_device rd;
+  return fmt::format("ddprun-{:08x}{:08x}", rd(), rd());
+}
+
+std::string get(const std::map<std::string, std::string>& vars, const char* name, const char* fallback) {
+  auto it = vars.find(name);
+  return it != vars.end() ? it->second : fallback;
+}
+
+// Fails before anything starts when the program cannot run: "could not start" (127 or 126)
+// is then distinct from a program that started and failed.
+void check_program(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
+  const std::string path = get(vars, "PATH", "/usr/local/bin:/usr/bin:/bin");
+  const auto fail = [](const std::string& what, int error, const std::string& hint) {
+    std::cerr << fmt::format("ddprun: could not start {}: {}{}\n", what, std::strerror(error), hint);
+    std::exit(error == ENOENT || error == ENOTDIR ? exit_code::kNotFound : exit_code::kCannotExecute);
+  };
+  if (cfg.runs_python()) {
+    const std::string python = get(vars, env::kPythonExec, "python3");
+    const auto found = launcher::find_program(python, path);
+    if (found.error != 0) fail(python, found.error, " (set PYTHON_EXEC to the interpreter to use)");
+    if (!cfg.module && ::access(cfg.program.c_str(), R_OK) != 0) fail(cfg.program, errno, "");
+    return;
+  }
+  const auto found = launcher::find_program(cfg.program, path);
+  if (found.error != 0) {
+    fail(cfg.program, found.error,
+         cfg.program.find('/') == std::string::npos ? " (not found in PATH; give a path like ./" + cfg.program + ")" : "");
+  }
+}
+
+// Where log files go, and the private folder for error files when there are none.
+launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
+                                  const std::map<std::string, std::string>& vars) {
+  launcher::RunPaths paths;
+  const std::string tmp = get(vars, "TMPDIR", "/tmp");
+  const auto make_temp = [&](const std::string& stem) {
+    std::string pattern = tmp + "/" + stem + "-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::system_error(errno, std::generic_category(), "cannot create a folder in " + tmp);
+    }
+    return pattern;
+  };
+  if (!cfg.log_dir.empty()) {
+    paths.logs_root = cfg.log_dir;
+    paths.log_everything = true;
+  } else if (cfg.redirects.any() || cfg.tee.any()) {
+    paths.logs_root = make_temp("ddprun-logs-" + run_id);
+    std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
+  } else {
+    paths.private_root = make_temp("ddprun-" + run_id);
+  }
+  return paths;
+}
+
+int run(int argc, char** argv) {
+  const auto command_line = launcher::parse_command_line(argc, argv);
+  if (!command_line) return exit_code::kSuccess;
+  const auto vars = read_environment();
+  config::ResolveContext context;
+  context.environ = vars;
+  context.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  const config::RawOptions file = command_line->config_file.empty()
+                                      ? config::RawOptions{}
+                                      : config::options_from_json_file(command_line->config_file);
+  config::LaunchConfig cfg =
+      config::resolve_config(command_line->options, file, config::options_from_environment(vars),
+                             command_line->program_and_args, context);
+  if (command_line->print_config) {
+    std::cout << config::to_json(cfg).dump(2) << "\n";
+    return exit_code::kSuccess;
+  }
+  if (cfg.multi_node() || (!cfg.rdzv_endpoint.empty() && !cfg.standalone)) {
+    throw config::UsageError(fmt::format(
+        "--nnodes={}: multi-node jobs are not yet supported by this build of ddprun; use --nnodes=1",
+        cfg.min_nodes == cfg.max_nodes ? std::to_string(cfg.min_nodes)
+                                       : fmt::format("{}:{}", cfg.min_nodes, cfg.max_nodes)));
+  }
+  check_program(cfg, vars);
+
+  const std::string run_id = cfg.rdzv_id.empty() ? random_run_id() : cfg.rdzv_id;
+  if (launcher::sets_omp_num_threads(vars, cfg)) {
+    std::cerr << fmt::format(
+        "ddprun: setting OMP_NUM_THREADS=1 for each of the {} workers to avoid overloading the "
+        "machine; set it yourself to tune\n", cfg.nproc_per_node);
+  }
+
+  // Order matters: the guard is forked before any worker or thread, signals are blocked before
+  // any thread, and orphaned grandchildren are reparented to ddprun so it can reap them.
+  auto guard = launcher::OrphanGuard::start();
+  launcher::Agent::block_signals(cfg.debug);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  asio::io_context io;
+  elastic::LocalRendezvousOptions local;
+  local.run_id = run_id;
+  local.master_addr = cfg.master_addr;
+  local.master_port = cfg.master_port;
+  local.nproc = cfg.nproc_per_node;
+  local.max_restarts = cfg.max_restarts;
+  auto rendezvous = std::make_unique<elastic::LocalRendezvous>(io, local);
+  auto paths = make_run_paths(cfg, run_id, vars);
+  launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, std::move(paths));
+  return agent.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const config::UsageError& e) {
+    std::cerr << "ddprun: error: " << e.what() << "\n";
+    return exit_code::kUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "ddprun: internal error: " << e.what() << "\n";
+    return exit_code::kInternal;
+  }
+}

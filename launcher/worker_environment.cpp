@@ -1,0 +1,43 @@
+#include "worker_environment.hpp"
+
+#include "ddprun/worker_env.hpp"
+
+namespace ddprun::launcher {
+
+bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
+                          const config::LaunchConfig& config) {
+  return base.count(env::kOmpNumThreads) == 0 && config.nproc_per_node > 1;
+}
+
+std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
+                                            const config::LaunchConfig& config,
+                                            const elastic::RoundAssignment& round, int local_rank,
+                                            const std::string& error_file) {
+  std::map<std::string, std::string> vars = base;
+  const int rank = round.base_rank + local_rank;
+  vars[env::kRank] = std::to_string(rank);
+  vars[env::kLocalRank] = std::to_string(local_rank);
+  vars[env::kGroupRank] = std::to_string(round.group_rank);
+  vars[env::kRoleRank] = std::to_string(rank);  // one role per job: role ranks are global ranks
+  vars[env::kRoleName] = config.role;
+  vars[env::kRoleWorldSize] = std::to_string(round.world_size);
+  vars[env::kLocalWorldSize] = std::to_string(config.nproc_per_node);
+  vars[env::kWorldSize] = std::to_string(round.world_size);
+  vars[env::kGroupWorldSize] = std::to_string(round.group_world_size);
+  vars[env::kMasterAddr] = round.master_addr;
+  vars[env::kMasterPort] = std::to_string(round.master_port);
+  vars[env::kRestartCount] = std::to_string(round.restart_count);
+  vars[env::kMaxRestarts] = std::to_string(config.max_restarts);
+  vars[env::kRunId] = round.run_id;
+  vars[env::kUseAgentStore] = "False";
+  vars[env::kErrorFile] = error_file;
+  vars.emplace(env::kNcclAsyncErrorHandling, "1");
+  if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
+
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
+  return out;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,25 @@
+// The environment each worker starts with: ddprun's own, plus torchrun's contract.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ddprun/launch_config.hpp"
+#include "ddprun/rendezvous.hpp"
+
+namespace ddprun::launcher {
+
+// `base` is ddprun's environment. Sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and the
+// rest of the names in ddprun/worker_env.hpp; OMP_NUM_THREADS=1 when unset and more than one
+// worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless inherited.
+std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
+                                            const config::LaunchConfig& config,
+                                            const elastic::RoundAssignment& round, int local_rank,
+                                            const std::string& error_file);
+
+// True when ddprun sets OMP_NUM_THREADS=1 for its workers (it says so once, as torchrun does).
+bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
+                          const config::LaunchConfig& config);
+
+}  // namespace ddprun::launcher
