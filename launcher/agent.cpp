@@ -105,18 +105,29 @@ struct OutputStream {
     if (!write_all(console_fd, pending)) console_broken = true;
     pending.clear();
   }
-  // Reads what the pipe holds right now, without waiting for more.
-  void drain() {
-    if (!pipe.is_open()) return;
+  enum class ReadResult { kData, kEmpty, kClosed };
+  // Reads once from the pipe; at EOF or error passes on the last partial line and closes.
+  ReadResult read_once() {
     for (;;) {
       const ssize_t n = ::read(pipe.native_handle(), buffer.data(), buffer.size());
       if (n > 0) {
         consume(std::string_view(buffer.data(), static_cast<size_t>(n)));
-        continue;
+        return ReadResult::kData;
       }
       if (n < 0 && errno == EINTR) continue;
-      break;
+      if (n < 0 && errno == EAGAIN) return ReadResult::kEmpty;
+      close();
+      return ReadResult::kClosed;
     }
+  }
+  // Reads what the pipe holds right now, without waiting for more, then closes it.
+  void drain() {
+    while (pipe.is_open() && read_once() == ReadResult::kData) {
+    }
+    close();
+  }
+  void close() {
+    if (!pipe.is_open()) return;
     finish();
     std::error_code ignored;
     pipe.close(ignored);
@@ -127,7 +138,8 @@ struct Worker {
   int local_rank = 0;
   int rank = 0;
   pid_t pid = -1;
-  bool alive = false;
+  bool alive = false;    // until its end has been handled
+  bool reaped = false;   // its pid is gone: never signal it again
   int sent_signal = 0;   // the stop signal ddprun sent, 0 if none
   bool sent_kill = false;
   std::string error_file;
@@ -338,15 +350,12 @@ class Agent::Impl {
     return s;
   }
 
+  // Waits for readability and reads in the handler: data never sits inside asio, so drain()
+  // at the end of a round sees everything in order.
   void read_stream(const std::shared_ptr<OutputStream>& s) {
-    s->pipe.async_read_some(asio::buffer(s->buffer), [this, s](std::error_code ec, size_t n) {
-      if (n > 0) s->consume(std::string_view(s->buffer.data(), n));
-      if (!ec) {
+    s->pipe.async_wait(asio::posix::stream_descriptor::wait_read, [this, s](std::error_code ec) {
+      if (!ec && s->pipe.is_open() && s->read_once() != OutputStream::ReadResult::kClosed) {
         read_stream(s);
-      } else if (ec != asio::error::operation_aborted) {
-        s->finish();  // EOF: every writer (the worker and its children) closed it
-        std::error_code ignored;
-        s->pipe.close(ignored);
       }
     });
   }
@@ -359,7 +368,7 @@ class Agent::Impl {
 
   void signal_workers(int sig) {
     for (auto& w : workers_) {
-      if (!w->alive) continue;
+      if (!w->alive || w->reaped) continue;
       if (sig == SIGKILL) w->sent_kill = true;
       else w->sent_signal = sig;
       // The whole process group, so the worker's own children get it too.
@@ -369,7 +378,7 @@ class Agent::Impl {
 
   void forward_signal(int sig) {
     for (auto& w : workers_) {
-      if (w->alive) ::kill(config_.debug ? w->pid : -w->pid, sig);
+      if (w->alive && !w->reaped) ::kill(config_.debug ? w->pid : -w->pid, sig);
     }
   }
 
@@ -407,12 +416,15 @@ class Agent::Impl {
       }
       // Not a worker: an orphaned grandchild (ddprun is a subreaper) or the orphan guard.
       auto it = std::find_if(workers_.begin(), workers_.end(),
-                             [pid](const auto& w) { return w->alive && w->pid == pid; });
+                             [pid](const auto& w) { return !w->reaped && w->pid == pid; });
       if (it == workers_.end()) continue;
-      (*it)->alive = false;
+      (*it)->reaped = true;
       ended.emplace_back(it->get(), status);
     }
-    for (auto [worker, status] : ended) worker_ended(*worker, status);
+    for (auto [worker, status] : ended) {
+      worker->alive = false;
+      worker_ended(*worker, status);
+    }
   }
 
   void worker_ended(Worker& w, int status) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Bad input: one line naming the flag or value, exit 64, nothing started.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+
+worker marker <<'SH'
+#!/bin/sh
+touch "$T/started"
+SH
+echo '{"nproc_per_node": 2' > "$T/broken.json"
+echo '{"nprocs": 2}' > "$T/unknown.json"
+check() {
+  local expected=$1; shift
+  run_ddprun bad "$@"
+  expect_eq "$RC" 64 "exit code for: $*"
+  expect_eq "$(wc -l < "$T/bad.err")" 1 "one line for: $* ($(cat "$T/bad.err"))"
+  expect_in "$T/bad.err" "^ddprun: error: $expected"
+  [[ ! -e "$T/started" ]] || fail "a worker started for: $*"
+  [[ ! -s "$T/bad.out" ]] || fail "stdout not empty for: $*"
+}
+check "unknown option --bogus" --bogus "$T/marker"
+check "unknown option --nproc_per_nodes" --nproc_per_nodes=2 "$T/marker"
+check "--nproc_per_node=0: expected" --nproc_per_node=0 "$T/marker"
+check "--nproc_per_node=-1: expected" --nproc_per_node=-1 "$T/marker"
+check "--nproc_per_node=many: expected" --nproc_per_node=many "$T/marker"
+check "--nnodes=0: expected" --nnodes=0 "$T/marker"
+check "--nnodes=3:2: MIN is larger than MAX" --nnodes=3:2 "$T/marker"
+check "--node_rank=2: must be less than --nnodes \(2\)" --nnodes=2 --node_rank=2 "$T/marker"
+check "--master_port=0: expected a port in 1..65535" --master_port=0 "$T/marker"
+check "--master_port=70000: expected a port in 1..65535" --master_port 70000 "$T/marker"
+check "--max_restarts=-3: expected" --max_restarts=-3 "$T/marker"
+check "missing PROGRAM" --nproc_per_node=2
+check "--config $T/absent.json: cannot open the file" --config "$T/absent.json" "$T/marker"
+check "--config $T/broken.json: not valid JSON" --config "$T/broken.json" "$T/marker"
+check "--config $T/unknown.json: unknown key \"nprocs\"" --config "$T/unknown.json" "$T/marker"
+check "--nproc_per_node: 1 required" --nproc_per_node
+PET_NPROC_PER_NODE=zero run_ddprun bad "$T/marker"
+expect_eq "$RC" 64 "bad PET_ value"
+expect_in "$T/bad.err" "nproc_per_node=zero"
+ok "every bad input is one line, exit 64, nothing started"
+
+# Options after the program belong to the program.
+"$DDPRUN" "$T/marker" --bogus --nproc_per_node=0
+[[ -e "$T/started" ]] || fail "options after PROGRAM were not passed through"
+ok "options after PROGRAM pass through untouched"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Every rank gets torchrun's environment contract; MASTER_PORT is free and bindable.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+
+worker dump_env <<'SH'
+#!/bin/sh
+env | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK|ROLE_RANK|ROLE_NAME|ROLE_WORLD_SIZE|LOCAL_WORLD_SIZE|WORLD_SIZE|GROUP_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]+|TORCH_NCCL_ASYNC_ERROR_HANDLING|OMP_NUM_THREADS)=' | sort > "$T/env.$RANK"
+SH
+env -u OMP_NUM_THREADS -u TORCH_NCCL_ASYNC_ERROR_HANDLING "$DDPRUN" --nproc-per-node=3 --max_restarts=2 \
+  --role=trainer --rdzv_id=job1 "$T/dump_env" >"$T/out" 2>"$T/err"
+expect_in "$T/err" "setting OMP_NUM_THREADS=1 for each of the 3 workers"
+port=$(sed -n 's/^MASTER_PORT=//p' "$T/env.0")
+[[ "$port" =~ ^[0-9]+$ ]] && (( port >= 1 && port <= 65535 )) || fail "MASTER_PORT '$port'"
+for r in 0 1 2; do
+  errfile=$(sed -n 's/^TORCHELASTIC_ERROR_FILE=//p' "$T/env.$r")
+  [[ "$errfile" == */attempt_0/rank_$r/error.json ]] || fail "rank $r error file '$errfile'"
+  grep -v '^TORCHELASTIC_ERROR_FILE=' "$T/env.$r" > "$T/got.$r"
+  cat > "$T/want.$r" <<ENV
+GROUP_RANK=0
+GROUP_WORLD_SIZE=1
+LOCAL_RANK=$r
+LOCAL_WORLD_SIZE=3
+MASTER_ADDR=127.0.0.1
+MASTER_PORT=$port
+OMP_NUM_THREADS=1
+RANK=$r
+ROLE_NAME=trainer
+ROLE_RANK=$r
+ROLE_WORLD_SIZE=3
+TORCHELASTIC_MAX_RESTARTS=2
+TORCHELASTIC_RESTART_COUNT=0
+TORCHELASTIC_RUN_ID=job1
+TORCHELASTIC_USE_AGENT_STORE=False
+TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+WORLD_SIZE=3
+ENV
+  diff -u "$T/want.$r" "$T/got.$r" || fail "environment of rank $r"
+done
+ok "environment contract for ranks 0..2"
+
+# The launcher's own values are inherited, a given port is used, and the free port can be
+# bound and listened on by the worker (the way c10d's TCPStore does, with SO_REUSEADDR).
+worker listen <<'SH'
+#!/bin/sh
+echo "$OMP_NUM_THREADS $TORCH_NCCL_ASYNC_ERROR_HANDLING $MASTER_PORT" > "$T/inherited"
+exec /usr/bin/python3 -c '
+import os, socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))); s.listen()'
+SH
+OMP_NUM_THREADS=4 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 "$DDPRUN" --master_port=29876 "$T/listen"
+expect_eq "$(cat "$T/inherited")" "4 0 29876" "inherited variables and given port"
+"$DDPRUN" "$T/listen" || fail "the worker could not listen on the reserved MASTER_PORT"
+ok "inherited variables, given port, reserved port is bindable"
+
+# PET_* variables, --config files and --print_config.
+PET_NPROC_PER_NODE=2 PET_MAX_RESTARTS=1 "$DDPRUN" --print_config prog a b > "$T/pc.json"
+/usr/bin/python3 - "$T/pc.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["nproc_per_node"] == 2 and c["max_restarts"] == 1, c
+assert c["program"] == "prog" and c["args"] == ["a", "b"], c
+PY
+echo '{"nproc_per_node": 3, "max_restarts": 4}' > "$T/cfg.json"
+PET_NPROC_PER_NODE=2 "$DDPRUN" --config "$T/cfg.json" --max_restarts=5 --print_config prog > "$T/pc2.json"
+/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert (c["nproc_per_node"], c["max_restarts"]) == (3, 5), c' "$T/pc2.json"
+"$DDPRUN" --config "$T/pc.json" "$T/dump_env" && [[ -f "$T/env.1" ]] || fail "a printed config runs as a --config file"
+ok "PET_*, --config and --print_config"

@@ -1,0 +1,72 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "worker_environment.hpp"
+
+using namespace ddprun;
+
+namespace {
+
+std::map<std::string, std::string> as_map(const std::vector<std::string>& vars) {
+  std::map<std::string, std::string> m;
+  for (const auto& v : vars) m[v.substr(0, v.find('='))] = v.substr(v.find('=') + 1);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("every worker gets torchrun's environment contract") {
+  config::LaunchConfig cfg;
+  cfg.nproc_per_node = 4;
+  cfg.max_restarts = 3;
+  cfg.role = "trainer";
+  elastic::RoundAssignment round;
+  round.round = 2;
+  round.restart_count = 1;
+  round.group_rank = 1;
+  round.group_world_size = 2;
+  round.base_rank = 4;
+  round.world_size = 8;
+  round.master_addr = "node0";
+  round.master_port = 29555;
+  round.run_id = "job42";
+  const auto env = as_map(launcher::worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, cfg,
+                                                        round, 3, "/tmp/e.json"));
+  const std::map<std::string, std::string> expected = {
+      {"PATH", "/bin"},
+      {"RANK", "7"},
+      {"LOCAL_RANK", "3"},
+      {"GROUP_RANK", "1"},
+      {"ROLE_RANK", "7"},
+      {"ROLE_NAME", "trainer"},
+      {"ROLE_WORLD_SIZE", "8"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"WORLD_SIZE", "8"},
+      {"GROUP_WORLD_SIZE", "2"},
+      {"MASTER_ADDR", "node0"},
+      {"MASTER_PORT", "29555"},
+      {"TORCHELASTIC_RESTART_COUNT", "1"},
+      {"TORCHELASTIC_MAX_RESTARTS", "3"},
+      {"TORCHELASTIC_RUN_ID", "job42"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_ERROR_FILE", "/tmp/e.json"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"OMP_NUM_THREADS", "1"},
+  };
+  CHECK(env == expected);
+}
+
+TEST_CASE("inherited OMP_NUM_THREADS and TORCH_NCCL_ASYNC_ERROR_HANDLING are kept") {
+  config::LaunchConfig cfg;
+  cfg.nproc_per_node = 2;
+  const std::map<std::string, std::string> base = {{"OMP_NUM_THREADS", "4"},
+                                                   {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}};
+  const auto env = as_map(launcher::worker_environment(base, cfg, {}, 0, ""));
+  CHECK(env.at("OMP_NUM_THREADS") == "4");
+  CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
+  CHECK_FALSE(launcher::sets_omp_num_threads(base, cfg));
+  cfg.nproc_per_node = 1;
+  CHECK_FALSE(launcher::sets_omp_num_threads({}, cfg));  // one worker: nothing to oversubscribe
+  CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, "")).count("OMP_NUM_THREADS") == 0);
+}

@@ -1,0 +1,55 @@
+# Helpers for the integration tests (bash). Source after `set -euo pipefail`.
+# Every test runs in its own temporary folder, and every process it starts carries that
+# folder's path in its command line, so "nothing left behind" is checked with pgrep -f.
+
+: "${DDPRUN:?run this test through ctest (DDPRUN is not set)}"
+T=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-test.XXXXXX")
+export T
+cleanup() {
+  local rc=$?
+  pkill -KILL -f "$T" 2>/dev/null || true
+  rm -rf "$T"
+  exit $rc
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*"; exit "${DDPRUN_SKIP_CODE:-77}"; }
+ok() { echo "ok: $*"; }
+
+# expect_eq ACTUAL EXPECTED WHAT
+expect_eq() { [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"; }
+# expect_in FILE PATTERN (grep -E)
+expect_in() { grep -Eq -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "expected /$2/ in $1"; }; }
+expect_not_in() { ! grep -Eq -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "did not expect /$2/ in $1"; }; }
+
+# wait_for SECONDS COMMAND...: polls until COMMAND succeeds; fails after SECONDS.
+wait_for() {
+  local limit=$1; shift
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    (( SECONDS < deadline )) || fail "timed out after ${limit}s waiting for: $*"
+    sleep 0.05
+  done
+}
+
+# Processes of this test still alive (zombies excluded).
+# ps runs alone first, so the filter's own command line (which names $T) is never listed.
+leftovers() {
+  local snapshot
+  snapshot=$(ps -eo pid=,stat=,args=)
+  awk -v t="$T" 'index($0, t) && $2 !~ /^Z/' <<<"$snapshot"
+}
+no_leftovers() { [[ -z "$(leftovers)" ]]; }
+
+# run_ddprun NAME ARGS...: runs ddprun, stdout in $T/NAME.out, stderr in $T/NAME.err, exit code in RC.
+run_ddprun() {
+  local name=$1; shift
+  set +e
+  "$DDPRUN" "$@" >"$T/$name.out" 2>"$T/$name.err"
+  RC=$?
+  set -e
+}
+
+# worker NAME <<'EOF' ... EOF: writes an executable sh script $T/NAME.
+worker() { cat >"$T/$1"; chmod +x "$T/$1"; }
