@@ -30,7 +30,9 @@ mkdir "$T/ddprun" "$T/torchrun"
 expect_in "$T/d.out" '^\[rank1\]: trained 1$'
 # Debian's torchrun 1.13 needs --redirects/--tee under Python 3.11 (see the notes); they
 # redirect nothing here.
-(cd "$T" && /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 --max_restarts=1 \
+# torchrun's default port 29500 collides with any other torchrun on the host: give it a free one.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+(cd "$T" && /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 --max_restarts=1 --master_port="$port" \
   --rdzv_id=same --redirects 9:1 --tee 9:1 --log_dir "$T/tlogs" "$T/train.py" "$T/torchrun") \
   >"$T/t.out" 2>"$T/t.err" || { cat "$T/t.err"; fail "the script failed under torchrun"; }
 

@@ -6,7 +6,10 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 worker flaky <<'SH'
 #!/bin/sh
 echo "$TORCHELASTIC_RESTART_COUNT" >> "$T/attempts.$RANK"
-[ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 2
+if [ "$RANK" = 1 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+  while [ ! -s "$T/attempts.0" ]; do sleep 0.05; done  # fail once rank 0 is surely running
+  exit 2
+fi
 [ "$RANK" = 0 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 30
 exit 0
 SH
