@@ -11,7 +11,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
-  iproute2 procps psmisc           # network-namespace tests, process checks
+  iproute2 procps psmisc util-linux time  # namespaces, process checks, script(1), benchmarks
 )
 if [[ "${1:-}" == "--slurm" ]]; then
   packages+=(slurmctld slurmd slurm-client munge)

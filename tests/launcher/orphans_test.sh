@@ -21,7 +21,7 @@ start=$(date +%s.%N)
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 wait_for 10 no_leftovers
-elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" "BEGIN { printf \"%.3f\", e - s }")
 ok "ddprun SIGKILLed: workers and grandchildren gone after ${elapsed}s"
 
 # A successful worker's leftover child is cleaned up at the end of the job too.

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The README's first command: installs what is missing, builds, and runs the main job:
+# ddprun starting the example train on 2 CPU workers.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+build=${DDPRUN_BUILD_DIR:-$root/build}
+exec "$build/launcher/ddprun" --nproc_per_node=2 --max_restarts=1 \
+  "$build/worker/train" --epochs 3 --checkpoint-dir "$build/checkpoints" "$@"
