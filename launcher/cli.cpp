@@ -17,8 +17,15 @@ std::string dashed(std::string key) {
 
 constexpr const char* kDescription =
     "ddprun: start and supervise distributed PyTorch workers (a native torchrun).\n"
-    "Usage: ddprun [options] PROGRAM [ARGS...]\n"
     "PROGRAM runs under python3 -u when it ends in .py (or with -m), else it is executed directly.";
+
+// CLI11 would print "Usage: ddprun [OPTIONS]": PROGRAM is not one of its positionals.
+class Formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: ddprun [options] PROGRAM [ARGS...]\n";
+  }
+};
 
 constexpr const char* kFooter =
     "Every option can also be given as PET_<OPTION> in the environment (PET_NPROC_PER_NODE=4)\n"
@@ -31,6 +38,7 @@ constexpr const char* kFooter =
 std::optional<CommandLine> parse_command_line(int argc, const char* const* argv) {
   CLI::App app{kDescription, "ddprun"};
   app.footer(kFooter);
+  app.formatter(std::make_shared<Formatter>());
   app.prefix_command();  // PROGRAM and everything after it are left untouched
   app.set_version_flag("--version", "ddprun 0.1.0");
 
