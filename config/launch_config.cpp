@@ -293,10 +293,14 @@ int count_gpus(const std::map<std::string, std::string>& environ) {
     ::pclose(probe);
   }
   const auto visible = environ.find(env::kCudaVisibleDevices);
-  if (visible == environ.end()) return physical;
-  // CUDA stops at the first entry that names no device, so "0,1" gives 2, "" and "-1" give 0.
+  return visible_gpu_count(physical, visible == environ.end() ? std::nullopt
+                                                             : std::optional<std::string>(visible->second));
+}
+
+int visible_gpu_count(int physical, const std::optional<std::string>& visible) {
+  if (!visible) return physical;
   int count = 0;
-  std::stringstream items(visible->second);
+  std::stringstream items(*visible);
   std::string item;
   while (std::getline(items, item, ',')) {
     if (item.empty() || item[0] == '-') break;

@@ -103,6 +103,11 @@ struct LaunchConfig {
 // narrowed by CUDA_VISIBLE_DEVICES when set. 0 when there are none.
 int count_gpus(const std::map<std::string, std::string>& environ);
 
+// How many of `physical` GPUs a CUDA program sees under CUDA_VISIBLE_DEVICES=`visible`
+// (unset: all). CUDA stops at the first entry that names no device: "0,1" gives 2, "" and
+// "-1" give 0, "1,-1,0" gives 1.
+int visible_gpu_count(int physical, const std::optional<std::string>& visible);
+
 struct ResolveContext {
   std::map<std::string, std::string> environ;  // the launcher's environment
   int cpu_count = 1;
