@@ -1,5 +1,6 @@
 #include "ddprun/hostlist.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -42,11 +43,13 @@ class Expander {
   // One item of the list: literal text and bracket groups, already known to be balanced.
   void expand_item(std::size_t begin, std::size_t end) {
     std::vector<std::vector<std::string>> parts;  // each part: the texts it can stand for
+    std::vector<std::size_t> groups;              // indices of the bracket groups in parts
     std::size_t count = 1;
     std::size_t i = begin;
     while (i < end) {
       if (list_[i] == '[') {
         const std::size_t close = list_.find(']', i);
+        groups.push_back(parts.size());
         parts.push_back(expand_group(i + 1, close));
         count *= parts.back().size();  // cannot overflow: each factor and the product are bounded
         if (count > kMaxHosts || hosts_.size() + count > kMaxHosts) {
@@ -59,15 +62,19 @@ class Expander {
         i = next;
       }
     }
-    // Odometer over the parts, rightmost fastest, as SLURM orders them.
+    // Odometer over the groups. scontrol varies the last group fastest, then the first, the
+    // second, ...: n[1-2]-r[1-2]-c[1-2] gives n1-r1-c1 n1-r1-c2 n2-r1-c1 n2-r1-c2 n1-r2-c1 ...
+    // With one or two groups that is plain leftmost-slowest order.
+    // `groups` becomes the order in which they advance, fastest first.
+    if (!groups.empty()) std::rotate(groups.begin(), groups.end() - 1, groups.end());
     std::vector<std::size_t> pick(parts.size(), 0);
     for (std::size_t n = 0; n < count; ++n) {
       std::string host;
       for (std::size_t p = 0; p < parts.size(); ++p) host += parts[p][pick[p]];
       hosts_.push_back(std::move(host));
-      for (std::size_t p = parts.size(); p-- > 0;) {
-        if (++pick[p] < parts[p].size()) break;
-        pick[p] = 0;
+      for (std::size_t g : groups) {
+        if (++pick[g] < parts[g].size()) break;
+        pick[g] = 0;
       }
     }
   }

@@ -125,7 +125,7 @@ SlurmInference infer_from_slurm(const Environment& env) {
 }
 
 std::string describe(const SlurmInference& r, std::string_view rendezvous_endpoint) {
-  if (!r.in_slurm) return "ddprun: not in a SLURM job";
+  if (!r.in_slurm) return "";
   std::string line = fmt::format("ddprun: SLURM job {}", r.job_id);
   line += r.step_id ? fmt::format(" step {}", *r.step_id) : std::string(" (outside srun)");
   std::vector<std::string> parts;

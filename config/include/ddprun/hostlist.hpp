@@ -28,8 +28,8 @@ inline constexpr std::size_t kMaxHosts = 1024 * 1024;
 // An item is text with any number of bracket groups; each group is a comma-separated list of
 // `N` or `N-M` (decimal, N <= M), and every number is printed at least as wide as the `N` it
 // came from, so zero padding is kept: node[01-04,07] -> node01 node02 node03 node04 node07,
-// n[8-10] -> n8 n9 n10. Several groups multiply out, the leftmost varying slowest:
-// rack[1-2]-n[1-2] -> rack1-n1 rack1-n2 rack2-n1 rack2-n2.
+// n[8-10] -> n8 n9 n10. Several groups multiply out: rack[1-2]-n[1-2] -> rack1-n1 rack1-n2
+// rack2-n1 rack2-n2 (with three or more groups, in scontrol's less obvious order).
 //
 // Throws HostlistError when the list names no host, a bracket is unbalanced or nested, a range
 // is empty, not decimal or decreasing, or a range or the whole list is larger than the limits above.

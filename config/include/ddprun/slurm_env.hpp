@@ -61,7 +61,7 @@ struct SlurmInference {
   // empty, and the launcher must refuse to start (usage error, this text) unless --nnodes and
   // --node_rank were given explicitly.
   std::optional<std::string> layout_error;
-  // One line for the launcher to print, e.g.
+  // One line for the launcher to print (empty outside SLURM), e.g.
   // "ddprun: SLURM job 123 step 0: 2 nodes, node rank 1, rendezvous at n1:29400, run id 123.0"
   std::string summary;
 };
@@ -73,7 +73,7 @@ struct SlurmInference {
 SlurmInference infer_from_slurm(const Environment& env);
 
 // The summary line for `inference` with the rendezvous endpoint the launcher actually uses
-// (infer_from_slurm fills `summary` with master_addr:kDefaultRendezvousPort).
+// (infer_from_slurm fills `summary` with master_addr:kDefaultRendezvousPort); "" outside SLURM.
 std::string describe(const SlurmInference& inference, std::string_view rendezvous_endpoint);
 
 // A worker's place in the job when srun started every worker itself (no launcher).
