@@ -15,7 +15,8 @@
 #
 # `up` exits 77 (the tests' skip code), with the reason on stderr and in DIR/skip-reason, when this
 # machine cannot run the cluster (not root, no network namespaces, SLURM absent and not
-# installable); any other failure to start is an error (exit 1) with the daemons' logs.
+# installable); any other failure to start is an error (exit 1): the daemons' logs are shown
+# and whatever had started is taken down again.
 # Each node offers CPUS_PER_NODE CPUs and GPUS_PER_NODE fake GPUs (a gres whose device files are
 # /dev/null look-alikes in DIR), so jobs see SLURM_GPUS_ON_NODE and CUDA_VISIBLE_DEVICES as on a GPU cluster.
 set -euo pipefail
@@ -118,6 +119,10 @@ install_slurm() {
   then
     skip "installing SLURM failed (see $dir/install.log): $(tail -n 1 "$dir/install.log")"
   fi
+  local cmd
+  for cmd in slurmctld slurmd sbatch munged mungekey; do
+    command -v "$cmd" > /dev/null || skip "$cmd is still missing after installing SLURM"
+  done
 }
 
 # The network: one bridge in namespace "sw"; host H gets namespace H with eth0 at ADDR.
@@ -236,6 +241,19 @@ dump_logs() {
   done
 }
 
+start_cluster() {
+  local i
+  make_network
+  start_munge
+  write_config
+  as_new_host ctl slurmctld -f "$dir/slurm.conf"
+  for ((i = 1; i <= nodes; i++)); do
+    mkdir -p "$dir/spool-n$i"
+    as_new_host "n$i" slurmd -f "$dir/slurm.conf" -N "n$i"
+  done
+  wait_until_idle
+}
+
 cmd_up() {
   if [[ -e $dir/slurm.conf ]]; then
     log "$dir holds a cluster already; stopping it first"
@@ -245,17 +263,17 @@ cmd_up() {
   chmod 0755 "$dir"  # munged (as user munge) must reach DIR/munge
   rm -f "$dir/skip-reason"
   check_prerequisites
-  local t0=$SECONDS i
-  make_network
-  start_munge
-  write_config
-  as_new_host ctl slurmctld -f "$dir/slurm.conf"
-  for ((i = 1; i <= nodes; i++)); do
-    mkdir -p "$dir/spool-n$i"
-    as_new_host "n$i" slurmd -f "$dir/slurm.conf" -N "n$i"
-  done
-  if ! wait_until_idle; then
+  local t0=$SECONDS rc=0
+  # In a subshell so that set -e stops at the first failed step; then show why and remove
+  # whatever had started.
+  set +e
+  (set -e; start_cluster)
+  rc=$?
+  set -e
+  if ((rc != 0)); then
+    log "starting the cluster failed"
     dump_logs
+    cmd_down
     exit 1
   fi
   echo "$nodes" > "$dir/nodes"

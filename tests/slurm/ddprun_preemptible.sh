@@ -11,10 +11,10 @@ ckpt=$W/checkpoints/ddprun-preemptible
 
 job=$(submit --cpus-per-task=2 -o job.out "$DDPRUN_SOURCE_DIR/scripts/sbatch/preemptible.sbatch" --steps 300)
 step_at_least() { [[ -r $ckpt/step && $(cat "$ckpt/step") -ge $1 ]]; }
-wait_until 120 "the first checkpoint" step_at_least 10
+wait_running 120 "$job" "the first checkpoint" step_at_least 10
 
 sl scancel --signal=USR1 "$job"
-wait_until 60 "SIGUSR1 to reach the 4 workers" have_files "$ckpt/usr1-run0-rank*" 4
+wait_running 60 "$job" "SIGUSR1 to reach the 4 workers" have_files "$ckpt/usr1-run0-rank*" 4
 [[ $(job_field "$job" JobState) == RUNNING ]] || fail "SIGUSR1 ended the job: $(job_field "$job" JobState)"
 saved=$(cat "$ckpt/step")
 

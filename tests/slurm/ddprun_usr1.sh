@@ -11,7 +11,7 @@ cat > job.sh <<JOB
 srun --ntasks-per-node=1 "$DDPRUN" --nproc_per_node=2 "$DDPRUN_TESTS_DIR/slurm/probe_worker.sh"
 JOB
 job=$(submit -N2 --ntasks-per-node=1 -o job.out job.sh)
-wait_until 120 "4 workers to be ready" have_files "$PROBE_DIR/attempt0/rank*.ready" 4
+wait_running 120 "$job" "4 workers to be ready" have_files "$PROBE_DIR/attempt0/rank*.ready" 4
 sl scancel --signal=USR1 "$job"
 wait_job 120 "$job" COMPLETED
 for rank in 0 1 2 3; do

@@ -70,6 +70,18 @@ wait_until() {
   done
 }
 
+# wait_running SECONDS JOB WHAT COMMAND...: as wait_until, but fails at once if JOB ends first.
+wait_running() {
+  local timeout=$1 job=$2 what=$3 deadline
+  shift 3
+  deadline=$((SECONDS + timeout))
+  until "$@"; do
+    ! job_ended "$job" || fail "job $job ended ($(job_field "$job" JobState)) before $what"
+    ((SECONDS < deadline)) || fail "timed out after ${timeout}s waiting for $what"
+    sleep 0.1
+  done
+}
+
 job_ended() {
   case $(job_field "$1" JobState) in
     PENDING | RUNNING | CONFIGURING | COMPLETING | REQUEUED | REQUEUE_HOLD | REQUEUE_FED | SUSPENDED | RESIZING | "") return 1 ;;

@@ -20,8 +20,8 @@ trap 'usr1=1; echo "$(date +%s.%N)" >> "$me.usr1"' USR1
 {
   echo "HOST=$(hostname)"
   env | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|GROUP_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_RUN_ID|TORCHELASTIC_RESTART_COUNT|SLURM_NODEID|SLURM_JOB_ID)=' | sort
-} > "$me.env.tmp"
-mv "$me.env.tmp" "$me.env"
+} > "$me.env.$(hostname).$$"
+mv "$me.env.$(hostname).$$" "$me.env"
 
 deadline=$((SECONDS + ${PROBE_TIMEOUT:-120}))
 # Sleeps a tenth of a second in a way a signal interrupts, so the trap runs at once.

@@ -17,9 +17,9 @@ done
 TASK
 chmod +x task.sh
 job=$(submit -N2 --ntasks-per-node=2 -o job.out --wrap "srun $W/task.sh")
-wait_until 90 "4 tasks to be ready" have_files "ready-*" 4
+wait_running 90 "$job" "4 tasks to be ready" have_files "ready-*" 4
 sl scancel --signal=USR1 "$job"
-wait_until 60 "SIGUSR1 to reach 4 tasks" have_files "got-*" 4
+wait_running 60 "$job" "SIGUSR1 to reach 4 tasks" have_files "got-*" 4
 wait_job 60 "$job" COMPLETED
 for f in got-n1-0 got-n1-1 got-n2-2 got-n2-3; do [[ -e $f ]] || fail "missing $f"; done
 echo "PASS: SIGUSR1 reached all 4 tasks of job $job; the job completed"
