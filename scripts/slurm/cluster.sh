@@ -136,7 +136,8 @@ make_host_namespace() {
   # loopback-range addresses on a real interface.
   nsenter --net="$dir/ns/$host" sh -e -c "
     ip link set lo up
-    sysctl -qw net.ipv4.conf.all.route_localnet=1 net.ipv4.conf.eth0.route_localnet=1
+    echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
+    echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet
     ip route del local 127.0.0.0/8 dev lo table local
     ip route add local 127.0.0.0/16 dev lo table local
     ip addr add $addr/16 dev eth0
