@@ -6,7 +6,7 @@
 # its own key and socket there, and no file in /etc is modified. So several clusters can run at
 # once (tests in parallel, several checkouts) and `down` leaves nothing behind.
 #
-#   cluster.sh up DIR [--nodes N]   start; DIR must not hold a running cluster (default 2 nodes)
+#   cluster.sh up DIR [--nodes N]   start (default 2 nodes); DIR is new, empty, or an old cluster's
 #   cluster.sh down DIR             stop every daemon and job, remove the namespaces and DIR
 #   cluster.sh run DIR [--on HOST] CMD [ARGS...]
 #                                   run CMD on the login host "ctl" (default) or on node HOST,
@@ -28,6 +28,7 @@ readonly CTL_ADDR=$SUBNET.254
 readonly UP_TIMEOUT_S=${DDPRUN_SLURM_UP_TIMEOUT:-45}     # until every node is idle
 readonly DOWN_TIMEOUT_S=${DDPRUN_SLURM_DOWN_TIMEOUT:-15} # for daemons to exit after SIGTERM
 readonly SKIP=77
+readonly MARKER=.ddprun-slurm-cluster  # in every state folder that `up` made
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 log() { echo "cluster.sh: $*" >&2; }
@@ -256,11 +257,14 @@ start_cluster() {
 }
 
 cmd_up() {
-  if [[ -e $dir/slurm.conf ]]; then
+  if [[ -e $dir/$MARKER ]]; then
     log "$dir holds a cluster already; stopping it first"
     cmd_down
+  elif [[ -d $dir && -n $(ls -A "$dir") ]]; then
+    die "$dir is not empty and holds no cluster; give an empty or new folder"
   fi
   mkdir -p "$dir"
+  touch "$dir/$MARKER"
   chmod 0755 "$dir"  # munged (as user munge) must reach DIR/munge
   rm -f "$dir/skip-reason"
   check_prerequisites
@@ -283,6 +287,8 @@ cmd_up() {
 
 cmd_down() {
   [[ -d $dir ]] || return 0
+  # DIR is deleted below: only if `up` made it.
+  [[ -e $dir/$MARKER ]] || die "$dir was not made by cluster.sh up (no $MARKER); not touching it"
   local f node pids deadline
   for f in "$dir"/slurmd-*.pid; do [[ -e $f ]] && stop_daemon "$f" slurmd; done
   stop_daemon "$dir/slurmctld.pid" slurmctld
