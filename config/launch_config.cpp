@@ -309,7 +309,7 @@ int visible_gpu_count(int physical, const std::optional<std::string>& visible) {
   return std::min(count, physical);
 }
 
-LaunchConfig resolve_config(const RawOptions& cli, const RawOptions& file, const RawOptions& env,
+LaunchConfig resolve_config(const OptionSources& sources,
                             const std::vector<std::string>& program_and_args,
                             ResolveContext& context) {
   RawOptions merged;
@@ -318,7 +318,7 @@ LaunchConfig resolve_config(const RawOptions& cli, const RawOptions& file, const
   }
   if (auto it = context.environ.find(env::kShutdownTimeout); it != context.environ.end())
     merged["shutdown_timeout"] = it->second;
-  for (const RawOptions* source : {&env, &file, &cli}) {
+  for (const RawOptions* source : {&sources.inferred, &sources.env, &sources.file, &sources.cli}) {
     for (const auto& [key, value] : *source) merged[key] = value;
   }
   const auto has = [&](const char* key) { return merged.count(key) > 0; };
@@ -408,7 +408,7 @@ LaunchConfig resolve_config(const RawOptions& cli, const RawOptions& file, const
   }
   if (c.debug) {
     if (c.max_nodes > 1) throw UsageError("--debug runs one worker on one node; drop --nnodes");
-    if (cli.count("nproc_per_node") || file.count("nproc_per_node") || env.count("nproc_per_node")) {
+    if (sources.given("nproc_per_node")) {
       if (c.nproc_spec != "1") {
         throw UsageError(fmt::format("--debug runs one worker; drop --nproc_per_node={}", c.nproc_spec));
       }

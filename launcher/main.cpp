@@ -17,6 +17,8 @@
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/launch_config.hpp"
 #include "ddprun/local_rendezvous.hpp"
+#include "ddprun/slurm_env.hpp"
+#include "ddprun/slurm_options.hpp"
 #include "ddprun/worker_env.hpp"
 #include "spawn.hpp"
 #include "worker_environment.hpp"
@@ -99,23 +101,34 @@ int run(int argc, char** argv) {
   config::ResolveContext context;
   context.environ = vars;
   context.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
-  const config::RawOptions file = command_line->config_file.empty()
-                                      ? config::RawOptions{}
-                                      : config::options_from_json_file(command_line->config_file);
-  config::LaunchConfig cfg =
-      config::resolve_config(command_line->options, file, config::options_from_environment(vars),
-                             command_line->program_and_args, context);
+  config::OptionSources sources;
+  sources.cli = command_line->options;
+  if (!command_line->config_file.empty()) {
+    sources.file = config::options_from_json_file(command_line->config_file);
+  }
+  sources.env = config::options_from_environment(vars);
+  slurm::SlurmInference slurm_job;
+  try {
+    slurm_job = slurm::infer_from_slurm(vars);
+  } catch (const slurm::SlurmEnvError& e) {
+    throw config::UsageError(e.what());
+  }
+  sources.inferred = config::options_from_slurm(slurm_job, sources);
+  config::LaunchConfig cfg = config::resolve_config(sources, command_line->program_and_args, context);
   if (command_line->print_config) {
     std::cout << config::to_json(cfg).dump(2) << "\n";
     return exit_code::kSuccess;
   }
-  if (cfg.multi_node() || (!cfg.rdzv_endpoint.empty() && !cfg.standalone)) {
+  if (cfg.multi_node()) {
     throw config::UsageError(fmt::format(
         "--nnodes={}: multi-node jobs are not yet supported by this build of ddprun; use --nnodes=1",
         cfg.min_nodes == cfg.max_nodes ? std::to_string(cfg.min_nodes)
                                        : fmt::format("{}:{}", cfg.min_nodes, cfg.max_nodes)));
   }
   check_program(cfg, vars);
+  if (slurm_job.in_slurm) {
+    std::cerr << slurm::describe(slurm_job, cfg.rdzv_endpoint.empty() ? cfg.master_addr : cfg.rdzv_endpoint) << "\n";
+  }
 
   const std::string run_id = cfg.rdzv_id.empty() ? random_run_id() : cfg.rdzv_id;
   if (launcher::sets_omp_num_threads(vars, cfg)) {

@@ -12,7 +12,7 @@ LaunchConfig resolve(const RawOptions& cli, const RawOptions& file = {}, const R
   ResolveContext context;
   context.cpu_count = 6;
   context.gpu_count = 0;
-  return resolve_config(cli, file, env, program, context);
+  return resolve_config({{}, env, file, cli}, program, context);
 }
 
 }  // namespace
@@ -38,14 +38,28 @@ TEST_CASE("nproc_per_node accepts numbers, cpu, gpu and auto") {
   CHECK(resolve({{"nproc_per_node", "auto"}}).nproc_per_node == 6);  // no GPU: one per core
   ResolveContext with_gpus;
   with_gpus.gpu_count = 2;
-  CHECK(resolve_config({{"nproc_per_node", "gpu"}}, {}, {}, {"t"}, with_gpus).nproc_per_node == 2);
-  CHECK(resolve_config({{"nproc_per_node", "auto"}}, {}, {}, {"t"}, with_gpus).nproc_per_node == 2);
+  CHECK(resolve_config({{}, {}, {}, {{"nproc_per_node", "gpu"}}}, {"t"}, with_gpus).nproc_per_node == 2);
+  CHECK(resolve_config({{}, {}, {}, {{"nproc_per_node", "auto"}}}, {"t"}, with_gpus).nproc_per_node == 2);
 }
 
 TEST_CASE("precedence: command line, then --config file, then PET_*, then default") {
   CHECK(resolve({}, {}, {{"max_restarts", "1"}}).max_restarts == 1);
   CHECK(resolve({}, {{"max_restarts", "2"}}, {{"max_restarts", "1"}}).max_restarts == 2);
   CHECK(resolve({{"max_restarts", "3"}}, {{"max_restarts", "2"}}, {{"max_restarts", "1"}}).max_restarts == 3);
+}
+
+TEST_CASE("inferred options yield to everything the user gave") {
+  ResolveContext context;
+  context.gpu_count = 0;
+  OptionSources sources;
+  sources.inferred = {{"nnodes", "2"}, {"node_rank", "1"}, {"max_restarts", "7"}};
+  sources.env = {{"max_restarts", "1"}};
+  const auto c = resolve_config(sources, {"t"}, context);
+  CHECK(c.max_nodes == 2);
+  CHECK(c.node_rank == 1);
+  CHECK(c.max_restarts == 1);
+  CHECK(sources.given("max_restarts"));
+  CHECK_FALSE(sources.given("nnodes"));
 }
 
 TEST_CASE("PET_ variables name options") {

@@ -114,9 +114,20 @@ struct ResolveContext {
   std::optional<int> gpu_count;                // counted lazily when unset and needed
 };
 
-// Merges and validates. `cli` wins over `file`, which wins over `env`, then defaults.
-// `program_and_args` is everything from the program on. Throws UsageError.
-LaunchConfig resolve_config(const RawOptions& cli, const RawOptions& file, const RawOptions& env,
+// Where option values come from, lowest precedence first.
+struct OptionSources {
+  RawOptions inferred;  // from the surroundings (SLURM): below anything the user gave
+  RawOptions env;       // PET_* variables
+  RawOptions file;      // --config
+  RawOptions cli;       // the command line
+  // Whether the user gave `key` (on the command line, in the file or as PET_*).
+  bool given(const std::string& key) const {
+    return cli.count(key) > 0 || file.count(key) > 0 || env.count(key) > 0;
+  }
+};
+
+// Merges and validates. `program_and_args` is everything from the program on. Throws UsageError.
+LaunchConfig resolve_config(const OptionSources& sources,
                             const std::vector<std::string>& program_and_args,
                             ResolveContext& context);
 
