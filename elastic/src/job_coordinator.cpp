@@ -250,13 +250,11 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
       complete_if_ready(now, out);
       break;
     case Phase::kRunning:
-      if (part == parts_.end()) break;  // was waiting for room
-      if (part->second == Part::kSucceeded) {
-        parts_.erase(part);  // its share of the job is done; the others finish without it
-      } else {
-        parts_.erase(part);
-        stop_round(StopReason::kNodeLost, fmt::format("{} was lost: {}", name, why), now, out);
-      }
+      // Not in the round: it was waiting for room. Succeeded: its share of the job is done and
+      // the others finish without it.
+      if (part == parts_.end() || part->second == Part::kSucceeded) break;
+      parts_.erase(part);
+      stop_round(StopReason::kNodeLost, fmt::format("{} was lost: {}", name, why), now, out);
       break;
     case Phase::kStopping:
       if (part != parts_.end()) parts_.erase(part);

@@ -146,7 +146,7 @@ class JobCoordinator {
   double join_deadline_;
   std::optional<double> last_call_deadline_;
   // running and stopping
-  std::map<NodeId, Part> parts_;  // the round's nodes still connected
+  std::map<NodeId, Part> parts_;  // the round's nodes: still connected, or lost after they succeeded
   bool round_failed_ = false;
   std::vector<WorkerFailure> failures_;  // this round's
   // stopping
