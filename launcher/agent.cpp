@@ -273,12 +273,13 @@ class Agent::Impl {
   // --- workers ------------------------------------------------------------------------------
 
   void start_workers() {
-    const std::string attempt = fmt::format("attempt_{}", round_.round);
-    if (round_.restart_count > 0 && round_.round > 0 && !announced_round_.count(round_.round)) {
+    // attempt_N: this node's N-th start of its workers (rounds are numbered job-wide).
+    const std::string attempt = fmt::format("attempt_{}", attempts_started_++);
+    if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
       say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count,
                       config_.max_restarts));
     }
-    announced_round_.insert(round_.round);
+    announced_restarts_.insert(round_.restart_count);
     workers_.clear();
     further_failures_.clear();
     grace_timer_.cancel();
@@ -529,7 +530,8 @@ class Agent::Impl {
   bool job_finished_ = false;
   elastic::JobOutcome outcome_;
   elastic::RoundAssignment round_;
-  std::set<int> announced_round_;
+  std::set<int> announced_restarts_;
+  int attempts_started_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<elastic::WorkerFailure> further_failures_;
   std::deque<Occurrence> queue_;

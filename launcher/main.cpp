@@ -16,7 +16,8 @@
 #include "cli.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/launch_config.hpp"
-#include "ddprun/local_rendezvous.hpp"
+#include "ddprun/rendezvous.hpp"
+#include "ddprun/rendezvous_config.hpp"
 #include "ddprun/slurm_env.hpp"
 #include "ddprun/slurm_options.hpp"
 #include "ddprun/worker_env.hpp"
@@ -70,6 +71,37 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
   }
 }
 
+// The rendezvous side of the configuration. Throws UsageError when it cannot work.
+elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg) {
+  elastic::RendezvousConfig r;
+  r.backend = cfg.rdzv_backend == "c10d" ? elastic::Backend::kC10d : elastic::Backend::kStatic;
+  r.endpoint = cfg.rdzv_endpoint;
+  r.master_addr = cfg.master_addr;
+  r.master_port = cfg.master_port;
+  r.min_nodes = cfg.min_nodes;
+  r.max_nodes = cfg.max_nodes;
+  r.node_rank = cfg.node_rank;
+  r.nproc = cfg.nproc_per_node;
+  r.local_addr = cfg.local_addr;
+  r.max_restarts = cfg.max_restarts;
+  try {
+    for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
+      std::cerr << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
+    }
+    r.run_id = cfg.rdzv_id;
+    if (r.run_id.empty() && !cfg.multi_node()) r.run_id = random_run_id();
+    if (r.run_id.empty() && r.backend == elastic::Backend::kStatic) {
+      // Every node computes the same id from the endpoint they share (never torchrun's "none").
+      const auto endpoint = elastic::rendezvous_endpoint(r);
+      r.run_id = fmt::format("static-{}-{}", endpoint.host, endpoint.port);
+    }
+    elastic::validate(r);
+  } catch (const elastic::RendezvousConfigError& e) {
+    throw config::UsageError(e.what());
+  }
+  return r;
+}
+
 // Where log files go, and the private folder for error files when there are none.
 launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
                                   const std::map<std::string, std::string>& vars) {
@@ -119,18 +151,13 @@ int run(int argc, char** argv) {
     std::cout << config::to_json(cfg).dump(2) << "\n";
     return exit_code::kSuccess;
   }
-  if (cfg.multi_node()) {
-    throw config::UsageError(fmt::format(
-        "--nnodes={}: multi-node jobs are not yet supported by this build of ddprun; use --nnodes=1",
-        cfg.min_nodes == cfg.max_nodes ? std::to_string(cfg.min_nodes)
-                                       : fmt::format("{}:{}", cfg.min_nodes, cfg.max_nodes)));
-  }
+  const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg);
   check_program(cfg, vars);
   if (slurm_job.in_slurm) {
     std::cerr << slurm::describe(slurm_job, cfg.rdzv_endpoint.empty() ? cfg.master_addr : cfg.rdzv_endpoint) << "\n";
   }
 
-  const std::string run_id = cfg.rdzv_id.empty() ? random_run_id() : cfg.rdzv_id;
+  const std::string& run_id = rendezvous_config.run_id;
   if (launcher::sets_omp_num_threads(vars, cfg)) {
     std::cerr << fmt::format(
         "ddprun: setting OMP_NUM_THREADS=1 for each of the {} workers to avoid overloading the "
@@ -144,13 +171,7 @@ int run(int argc, char** argv) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   asio::io_context io;
-  elastic::LocalRendezvousOptions local;
-  local.run_id = run_id;
-  local.master_addr = cfg.master_addr;
-  local.master_port = cfg.master_port;
-  local.nproc = cfg.nproc_per_node;
-  local.max_restarts = cfg.max_restarts;
-  auto rendezvous = std::make_unique<elastic::LocalRendezvous>(io, local);
+  auto rendezvous = elastic::make_rendezvous(io, rendezvous_config);
   auto paths = make_run_paths(cfg, run_id, vars);
   launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, std::move(paths));
   return agent.run();

@@ -8,15 +8,27 @@
 // or joining), the launcher stops its workers and calls workers_stopped(). The rendezvous
 // then either starts the next round (job-wide restart budget permitting) or calls finish().
 // When all of this node's workers succeed the launcher calls workers_succeeded(); finish()
-// follows once every node has succeeded (the exit barrier).
+// follows once every node has succeeded (the exit barrier), or, if a worker elsewhere fails
+// first, start_round of a new round that restarts the workers here too.
+//
+// finish() is only called while none of this node's workers run: if the job ends during a
+// round (the rendezvous host was lost or stopped), stop_round(kShutdown) comes first and
+// finish() follows the launcher's workers_stopped().
 //
 // Every handler is invoked from the launcher's event loop (asio::io_context), never from
 // inside one of the calls below.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "ddprun/rendezvous_config.hpp"
+
+namespace asio {
+class io_context;
+}
 
 namespace ddprun::elastic {
 
@@ -48,8 +60,11 @@ struct RoundAssignment {
   std::string run_id;
 };
 
+// Why a round ends early: a worker failed (here or on another node; uses the restart budget),
+// a node was lost or left, a node joined and is admitted in the next round, or the job is
+// ending without a new round (the rendezvous host was lost or stopped).
 enum class StopReason { kWorkerFailed, kNodeLost, kMembershipChange, kShutdown };
-const char* to_string(StopReason reason);
+const char* to_string(StopReason reason);  // "worker_failed", "node_lost", ...
 
 // How the job ended, the same on every node.
 struct JobOutcome {
@@ -80,5 +95,10 @@ class Rendezvous {
   // ddprun is stopping because it received `signal`; no more handlers are called.
   virtual void leave(int signal) = 0;
 };
+
+// The rendezvous for `config`: in-process for a single-node job (--nnodes=1), otherwise over
+// TCP, hosting the server in this process when hosts_rendezvous() says so. Does no I/O itself;
+// join() starts it. Throws RendezvousConfigError when validate(config) does.
+std::unique_ptr<Rendezvous> make_rendezvous(asio::io_context& io, const RendezvousConfig& config);
 
 }  // namespace ddprun::elastic

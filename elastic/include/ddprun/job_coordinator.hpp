@@ -1,0 +1,157 @@
+// The job's membership and rounds as a pure state machine: events in (a node joins, a worker
+// failed, a node's workers stopped or succeeded, a node is gone, time passed), messages out
+// (assign a round to a node, stop its round, finish its job). No I/O and no clock: every event
+// carries `now`, in seconds on a monotonic clock, and next_deadline() says when tick() is due.
+// The TCP server and the single-node rendezvous both drive one, so the rules live only here.
+//
+// Phases:
+//   gathering  waiting for nodes: the round starts with MAX nodes at once, or with at least MIN
+//              nodes when the last call ends (first round) or at once (later rounds: every node
+//              the job knows is connected, nobody else to wait for). Fewer than MIN when
+//              join_timeout passes: the job finishes with a rendezvous error.
+//   running    the round's workers run. A worker failure, a lost node or an admissible new node
+//              stops the round on every node (stopping); when every node succeeded, the job
+//              finishes with success (the exit barrier).
+//   stopping   waiting for every node of the round to report its workers stopped (lost nodes
+//              count as stopped). Then: after a worker failure, a new round while the job-wide
+//              restart budget lasts, otherwise the job finishes with the root cause (the earliest
+//              failure); after a membership change alone, a new round that uses no budget.
+//   finished   every node got the same JobOutcome; new nodes are refused.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ddprun/rendezvous.hpp"
+
+namespace ddprun::elastic {
+
+// The job's identity and policy, set by the node that hosts the rendezvous.
+struct JobSettings {
+  std::string run_id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  double join_timeout = 600;  // see RendezvousTimeouts
+  double last_call_timeout = 30;
+  double close_timeout = 60;
+};
+
+// What a node says about itself when it joins.
+struct NodeSpec {
+  // Must equal the job's settings, or the node is refused.
+  std::string run_id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  // This node.
+  int node_rank = -1;  // -1: any
+  int nproc = 1;
+  std::string addr;      // advertised address, MASTER_ADDR when this node gets group rank 0
+  std::string hostname;  // for messages
+  int master_port = 0;   // a port it holds free on addr, MASTER_PORT when it gets group rank 0
+  bool hosts_rendezvous = false;
+};
+
+using NodeId = std::uint64_t;
+
+struct Assign {
+  NodeId node;
+  RoundAssignment assignment;
+};
+struct Stop {
+  NodeId node;
+  int round;
+  StopReason reason;
+  std::string why;
+};
+struct Finish {  // also a refusal: then outcome.error says why
+  NodeId node;
+  JobOutcome outcome;
+};
+using Message = std::variant<Assign, Stop, Finish>;
+using Messages = std::vector<Message>;
+
+// One node as the group-rank order sees it.
+struct RankCandidate {
+  int node_rank = -1;
+  std::string hostname;
+  std::string addr;
+  bool hosts_rendezvous = false;
+  std::uint64_t join_order = 0;
+};
+
+// The candidates' indices in group-rank order. A --node_rank is honoured when it is below the
+// number of candidates; the other places go, in order, to the nodes whose --node_rank was too
+// large (by node_rank), then to the rendezvous host, then to the rest by (hostname, addr) with
+// numbers compared as numbers ("n2" before "n10"), then by join order.
+std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& candidates);
+
+// "worker rank 3 (local rank 1) on h2 failed with exit code 1" / "... was killed by SIGKILL".
+std::string describe(const WorkerFailure& failure);
+
+class JobCoordinator {
+ public:
+  JobCoordinator(JobSettings settings, double now);
+
+  // Refused (a Finish to `node` alone) when the run id or the job's settings differ, the
+  // node_rank is taken or out of range, or the job has finished.
+  Messages join(NodeId node, const NodeSpec& spec, double now);
+  Messages worker_failed(NodeId node, int round, WorkerFailure failure, double now);
+  Messages workers_stopped(NodeId node, int round, std::vector<WorkerFailure> failures, double now);
+  Messages workers_succeeded(NodeId node, int round, double now);
+  // The node's connection closed, its heartbeats stopped, or it left; `why` says which.
+  Messages node_gone(NodeId node, const std::string& why, double now);
+  // Acts on deadlines that have passed.
+  Messages tick(double now);
+
+  // When tick() must be called next; none while nothing is timed.
+  std::optional<double> next_deadline() const;
+  bool finished() const { return phase_ == Phase::kFinished; }
+
+ private:
+  enum class Phase { kGathering, kRunning, kStopping, kFinished };
+  // A node's part in the current round: its workers run; it was told to stop, or failed, and
+  // has not reported them stopped yet; they succeeded; they stopped.
+  enum class Part { kRunning, kStopping, kSucceeded, kStopped };
+  struct Node {
+    NodeSpec spec;
+    std::uint64_t join_order;
+    int last_round;  // the last round it took part in; 0: none yet
+  };
+
+  std::optional<std::string> refusal(NodeId node, const NodeSpec& spec) const;
+  std::string node_name(NodeId node) const;
+  std::string describe_node(NodeId node) const { return "node " + node_name(node); }
+  std::string present_nodes() const;
+  void gather(double now, Messages& out);
+  void complete_if_ready(double now, Messages& out);
+  void start_round(Messages& out);
+  void stop_round(StopReason reason, const std::string& why, double now, Messages& out);
+  void end_round_if_stopped(double now, Messages& out);
+  void record(NodeId node, WorkerFailure failure);
+  void finish(JobOutcome outcome, Messages& out);
+
+  JobSettings settings_;
+  Phase phase_ = Phase::kGathering;
+  std::map<NodeId, Node> nodes_;  // joined and still connected: the round's nodes and those waiting
+  std::uint64_t joins_ = 0;
+  int round_ = 0;
+  int restart_count_ = 0;
+  // gathering
+  double join_deadline_;
+  std::optional<double> last_call_deadline_;
+  // running and stopping
+  std::map<NodeId, Part> parts_;  // the round's nodes: still connected, or lost after they succeeded
+  bool round_failed_ = false;
+  std::vector<WorkerFailure> failures_;  // this round's
+  // stopping
+  double close_deadline_ = 0;
+  std::string stop_why_;
+};
+
+}  // namespace ddprun::elastic

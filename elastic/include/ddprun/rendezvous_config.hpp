@@ -1,0 +1,96 @@
+// How this node takes part in the job's rendezvous: torchrun's --rdzv_backend, --rdzv_endpoint,
+// --rdzv_id, --rdzv_conf, --nnodes, --node_rank, --nproc_per_node, --local_addr, --max_restarts,
+// --master_addr and --master_port as one value, filled in by the launcher and checked by
+// validate() before make_rendezvous() uses it.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddprun::elastic {
+
+// A setting the user gave that cannot work; the launcher exits with exit_code::kUsage.
+class RendezvousConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// torchrun's backend names. Both are served by ddprun's own TCP rendezvous; they differ in who
+// hosts it (see RendezvousConfig::hosts) and in that static needs a fixed node count.
+enum class Backend { kStatic, kC10d };
+
+inline constexpr int kDefaultEndpointPort = 29400;  // torchrun's c10d default
+inline constexpr int kDefaultMasterPort = 29500;    // torchrun's --master_port default
+
+// Every time limit of the rendezvous, in seconds, each settable as --rdzv_conf KEY=VALUE.
+struct RendezvousTimeouts {
+  // For at least MIN nodes to join: at the start, and again whenever lost nodes leave fewer
+  // than MIN. A client also gives up reaching the endpoint after this long.
+  double join_timeout = 600;
+  // Once MIN nodes have joined the first round, how long more may join before it starts (MAX
+  // nodes start it at once). Later rounds start at once: every node the job knows is there.
+  double last_call_timeout = 30;
+  // For every node to report its workers stopped after a round ended. Longer than the
+  // launcher's SIGTERM->SIGKILL grace (30 s by default), so that a slow stop is not an error.
+  double close_timeout = 60;
+  double heartbeat_interval = 0.5;  // between heartbeats, in both directions
+  // Silence after which a node, or the rendezvous host, counts as lost. A closed connection
+  // counts at once.
+  double heartbeat_timeout = 5;
+};
+
+struct RendezvousConfig {
+  Backend backend = Backend::kStatic;
+  // --rdzv_endpoint as "host[:port]"; empty: the static backend meets at master_addr:master_port.
+  std::string endpoint;
+  std::string master_addr = "127.0.0.1";
+  // --master_port; 0: not given. A static rendezvous without an endpoint meets at
+  // master_addr:master_port (29500 when not given, as torchrun); a single-node job gives its
+  // workers master_addr and this port as MASTER_ADDR/MASTER_PORT (a free port when not given).
+  int master_port = 0;
+  std::string run_id;      // --rdzv_id; required for a multi-node c10d job
+  int min_nodes = 1;       // --nnodes=MIN:MAX, or N for both
+  int max_nodes = 1;
+  int node_rank = -1;      // --node_rank; -1: any rank the rendezvous picks
+  int nproc = 1;           // --nproc_per_node, already resolved to a number
+  std::string local_addr;  // --local_addr; empty: the address this node uses to reach the endpoint
+  int max_restarts = 0;    // job-wide budget of restarts after worker failures
+  std::optional<bool> is_host;  // --rdzv_conf is_host=0|1; unset: see hosts_rendezvous()
+  RendezvousTimeouts timeouts;
+};
+
+// "host[:port]" split; "[v6addr]:port" accepted.
+struct Endpoint {
+  std::string host;
+  int port = 0;
+};
+// Throws RendezvousConfigError on an empty host or a bad port.
+Endpoint parse_endpoint(std::string_view text, int default_port);
+
+// Where the nodes meet: --rdzv_endpoint, or for the static backend without one,
+// --master_addr:--master_port (as torchrun does).
+Endpoint rendezvous_endpoint(const RendezvousConfig& config);
+
+// Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
+// close_timeout, heartbeat_interval, heartbeat_timeout (seconds), is_host (0|1|true|false), and
+// torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
+// store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
+// and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on
+// any other key or a bad value.
+std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config);
+
+// Throws RendezvousConfigError naming the flag when the configuration cannot work.
+void validate(const RendezvousConfig& config);
+
+// Whether this node hosts the rendezvous server: as is_host says when given; for the static
+// backend, node_rank 0 does; otherwise a node hosts if it can when one of the endpoint's
+// addresses is this host's (an interface address, or --local_addr's). Such a node that finds
+// the port taken joins as a client instead: another launcher on the same machine got there first.
+enum class Hosting { kNo, kIfPortFree, kYes };
+Hosting hosts_rendezvous(const RendezvousConfig& config, const std::vector<std::string>& endpoint_addrs,
+                         const std::vector<std::string>& own_addrs);
+
+}  // namespace ddprun::elastic

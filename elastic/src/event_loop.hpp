@@ -1,0 +1,33 @@
+// Small pieces shared by the code that runs on the launcher's asio::io_context.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <chrono>
+#include <memory>
+
+namespace ddprun::elastic {
+
+// Seconds on the monotonic clock: the JobCoordinator's `now`.
+inline double monotonic_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+inline std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+inline std::chrono::steady_clock::time_point monotonic_time_point(double s) {
+  return std::chrono::steady_clock::time_point(seconds(s));
+}
+
+// Lets a handler queued on the io_context find out whether the object that queued it still
+// exists: the launcher may destroy a rendezvous while some of its handlers are queued.
+class Lifetime {
+ public:
+  std::weak_ptr<void> token() const { return token_; }
+
+ private:
+  std::shared_ptr<void> token_ = std::make_shared<char>();
+};
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,58 @@
+#include "local_rendezvous.hpp"
+
+#include <fmt/format.h>
+
+#include "node_identity.hpp"
+
+namespace ddprun::elastic {
+
+LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
+    : io_(io), config_(std::move(config)), coordinator_(job_settings(config_), monotonic_now()) {}
+
+void LocalRendezvous::join(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  try {
+    master_port_.emplace(io_, config_.master_port);
+  } catch (const std::system_error& e) {
+    const std::string why =
+        config_.master_port > 0
+            ? fmt::format("--master_port={} is in use by another program ({}); pick another or leave it out",
+                          config_.master_port, e.what())
+            : fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what());
+    return deliver({Finish{kThisNode, rendezvous_failure(why, 0)}});
+  }
+  // One node: MASTER_ADDR is --master_addr (127.0.0.1 unless given), as with torchrun.
+  const std::string addr = config_.master_addr;
+  deliver(coordinator_.join(kThisNode, node_spec(config_, addr, master_port_->port(), true), monotonic_now()));
+}
+
+void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {
+  deliver(coordinator_.worker_failed(kThisNode, round, failure, monotonic_now()));
+}
+
+void LocalRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
+  deliver(coordinator_.workers_stopped(kThisNode, round, failures, monotonic_now()));
+}
+
+void LocalRendezvous::workers_succeeded(int round) {
+  deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_now()));
+}
+
+void LocalRendezvous::leave(int) { left_ = true; }
+
+void LocalRendezvous::deliver(const Messages& messages) {
+  for (const Message& message : messages) {
+    asio::post(io_, [this, alive = lifetime_.token(), message] {
+      if (alive.expired() || left_) return;
+      if (const auto* assign = std::get_if<Assign>(&message)) {
+        handlers_.start_round(assign->assignment);
+      } else if (const auto* stop = std::get_if<Stop>(&message)) {
+        handlers_.stop_round(stop->reason, stop->why);
+      } else {
+        handlers_.finish(std::get<Finish>(message).outcome);
+      }
+    });
+  }
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,189 @@
+#include "ddprun/rendezvous_config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace ddprun::elastic {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+int parse_port(std::string_view text, std::string_view endpoint) {
+  const std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  const long port = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || port < 0 || port > 65535) {
+    throw RendezvousConfigError(fmt::format("bad port '{}' in rendezvous endpoint '{}'", text, endpoint));
+  }
+  return static_cast<int>(port);
+}
+
+double parse_seconds(std::string_view key, std::string_view value) {
+  const std::string s(value);
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(seconds) || seconds <= 0) {
+    throw RendezvousConfigError(
+        fmt::format("--rdzv_conf {}={}: expected a positive number of seconds", key, value));
+  }
+  return seconds;
+}
+
+bool parse_bool(std::string_view key, std::string_view value) {
+  if (value == "1" || value == "true" || value == "True") return true;
+  if (value == "0" || value == "false" || value == "False") return false;
+  throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected 0, 1, true or false", key, value));
+}
+
+}  // namespace
+
+Endpoint parse_endpoint(std::string_view text, int default_port) {
+  Endpoint e;
+  e.port = default_port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) {
+      throw RendezvousConfigError(fmt::format("rendezvous endpoint '{}' lacks the ']'", text));
+    }
+    e.host = text.substr(1, close - 1);
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') throw RendezvousConfigError(fmt::format("bad rendezvous endpoint '{}'", text));
+      e.port = parse_port(rest.substr(1), text);
+    }
+  } else if (const auto colon = text.rfind(':');
+             colon != std::string_view::npos && text.find(':') == colon) {  // one colon: host:port
+    e.host = text.substr(0, colon);
+    e.port = parse_port(text.substr(colon + 1), text);
+  } else {
+    e.host = text;  // a name, an IPv4 address or a bare IPv6 address
+  }
+  if (e.host.empty()) {
+    throw RendezvousConfigError(fmt::format("rendezvous endpoint '{}' has no host; expected HOST[:PORT]", text));
+  }
+  return e;
+}
+
+namespace {
+int static_master_port(const RendezvousConfig& config) {
+  return config.master_port > 0 ? config.master_port : kDefaultMasterPort;
+}
+}  // namespace
+
+Endpoint rendezvous_endpoint(const RendezvousConfig& config) {
+  if (!config.endpoint.empty()) {
+    return parse_endpoint(config.endpoint, config.backend == Backend::kStatic ? static_master_port(config)
+                                                                             : kDefaultEndpointPort);
+  }
+  if (config.backend == Backend::kStatic) return Endpoint{config.master_addr, static_master_port(config)};
+  throw RendezvousConfigError("the c10d rendezvous backend needs --rdzv_endpoint=HOST[:PORT]");
+}
+
+std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config) {
+  std::vector<std::string> ignored;
+  while (!conf.empty()) {
+    const auto comma = conf.find(',');
+    const std::string_view item = trim(conf.substr(0, comma));
+    conf = comma == std::string_view::npos ? std::string_view() : conf.substr(comma + 1);
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      throw RendezvousConfigError(fmt::format("--rdzv_conf '{}': expected KEY=VALUE", item));
+    }
+    const std::string_view key = trim(item.substr(0, eq));
+    const std::string_view value = trim(item.substr(eq + 1));
+    RendezvousTimeouts& t = config.timeouts;
+    if (key == "join_timeout" || key == "timeout") {
+      t.join_timeout = parse_seconds(key, value);
+    } else if (key == "last_call_timeout") {
+      t.last_call_timeout = parse_seconds(key, value);
+    } else if (key == "close_timeout") {
+      t.close_timeout = parse_seconds(key, value);
+    } else if (key == "heartbeat_interval") {
+      t.heartbeat_interval = parse_seconds(key, value);
+    } else if (key == "heartbeat_timeout") {
+      t.heartbeat_timeout = parse_seconds(key, value);
+    } else if (key == "is_host") {
+      config.is_host = parse_bool(key, value);
+    } else if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
+               key == "keep_alive_max_attempt" || key == "rank") {
+      ignored.emplace_back(key);
+    } else {
+      throw RendezvousConfigError(fmt::format(
+          "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
+          "heartbeat_interval, heartbeat_timeout, is_host",
+          key));
+    }
+  }
+  return ignored;
+}
+
+void validate(const RendezvousConfig& c) {
+  if (c.min_nodes < 1 || c.min_nodes > c.max_nodes) {
+    throw RendezvousConfigError(
+        fmt::format("--nnodes={}:{} needs 0 < MIN <= MAX", c.min_nodes, c.max_nodes));
+  }
+  if (c.backend == Backend::kStatic && c.min_nodes != c.max_nodes) {
+    throw RendezvousConfigError(fmt::format(
+        "--nnodes={}:{} needs --rdzv_backend=c10d; the static backend takes a fixed --nnodes=N", c.min_nodes,
+        c.max_nodes));
+  }
+  if (c.node_rank < -1 || c.node_rank >= c.max_nodes) {
+    throw RendezvousConfigError(
+        fmt::format("--node_rank={} is out of range for {} nodes (0 to {})", c.node_rank, c.max_nodes, c.max_nodes - 1));
+  }
+  if (c.nproc < 1) throw RendezvousConfigError(fmt::format("--nproc_per_node={} must be at least 1", c.nproc));
+  if (c.max_restarts < 0) {
+    throw RendezvousConfigError(fmt::format("--max_restarts={} must not be negative", c.max_restarts));
+  }
+  const RendezvousTimeouts& t = c.timeouts;
+  for (const auto& [name, value] : {std::pair{"join_timeout", t.join_timeout},
+                                   {"last_call_timeout", t.last_call_timeout},
+                                   {"close_timeout", t.close_timeout},
+                                   {"heartbeat_interval", t.heartbeat_interval},
+                                   {"heartbeat_timeout", t.heartbeat_timeout}}) {
+    if (!(value > 0)) throw RendezvousConfigError(fmt::format("--rdzv_conf {}={} must be positive", name, value));
+  }
+  if (t.heartbeat_timeout <= t.heartbeat_interval) {
+    throw RendezvousConfigError(fmt::format(
+        "--rdzv_conf heartbeat_timeout={} must be longer than heartbeat_interval={}", t.heartbeat_timeout,
+        t.heartbeat_interval));
+  }
+  if (c.max_nodes == 1) return;  // a single node meets nobody: no endpoint, id or rank needed
+  const Endpoint endpoint = rendezvous_endpoint(c);
+  if (endpoint.port == 0) {
+    throw RendezvousConfigError(fmt::format(
+        "rendezvous endpoint {}:0: a multi-node job needs a fixed port that every node knows", endpoint.host));
+  }
+  if (c.backend == Backend::kC10d && c.run_id.empty()) {
+    throw RendezvousConfigError(
+        "a multi-node c10d rendezvous needs --rdzv_id, so that jobs sharing an endpoint stay apart");
+  }
+  if (c.backend == Backend::kStatic && c.node_rank < 0) {
+    throw RendezvousConfigError(fmt::format(
+        "the static rendezvous backend needs --node_rank (0 to {}) on every node", c.max_nodes - 1));
+  }
+}
+
+Hosting hosts_rendezvous(const RendezvousConfig& config, const std::vector<std::string>& endpoint_addrs,
+                         const std::vector<std::string>& own_addrs) {
+  if (config.is_host) return *config.is_host ? Hosting::kYes : Hosting::kNo;
+  if (config.backend == Backend::kStatic) return config.node_rank == 0 ? Hosting::kYes : Hosting::kNo;
+  const bool local = std::any_of(endpoint_addrs.begin(), endpoint_addrs.end(), [&](const std::string& addr) {
+    return std::find(own_addrs.begin(), own_addrs.end(), addr) != own_addrs.end();
+  });
+  return local ? Hosting::kIfPortFree : Hosting::kNo;
+}
+
+}  // namespace ddprun::elastic

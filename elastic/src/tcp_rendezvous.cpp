@@ -1,0 +1,266 @@
+#include "tcp_rendezvous.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ddprun/rendezvous_protocol.hpp"
+#include "node_identity.hpp"
+
+namespace ddprun::elastic {
+
+namespace {
+
+// Until it is reached, the endpoint is tried again this often (the hosting node may start
+// after this one). Not a time limit: join_timeout bounds the whole wait.
+constexpr double kConnectRetryInterval = 0.1;
+
+std::string describe(const asio::ip::tcp::endpoint& endpoint) {
+  return fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
+}
+
+}  // namespace
+
+TcpRendezvous::TcpRendezvous(asio::io_context& io, RendezvousConfig config)
+    : io_(io),
+      config_(std::move(config)),
+      endpoint_(rendezvous_endpoint(config_)),
+      endpoint_text_(fmt::format("{}:{}", endpoint_.host, endpoint_.port)),
+      resolver_(io),
+      connecting_(io),
+      join_timer_(io),
+      retry_timer_(io) {}
+
+TcpRendezvous::~TcpRendezvous() {
+  if (channel_) channel_->close();
+}
+
+template <class F>
+void TcpRendezvous::post(F handler) {
+  asio::post(io_, [this, alive = lifetime_.token(), handler = std::move(handler)] {
+    if (!alive.expired() && !left_) handler(handlers_);
+  });
+}
+
+void TcpRendezvous::join(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  try {
+    master_port_.emplace(io_);
+  } catch (const std::system_error& e) {
+    return end(rendezvous_failure(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()), 0));
+  }
+  host_if_chosen();
+  if (state_ == State::kDone) return;
+  join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
+  join_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (ec || alive.expired() || channel_ || state_ != State::kJoining) return;
+    resolver_.cancel();
+    retry_timer_.cancel();
+    asio::error_code ignored;
+    connecting_.close(ignored);
+    end(rendezvous_failure(
+        fmt::format("could not reach the rendezvous at {} within {} s (last error: {}); start the node that hosts "
+                    "it or raise --rdzv_conf join_timeout=SECONDS",
+                    endpoint_text_, config_.timeouts.join_timeout, last_connect_error_),
+        0));
+  });
+  connect();
+}
+
+void TcpRendezvous::host_if_chosen() {
+  asio::error_code ec;
+  const auto endpoints = resolver_.resolve(endpoint_.host, std::to_string(endpoint_.port), ec);
+  std::vector<std::string> endpoint_addrs;
+  for (const auto& e : endpoints) endpoint_addrs.push_back(e.endpoint().address().to_string());
+  std::vector<std::string> own_addrs = interface_addresses();
+  if (!config_.local_addr.empty()) {
+    for (const auto& e : resolver_.resolve(config_.local_addr, "0", ec)) {
+      if (!bind_address_) bind_address_ = e.endpoint().address();
+      own_addrs.push_back(e.endpoint().address().to_string());
+    }
+  }
+  const Hosting hosting = hosts_rendezvous(config_, endpoint_addrs, own_addrs);
+  if (hosting == Hosting::kNo) return;
+
+  // On the endpoint's own address when it is this host's; otherwise (is_host=1 behind a
+  // forwarded or virtual address) on every address.
+  asio::ip::tcp::endpoint listen(asio::ip::tcp::v4(), static_cast<unsigned short>(endpoint_.port));
+  for (const auto& e : endpoints) {
+    if (std::find(own_addrs.begin(), own_addrs.end(), e.endpoint().address().to_string()) != own_addrs.end()) {
+      listen = e.endpoint();
+      break;
+    }
+  }
+  try {
+    server_ = std::make_unique<RendezvousServer>(io_, listen, job_settings(config_), config_.timeouts);
+  } catch (const std::system_error& e) {
+    if (hosting == Hosting::kIfPortFree && e.code() == asio::error::address_in_use) return;
+    end(rendezvous_failure(
+        fmt::format("could not host the rendezvous on {}: {}; choose another {}", describe(listen), e.code().message(),
+                    config_.backend == Backend::kStatic && config_.endpoint.empty() ? "--master_port"
+                                                                                    : "--rdzv_endpoint port"),
+        0));
+  }
+}
+
+void TcpRendezvous::connect() {
+  if (state_ != State::kJoining || left_) return;
+  if (server_) {
+    asio::ip::tcp::endpoint own = server_->local_endpoint();
+    if (own.address().is_unspecified()) own.address(asio::ip::address_v4::loopback());
+    return connect_to(own);
+  }
+  resolver_.async_resolve(endpoint_.host, std::to_string(endpoint_.port),
+                          [this, alive = lifetime_.token()](const asio::error_code& ec,
+                                                            asio::ip::tcp::resolver::results_type results) {
+                            if (alive.expired() || ec == asio::error::operation_aborted) return;
+                            if (ec) return retry_connect(ec.message());
+                            auto chosen = results.begin();
+                            for (auto e = results.begin(); e != results.end(); ++e) {
+                              if (bind_address_ && e->endpoint().address().is_v4() == bind_address_->is_v4()) {
+                                chosen = e;
+                                break;
+                              }
+                            }
+                            connect_to(chosen->endpoint());
+                          });
+}
+
+void TcpRendezvous::connect_to(const asio::ip::tcp::endpoint& endpoint) {
+  asio::error_code ec;
+  connecting_.close(ec);
+  connecting_.open(endpoint.protocol(), ec);
+  if (ec) return retry_connect(ec.message());
+  // Leave from --local_addr, so that the other side sees the address this node advertises.
+  if (bind_address_ && bind_address_->is_v4() == endpoint.address().is_v4()) {
+    connecting_.bind({*bind_address_, 0}, ec);
+  }
+  connecting_.async_connect(endpoint, [this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (alive.expired() || ec == asio::error::operation_aborted) return;
+    if (ec) return retry_connect(ec.message());
+    on_connected(std::move(connecting_));
+  });
+}
+
+void TcpRendezvous::retry_connect(const std::string& error) {
+  if (state_ != State::kJoining || left_) return;
+  last_connect_error_ = error;
+  retry_timer_.expires_after(seconds(kConnectRetryInterval));
+  retry_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (!ec && !alive.expired()) connect();
+  });
+}
+
+void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
+  join_timer_.cancel();
+  channel_ = std::make_shared<Channel>(std::move(socket), config_.timeouts, endpoint_text_);
+  const std::string addr =
+      config_.local_addr.empty() ? channel_->local_endpoint().address().to_string() : config_.local_addr;
+  channel_->start([this](const nlohmann::json& message) { on_message(message); },
+                  [this](const std::string& why) {
+                    channel_.reset();
+                    end(rendezvous_failure(fmt::format("lost the rendezvous at {}: it {}", endpoint_text_, why),
+                                           restarts_));
+                  });
+  state_ = State::kIdle;
+  send({{"type", "join"},
+        {"version", kProtocolVersion},
+        {"node", node_spec(config_, addr, master_port_->port(), server_ != nullptr)}});
+}
+
+void TcpRendezvous::on_message(const nlohmann::json& message) {
+  try {
+    const std::string type = message.at("type");
+    if (type == "assign") {
+      const RoundAssignment assignment = message.at("assignment");
+      if (state_ != State::kIdle) return;
+      state_ = State::kRunning;
+      round_ = assignment.round;
+      restarts_ = assignment.restart_count;
+      post([assignment](Handlers& h) { h.start_round(assignment); });
+    } else if (type == "stop") {
+      const int round = message.at("round");
+      const StopReason reason = parse_stop_reason(message.at("reason").get<std::string>());
+      const std::string why = message.at("why");
+      if (state_ != State::kRunning || round != round_) return;  // stopping already, or a past round
+      state_ = State::kStopping;
+      post([reason, why](Handlers& h) { h.stop_round(reason, why); });
+    } else if (type == "finish") {
+      const JobOutcome outcome = message.at("outcome");
+      channel_->close();
+      channel_.reset();
+      end(outcome);
+    } else {
+      throw std::invalid_argument("unknown message type '" + type + "'");
+    }
+  } catch (const std::exception& e) {
+    channel_->close();
+    channel_.reset();
+    end(rendezvous_failure(fmt::format("the rendezvous at {} sent a bad message: {}", endpoint_text_, e.what()),
+                           restarts_));
+  }
+}
+
+void TcpRendezvous::end(JobOutcome outcome) {
+  switch (state_) {
+    case State::kDone:
+      return;
+    case State::kRunning: {
+      state_ = State::kStopping;
+      const std::string why = outcome.error.empty() ? "the job ended" : outcome.error;
+      finish_after_stop_ = std::move(outcome);
+      post([why](Handlers& h) { h.stop_round(StopReason::kShutdown, why); });
+      return;
+    }
+    case State::kStopping:
+      finish_after_stop_ = std::move(outcome);
+      return;
+    case State::kJoining:
+    case State::kIdle:
+      state_ = State::kDone;
+      join_timer_.cancel();
+      retry_timer_.cancel();
+      post([outcome = std::move(outcome)](Handlers& h) { h.finish(outcome); });
+      return;
+  }
+}
+
+void TcpRendezvous::send(const nlohmann::json& message) {
+  if (channel_) channel_->send(message);
+}
+
+void TcpRendezvous::worker_failed(int round, const WorkerFailure& failure) {
+  if (state_ != State::kRunning || round != round_) return;
+  state_ = State::kStopping;
+  send({{"type", "worker_failed"}, {"round", round}, {"failure", failure}});
+}
+
+void TcpRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
+  if (state_ != State::kStopping || round != round_) return;
+  if (finish_after_stop_) {
+    state_ = State::kIdle;
+    return end(*std::exchange(finish_after_stop_, std::nullopt));
+  }
+  state_ = State::kIdle;
+  send({{"type", "workers_stopped"}, {"round", round}, {"failures", failures}});
+}
+
+void TcpRendezvous::workers_succeeded(int round) {
+  if (state_ != State::kRunning || round != round_) return;
+  state_ = State::kIdle;
+  send({{"type", "workers_succeeded"}, {"round", round}});
+}
+
+void TcpRendezvous::leave(int signal) {
+  left_ = true;
+  state_ = State::kDone;
+  join_timer_.cancel();
+  retry_timer_.cancel();
+  if (server_) {
+    server_->shutdown(fmt::format("the rendezvous host {} stopped after {}", this_hostname(), signal_name(signal)));
+  } else {
+    send({{"type", "leave"}, {"signal", signal}});
+  }
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,478 @@
+// The JobCoordinator's rules as tables: each scenario is a list of events, written as short
+// commands, with the messages each one must produce, rendered as text.
+#include "ddprun/job_coordinator.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <sstream>
+
+namespace doctest {
+template <>
+struct StringMaker<std::vector<std::string>> {
+  static String convert(const std::vector<std::string>& lines) {
+    std::string text = "{";
+    for (const std::string& line : lines) text += "\n  \"" + line + "\"";
+    return (text + "}").c_str();
+  }
+};
+}  // namespace doctest
+
+namespace ddprun::elastic {
+namespace {
+
+using Lines = std::vector<std::string>;
+
+std::string render(const Message& message) {
+  if (const auto* a = std::get_if<Assign>(&message)) {
+    const RoundAssignment& r = a->assignment;
+    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}", a->node, r.round,
+                       r.restart_count, r.group_rank, r.group_world_size, r.base_rank, r.world_size, r.master_addr,
+                       r.master_port);
+  }
+  if (const auto* s = std::get_if<Stop>(&message)) {
+    return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
+  }
+  const auto& f = std::get<Finish>(message);
+  std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
+  for (const WorkerFailure& w : f.outcome.failures) line += fmt::format(" failure={}:{}:{}", w.host, w.rank, w.exit_code);
+  if (!f.outcome.error.empty()) line += " error=" + f.outcome.error;
+  return line;
+}
+
+// Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
+//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host]
+//   fail N ROUND [exit=E] [at=T] [rank=R]     worker_failed
+//   stopped N ROUND [fail=RANK:EXIT:AT]...    workers_stopped
+//   succeeded N ROUND
+//   gone N
+//   tick
+// Node N defaults: hostname hN, addr 10.0.0.N, master_port 1000+N, nproc 2, the job's settings.
+class Script {
+ public:
+  explicit Script(JobSettings settings) : settings_(settings), coordinator_(settings, 0) {}
+
+  Lines run(const std::string& command) {
+    std::istringstream in(command);
+    std::string word;
+    in >> word;
+    if (word[0] == '@') {
+      now_ = std::stod(word.substr(1));
+      in >> word;
+    }
+    Messages out;
+    if (word == "tick") {
+      out = coordinator_.tick(now_);
+    } else {
+      NodeId node = 0;
+      in >> node;
+      if (word == "join") {
+        out = coordinator_.join(node, spec(node, in), now_);
+      } else if (word == "fail") {
+        int round = 0;
+        in >> round;
+        WorkerFailure failure = worker(node);
+        for (std::string option; in >> option;) apply(failure, option);
+        out = coordinator_.worker_failed(node, round, failure, now_);
+      } else if (word == "stopped") {
+        int round = 0;
+        in >> round;
+        std::vector<WorkerFailure> failures;
+        for (std::string option; in >> option;) {
+          WorkerFailure failure = worker(node);
+          std::sscanf(option.c_str(), "fail=%d:%d:%lf", &failure.rank, &failure.exit_code, &failure.timestamp);
+          failures.push_back(failure);
+        }
+        out = coordinator_.workers_stopped(node, round, failures, now_);
+      } else if (word == "succeeded") {
+        int round = 0;
+        in >> round;
+        out = coordinator_.workers_succeeded(node, round, now_);
+      } else if (word == "gone") {
+        out = coordinator_.node_gone(node, "it closed the connection", now_);
+      } else {
+        FAIL("unknown command " << command);
+      }
+    }
+    Lines lines;
+    for (const Message& m : out) lines.push_back(render(m));
+    return lines;
+  }
+
+  const JobCoordinator& coordinator() const { return coordinator_; }
+
+ private:
+  NodeSpec spec(NodeId node, std::istringstream& in) const {
+    NodeSpec s;
+    s.run_id = settings_.run_id;
+    s.min_nodes = settings_.min_nodes;
+    s.max_nodes = settings_.max_nodes;
+    s.max_restarts = settings_.max_restarts;
+    s.nproc = 2;
+    s.addr = fmt::format("10.0.0.{}", node);
+    s.hostname = fmt::format("h{}", node);
+    s.master_port = 1000 + static_cast<int>(node);
+    for (std::string option; in >> option;) {
+      std::sscanf(option.c_str(), "rank=%d", &s.node_rank);
+      std::sscanf(option.c_str(), "nproc=%d", &s.nproc);
+      std::sscanf(option.c_str(), "nnodes=%d:%d", &s.min_nodes, &s.max_nodes);
+      std::sscanf(option.c_str(), "max_restarts=%d", &s.max_restarts);
+      if (option.rfind("run=", 0) == 0) s.run_id = option.substr(4);
+      if (option == "host") s.hosts_rendezvous = true;
+    }
+    return s;
+  }
+
+  WorkerFailure worker(NodeId node) const {
+    WorkerFailure f;
+    f.rank = static_cast<int>(node) * 10;
+    f.local_rank = 0;
+    f.exit_code = 1;
+    f.timestamp = now_;
+    return f;
+  }
+
+  static void apply(WorkerFailure& f, const std::string& option) {
+    std::sscanf(option.c_str(), "exit=%d", &f.exit_code);
+    std::sscanf(option.c_str(), "at=%lf", &f.timestamp);
+    std::sscanf(option.c_str(), "rank=%d", &f.rank);
+  }
+
+  JobSettings settings_;
+  JobCoordinator coordinator_;
+  double now_ = 0;
+};
+
+struct Step {
+  std::string command;
+  Lines expect;
+};
+
+JobSettings job(int min_nodes, int max_nodes, int max_restarts = 0) {
+  JobSettings s;
+  s.run_id = "job";
+  s.min_nodes = min_nodes;
+  s.max_nodes = max_nodes;
+  s.max_restarts = max_restarts;
+  s.join_timeout = 600;
+  s.last_call_timeout = 30;
+  s.close_timeout = 60;
+  return s;
+}
+
+void play(JobSettings settings, const std::vector<Step>& steps) {
+  Script script(settings);
+  for (const Step& step : steps) {
+    CAPTURE(step.command);
+    CHECK(script.run(step.command) == step.expect);
+  }
+}
+
+const std::string kFail2 = "worker rank 20 (local rank 0) on h2 failed with exit code 1";
+
+TEST_CASE("a static job starts when every node has joined, ranks ordered by hostname") {
+  play(job(2, 2), {
+      {"join 2", {}},
+      {"join 1", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+  });
+}
+
+TEST_CASE("node_rank is honoured and names the master; nodes may differ in nproc") {
+  play(job(3, 3), {
+      {"join 1 rank=2 nproc=1", {}},
+      {"join 2 rank=0 nproc=4", {}},
+      {"join 3 rank=1 nproc=2", {"n2 assign round=1 restarts=0 group=0/3 ranks=0/7 master=10.0.0.2:1002",
+                                 "n3 assign round=1 restarts=0 group=1/3 ranks=4/7 master=10.0.0.2:1002",
+                                 "n1 assign round=1 restarts=0 group=2/3 ranks=6/7 master=10.0.0.2:1002"}},
+  });
+}
+
+TEST_CASE("a dynamic job starts MIN nodes after the last call, or MAX nodes at once") {
+  SUBCASE("last call") {
+    Script s(job(2, 4));
+    CHECK(s.run("join 1") == Lines{});
+    CHECK(s.coordinator().next_deadline() == 600.0);  // the join timeout, while below MIN
+    CHECK(s.run("@5 join 2") == Lines{});
+    CHECK(s.coordinator().next_deadline() == 35.0);  // MIN reached at 5: last call until 35
+    CHECK(s.run("@34.9 tick") == Lines{});
+    CHECK(s.run("@35 tick") == Lines{"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                                     "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"});
+    CHECK(s.coordinator().next_deadline() == std::nullopt);
+  }
+  SUBCASE("MAX at once") {
+    play(job(1, 2), {
+        {"join 1", {}},
+        {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+    });
+  }
+  SUBCASE("a node leaving during the last call ends it") {
+    Script s(job(2, 4));
+    s.run("join 1");
+    s.run("@5 join 2");
+    CHECK(s.run("@6 gone 2") == Lines{});
+    CHECK(s.coordinator().next_deadline() == 600.0);
+    CHECK(s.run("@7 join 3") == Lines{});
+    CHECK(s.coordinator().next_deadline() == 37.0);
+  }
+}
+
+TEST_CASE("the join timeout finishes the job with a message naming what was expected and seen") {
+  play(job(3, 3), {
+      {"join 1", {}},
+      {"join 2", {}},
+      {"@599 tick", {}},
+      {"@600 tick",
+       {"n1 finish exit=69 restarts=0 error=timed out after 600 s waiting for 3 nodes to join round 1 of rendezvous "
+        "'job' (have 2: h1 (10.0.0.1), h2 (10.0.0.2)); start the missing nodes or raise --rdzv_conf "
+        "join_timeout=SECONDS",
+        "n2 finish exit=69 restarts=0 error=timed out after 600 s waiting for 3 nodes to join round 1 of rendezvous "
+        "'job' (have 2: h1 (10.0.0.1), h2 (10.0.0.2)); start the missing nodes or raise --rdzv_conf "
+        "join_timeout=SECONDS"}},
+      {"join 3", {"n3 finish exit=69 restarts=0 error=rendezvous 'job' has already finished; start a new job with "
+                  "another --rdzv_id"}},
+  });
+}
+
+TEST_CASE("a worker failure stops every other node and restarts all within the job-wide budget") {
+  play(job(2, 2, /*max_restarts=*/1), {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@10 fail 2 1", {"n1 stop round=1 worker_failed: " + kFail2}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                       "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@20 fail 1 2 exit=7", {"n2 stop round=2 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit "
+                               "code 7"}},
+      {"stopped 2 2", {}},
+      {"stopped 1 2", {"n1 finish exit=7 restarts=1 failure=h1:10:7", "n2 finish exit=7 restarts=1 failure=h1:10:7"}},
+  });
+}
+
+TEST_CASE("the root cause is the earliest failure on any node, whichever is reported first") {
+  play(job(2, 2), {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@10 fail 1 1 exit=2 at=10.5", {"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed "
+                                       "with exit code 2"}},
+      {"fail 2 1 exit=9 at=10.2", {}},  // raced with the stop: counts, but stops nobody again
+      {"stopped 1 1 fail=11:3:10.7", {}},
+      {"stopped 2 1", {"n1 finish exit=9 restarts=0 failure=h2:20:9 failure=h1:10:2 failure=h1:11:3",
+                       "n2 finish exit=9 restarts=0 failure=h2:20:9 failure=h1:10:2 failure=h1:11:3"}},
+  });
+}
+
+TEST_CASE("a lost node stops the others, who go on without it while MIN remain, using no budget") {
+  play(job(2, 3), {
+      {"join 1", {}},
+      {"join 2", {}},
+      {"join 3", {"n1 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                  "n3 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+      {"gone 1", {"n2 stop round=1 node_lost: node h1 (10.0.0.1) was lost: it closed the connection",
+                  "n3 stop round=1 node_lost: node h1 (10.0.0.1) was lost: it closed the connection"}},
+      {"stopped 2 1", {}},
+      {"stopped 3 1", {"n2 assign round=2 restarts=0 group=0/2 ranks=0/4 master=10.0.0.2:1002",
+                       "n3 assign round=2 restarts=0 group=1/2 ranks=2/4 master=10.0.0.2:1002"}},
+      {"succeeded 2 2", {}},
+      {"succeeded 3 2", {"n2 finish exit=0 restarts=0", "n3 finish exit=0 restarts=0"}},
+  });
+}
+
+TEST_CASE("below MIN the survivors wait for a replacement, up to the join timeout") {
+  SUBCASE("a replacement takes the lost node's rank") {
+    play(job(2, 2), {
+        {"join 1 rank=0", {}},
+        {"join 2 rank=1", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                           "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"@10 gone 1", {"n2 stop round=1 node_lost: node h1 (10.0.0.1) was lost: it closed the connection"}},
+        {"stopped 2 1", {}},
+        {"@50 join 3 rank=0", {"n3 assign round=2 restarts=0 group=0/2 ranks=0/4 master=10.0.0.3:1003",
+                               "n2 assign round=2 restarts=0 group=1/2 ranks=2/4 master=10.0.0.3:1003"}},
+    });
+  }
+  SUBCASE("none comes") {
+    play(job(2, 2), {
+        {"join 1", {}},
+        {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"@10 gone 1", {"n2 stop round=1 node_lost: node h1 (10.0.0.1) was lost: it closed the connection"}},
+        {"@11 stopped 2 1", {}},
+        {"@610 tick", {}},
+        {"@611 tick", {"n2 finish exit=69 restarts=0 error=timed out after 600 s waiting for 2 nodes to join round 2 "
+                       "of rendezvous 'job' (have 1: h2 (10.0.0.2)); start the missing nodes or raise --rdzv_conf "
+                       "join_timeout=SECONDS"}},
+    });
+  }
+}
+
+TEST_CASE("a node joining a running job is admitted in the next round, using no budget") {
+  play(job(2, 3), {
+      {"join 1", {}},
+      {"join 2", {}},
+      {"@30 tick", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"join 3", {"n1 stop round=1 membership_change: node h3 (10.0.0.3) joined; admitting it in the next round",
+                  "n2 stop round=1 membership_change: node h3 (10.0.0.3) joined; admitting it in the next round"}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                       "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                       "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+      {"join 4", {}},  // full: waits, and replaces the next node lost
+      {"gone 2", {"n1 stop round=2 node_lost: node h2 (10.0.0.2) was lost: it closed the connection",
+                  "n3 stop round=2 node_lost: node h2 (10.0.0.2) was lost: it closed the connection"}},
+      {"stopped 1 2", {}},
+      {"stopped 3 2", {"n1 assign round=3 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                       "n3 assign round=3 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                       "n4 assign round=3 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+  });
+}
+
+TEST_CASE("success needs every node (the exit barrier); a failure elsewhere first restarts all") {
+  SUBCASE("barrier") {
+    play(job(2, 2), {
+        {"join 1", {}},
+        {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"succeeded 1 1", {}},
+        {"join 3 nnodes=2:2", {}},  // full
+        {"succeeded 2 1", {"n1 finish exit=0 restarts=0", "n2 finish exit=0 restarts=0", "n3 finish exit=0 restarts=0"}},
+    });
+  }
+  SUBCASE("failure after another node succeeded") {
+    play(job(2, 2, 3), {
+        {"join 1", {}},
+        {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"succeeded 1 1", {}},
+        {"fail 2 1", {}},  // n1 has no workers to stop
+        {"stopped 2 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                         "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+    });
+  }
+  SUBCASE("a node lost after it succeeded does not stop the others") {
+    play(job(2, 3), {
+        {"join 1", {}},
+        {"join 2", {}},
+        {"join 3", {"n1 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                    "n3 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+        {"succeeded 3 1", {}},
+        {"gone 3", {}},
+        {"join 4", {}},  // the job is ending: not admitted
+        {"succeeded 1 1", {}},
+        {"succeeded 2 1", {"n1 finish exit=0 restarts=0", "n2 finish exit=0 restarts=0", "n4 finish exit=0 restarts=0"}},
+    });
+  }
+}
+
+TEST_CASE("a node that does not report its workers stopped within close_timeout ends the job") {
+  Script s(job(2, 2));
+  s.run("join 1");
+  s.run("join 2");
+  CHECK(s.run("@100 fail 1 1") == Lines{"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed with "
+                                        "exit code 1"});
+  CHECK(s.run("stopped 1 1") == Lines{});
+  CHECK(s.coordinator().next_deadline() == 160.0);
+  const std::string error =
+      " restarts=0 error=node h2 (10.0.0.2) did not report its workers stopped within 60 s after round 1 ended (worker "
+      "rank 10 (local rank 0) on h1 failed with exit code 1); raise --rdzv_conf close_timeout=SECONDS";
+  CHECK(s.run("@160 tick") == Lines{"n1 finish exit=69" + error, "n2 finish exit=69" + error});
+}
+
+TEST_CASE("messages about a past round, or from nodes outside the round, change nothing") {
+  play(job(1, 1, 2), {
+      {"join 1", {"n1 assign round=1 restarts=0 group=0/1 ranks=0/2 master=10.0.0.1:1001"}},
+      {"fail 1 1", {}},
+      {"stopped 1 1", {"n1 assign round=2 restarts=1 group=0/1 ranks=0/2 master=10.0.0.1:1001"}},
+      {"fail 1 1", {}},
+      {"stopped 1 1", {}},
+      {"succeeded 1 1", {}},
+      {"succeeded 9 2", {}},
+      {"gone 9", {}},
+      {"succeeded 1 2", {"n1 finish exit=0 restarts=1"}},
+  });
+}
+
+TEST_CASE("nodes that do not fit the job are refused with the flag to fix") {
+  struct Case {
+    std::string join;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"join 2 run=other", "this rendezvous endpoint serves run 'job', not 'other'; give every node the same --rdzv_id"},
+      {"join 2 nnodes=2:4", "this node has --nnodes=2:4 but rendezvous 'job' has --nnodes=3; give every node the same "
+                            "--nnodes"},
+      {"join 2 max_restarts=5", "this node has --max_restarts=5 but rendezvous 'job' has --max_restarts=0; give every "
+                                "node the same --max_restarts"},
+      {"join 2 rank=3", "--node_rank=3 is out of range for --nnodes=3 (0 to 2)"},
+      {"join 2 rank=1", "--node_rank=1 is already taken by node h1 (10.0.0.1) in rendezvous 'job'; give each node its "
+                        "own --node_rank"},
+      {"join 2 nproc=0", "--nproc_per_node=0 is not a positive number"},
+      {"join 1", "this node joined twice"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.join);
+    Script s(job(3, 3));
+    s.run("join 1 rank=1");
+    CHECK(s.run(c.join) == Lines{"n" + c.join.substr(5, 1) + " finish exit=69 restarts=0 error=" + c.error});
+    // The refused node is not part of the job: two more still start it.
+    CHECK(s.run("join 7").empty());
+    CHECK(s.run("join 8").size() == 3);
+  }
+}
+
+TEST_CASE("group rank order") {
+  struct Case {
+    std::string name;
+    std::vector<RankCandidate> candidates;
+    std::vector<std::size_t> order;
+  };
+  auto node = [](int rank, std::string host, std::string addr, std::uint64_t joined, bool hosts = false) {
+    return RankCandidate{rank, std::move(host), std::move(addr), hosts, joined};
+  };
+  const std::vector<Case> cases = {
+      {"node ranks exactly", {node(2, "a", "1", 0), node(0, "b", "2", 1), node(1, "c", "3", 2)}, {1, 2, 0}},
+      {"hostnames, numbers as numbers", {node(-1, "n10", "1", 0), node(-1, "n2", "2", 1), node(-1, "n1", "3", 2)},
+       {2, 1, 0}},
+      {"addresses when hostnames are equal",
+       {node(-1, "vm", "127.0.0.10", 0), node(-1, "vm", "127.0.0.9", 1), node(-1, "vm", "127.0.0.2", 2)},
+       {2, 1, 0}},
+      {"join order when all else is equal", {node(-1, "vm", "a", 1), node(-1, "vm", "a", 0)}, {1, 0}},
+      {"the rendezvous host first", {node(-1, "a", "1", 0), node(-1, "z", "9", 1, true)}, {1, 0}},
+      {"a given rank keeps its place, the others fill around it",
+       {node(-1, "a", "1", 0), node(1, "z", "9", 1), node(-1, "b", "2", 2)}, {0, 1, 2}},
+      {"a rank too large for this round goes before the unranked",
+       {node(-1, "a", "1", 0), node(5, "z", "9", 1), node(3, "y", "8", 2)}, {2, 1, 0}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    CHECK(order_group_ranks(c.candidates) == c.order);
+  }
+}
+
+TEST_CASE("failure descriptions") {
+  WorkerFailure f;
+  f.rank = 3;
+  f.local_rank = 1;
+  f.host = "h2";
+  f.exit_code = 137;
+  f.signal = 9;
+  CHECK(describe(f) == "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL)");
+  f.signal_from_outside = true;
+  f.message = "out of memory\ntraceback";
+  CHECK(describe(f) ==
+        "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL) sent from outside ddprun: out of memory");
+  f = WorkerFailure{};
+  f.rank = 0;
+  f.local_rank = 0;
+  f.host = "h1";
+  f.exit_code = 2;
+  CHECK(describe(f) == "worker rank 0 (local rank 0) on h1 failed with exit code 2");
+}
+
+}  // namespace
+}  // namespace ddprun::elastic

@@ -1,0 +1,149 @@
+#include "ddprun/rendezvous_config.hpp"
+
+#include <doctest/doctest.h>
+
+namespace ddprun::elastic {
+namespace {
+
+TEST_CASE("endpoints") {
+  struct Case {
+    std::string text;
+    std::string host;
+    int port;
+  };
+  for (const Case& c : std::vector<Case>{{"host0", "host0", 29400},
+                                         {"host0:1234", "host0", 1234},
+                                         {"127.0.0.2:0", "127.0.0.2", 0},
+                                         {"[::1]:5", "::1", 5},
+                                         {"[fe80::1]", "fe80::1", 29400},
+                                         {"fe80::1", "fe80::1", 29400}}) {
+    CAPTURE(c.text);
+    const Endpoint e = parse_endpoint(c.text, 29400);
+    CHECK(e.host == c.host);
+    CHECK(e.port == c.port);
+  }
+  for (const std::string bad : {"", ":80", "h:", "h:x", "h:70000", "[::1", "[::1]x"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_endpoint(bad, 29400), RendezvousConfigError);
+  }
+}
+
+TEST_CASE("the static backend meets at --master_addr:--master_port unless given an endpoint") {
+  RendezvousConfig c;
+  c.master_addr = "h0";
+  c.master_port = 1234;
+  CHECK(rendezvous_endpoint(c).host == "h0");
+  CHECK(rendezvous_endpoint(c).port == 1234);
+  c.endpoint = "h1";
+  CHECK(rendezvous_endpoint(c).port == 1234);
+  c.backend = Backend::kC10d;
+  CHECK(rendezvous_endpoint(c).port == kDefaultEndpointPort);
+  c.endpoint.clear();
+  CHECK_THROWS_WITH_AS(rendezvous_endpoint(c), "the c10d rendezvous backend needs --rdzv_endpoint=HOST[:PORT]",
+                       RendezvousConfigError);
+}
+
+TEST_CASE("--rdzv_conf") {
+  RendezvousConfig c;
+  const auto ignored = apply_rdzv_conf(
+      " join_timeout=12, last_call_timeout=0.5,close_timeout=7,heartbeat_interval=0.25,heartbeat_timeout=2,is_host=1,"
+      "read_timeout=60,,store_type=tcp",
+      c);
+  CHECK(c.timeouts.join_timeout == 12);
+  CHECK(c.timeouts.last_call_timeout == 0.5);
+  CHECK(c.timeouts.close_timeout == 7);
+  CHECK(c.timeouts.heartbeat_interval == 0.25);
+  CHECK(c.timeouts.heartbeat_timeout == 2);
+  CHECK(c.is_host == true);
+  CHECK(ignored == std::vector<std::string>{"read_timeout", "store_type"});
+  apply_rdzv_conf("timeout=33,is_host=false", c);
+  CHECK(c.timeouts.join_timeout == 33);
+  CHECK(c.is_host == false);
+
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=-1", c),
+                       "--rdzv_conf join_timeout=-1: expected a positive number of seconds", RendezvousConfigError);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=5s", c),
+                       "--rdzv_conf join_timeout=5s: expected a positive number of seconds", RendezvousConfigError);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("is_host=yes", c), "--rdzv_conf is_host=yes: expected 0, 1, true or false",
+                       RendezvousConfigError);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("heartbeat", c), "--rdzv_conf 'heartbeat': expected KEY=VALUE",
+                       RendezvousConfigError);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
+                       "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
+                       "heartbeat_interval, heartbeat_timeout, is_host",
+                       RendezvousConfigError);
+}
+
+TEST_CASE("validate") {
+  auto multi_node = [] {
+    RendezvousConfig c;
+    c.backend = Backend::kC10d;
+    c.endpoint = "h0";
+    c.run_id = "job";
+    c.min_nodes = 2;
+    c.max_nodes = 4;
+    return c;
+  };
+  CHECK_NOTHROW(validate(RendezvousConfig{}));
+  CHECK_NOTHROW(validate(multi_node()));
+  struct Case {
+    std::string error;
+    void (*change)(RendezvousConfig&);
+  };
+  const std::vector<Case> cases = {
+      {"--nnodes=3:2 needs 0 < MIN <= MAX", [](RendezvousConfig& c) { c.min_nodes = 3, c.max_nodes = 2; }},
+      {"--nnodes=0:2 needs 0 < MIN <= MAX", [](RendezvousConfig& c) { c.min_nodes = 0; c.max_nodes = 2; }},
+      {"--nnodes=2:4 needs --rdzv_backend=c10d; the static backend takes a fixed --nnodes=N",
+       [](RendezvousConfig& c) { c.backend = Backend::kStatic; }},
+      {"--node_rank=4 is out of range for 4 nodes (0 to 3)", [](RendezvousConfig& c) { c.node_rank = 4; }},
+      {"--nproc_per_node=0 must be at least 1", [](RendezvousConfig& c) { c.nproc = 0; }},
+      {"--max_restarts=-1 must not be negative", [](RendezvousConfig& c) { c.max_restarts = -1; }},
+      {"--rdzv_conf heartbeat_timeout=0.5 must be longer than heartbeat_interval=0.5",
+       [](RendezvousConfig& c) { c.timeouts.heartbeat_timeout = 0.5; }},
+      {"a multi-node c10d rendezvous needs --rdzv_id, so that jobs sharing an endpoint stay apart",
+       [](RendezvousConfig& c) { c.run_id.clear(); }},
+      {"the c10d rendezvous backend needs --rdzv_endpoint=HOST[:PORT]", [](RendezvousConfig& c) { c.endpoint.clear(); }},
+      {"rendezvous endpoint h0:0: a multi-node job needs a fixed port that every node knows",
+       [](RendezvousConfig& c) { c.endpoint = "h0:0"; }},
+      {"the static rendezvous backend needs --node_rank (0 to 1) on every node",
+       [](RendezvousConfig& c) { c.backend = Backend::kStatic, c.min_nodes = c.max_nodes = 2; }},
+  };
+  for (const Case& test : cases) {
+    CAPTURE(test.error);
+    RendezvousConfig c = multi_node();
+    test.change(c);
+    CHECK_THROWS_WITH_AS(validate(c), test.error.c_str(), RendezvousConfigError);
+  }
+}
+
+TEST_CASE("who hosts the rendezvous") {
+  struct Case {
+    std::string name;
+    Backend backend;
+    int node_rank;
+    std::optional<bool> is_host;
+    std::vector<std::string> endpoint_addrs;
+    Hosting expect;
+  };
+  const std::vector<std::string> own = {"127.0.0.1", "10.1.2.3"};
+  const std::vector<Case> cases = {
+      {"c10d, endpoint is an own address", Backend::kC10d, -1, {}, {"10.1.2.3"}, Hosting::kIfPortFree},
+      {"c10d, endpoint elsewhere", Backend::kC10d, -1, {}, {"10.1.2.4"}, Hosting::kNo},
+      {"c10d, endpoint unresolved", Backend::kC10d, -1, {}, {}, Hosting::kNo},
+      {"is_host=1 wins", Backend::kC10d, -1, true, {"10.1.2.4"}, Hosting::kYes},
+      {"is_host=0 wins", Backend::kC10d, -1, false, {"10.1.2.3"}, Hosting::kNo},
+      {"static node 0", Backend::kStatic, 0, {}, {"10.1.2.4"}, Hosting::kYes},
+      {"static node 1", Backend::kStatic, 1, {}, {"10.1.2.3"}, Hosting::kNo},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    RendezvousConfig config;
+    config.backend = c.backend;
+    config.node_rank = c.node_rank;
+    config.is_host = c.is_host;
+    CHECK(hosts_rendezvous(config, c.endpoint_addrs, own) == c.expect);
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::elastic
