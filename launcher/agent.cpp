@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <system_error>
 
@@ -66,6 +67,15 @@ bool write_all(int fd, std::string_view data) {
 }
 
 void say(std::string_view line) { write_all(STDERR_FILENO, line); }
+
+// SLURM's step daemon signals every process of the step itself (scancel --signal, sbatch
+// --signal): the workers already have the signal, and a second copy could hit them mid-handler.
+bool sent_by_slurmstepd(pid_t sender) {
+  if (sender <= 0) return false;
+  std::ifstream comm("/proc/" + std::to_string(sender) + "/comm");
+  std::string name;
+  return std::getline(comm, name) && name == "slurmstepd";
+}
 
 // One stream (stdout or stderr) of one worker: read from its pipe, split into lines, written
 // with the rank prefix to the console and as-is to the log file.
@@ -377,9 +387,11 @@ class Agent::Impl {
     }
   }
 
+  // To each worker's own process only: its children (data loaders, tools it runs) keep the
+  // default action of SIGUSR1/2, which is to die.
   void forward_signal(int sig) {
     for (auto& w : workers_) {
-      if (w->alive && !w->reaped) ::kill(config_.debug ? w->pid : -w->pid, sig);
+      if (w->alive && !w->reaped) ::kill(w->pid, sig);
     }
   }
 
@@ -505,7 +517,7 @@ class Agent::Impl {
           Occurrence o(Event::kShutdownSignal);
           o.signal = sig;
           dispatch(std::move(o));
-        } else {
+        } else if (!sent_by_slurmstepd(static_cast<pid_t>(info.ssi_pid))) {
           forward_signal(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
         }
       }
