@@ -1,0 +1,90 @@
+// Per-step time of one fixed model with DistributedDataParallel, with no gradient sync, and
+// alone. scripts/bench-ddp.sh starts it (and scripts/bench_ddp.py, the same measurement with
+// PyTorch's Python DDP) and prints the table; see worker/README.md.
+//
+// A step is zero_grad, forward, MSE loss, backward (with the gradient sync in ddp mode) and an
+// SGD step. Rank 0 prints one line: "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a>".
+#include <ATen/Parallel.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <optional>
+
+#include "ddprun/collectives.hpp"
+#include "ddprun/ddp.hpp"
+#include "ddprun/error_file.hpp"
+#include "ddprun/process_group.hpp"
+
+namespace {
+
+constexpr int64_t kWidth = 1024;
+constexpr int64_t kBatch = 64;
+
+int run(int argc, char** argv) {
+  std::string mode = "ddp";
+  int steps = 50;
+  int warmup = 5;
+  CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.sh)"};
+  app.add_option("--mode", mode, "ddp: DDP; nosync: no gradient sync; single: world size 1")
+      ->check(CLI::IsMember({"ddp", "nosync", "single"}));
+  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  at::set_num_threads(1);
+  const auto comm = ddprun::init_process_group();
+  torch::manual_seed(0);
+  torch::nn::Sequential net(torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
+                            torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
+                            torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
+                            torch::nn::Linear(kWidth, kWidth));
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01));
+  std::optional<ddprun::DistributedDataParallel> ddp;
+  if (mode == "ddp") ddp.emplace(net.ptr(), comm);
+
+  torch::manual_seed(1 + comm->rank());
+  const auto x = torch::randn({kBatch, kWidth});
+  const auto y = torch::randn({kBatch, kWidth});
+  auto step = [&] {
+    optimizer.zero_grad();
+    const auto out = ddp ? ddp->forward([&] { return net->forward(x); }) : net->forward(x);
+    torch::nn::functional::mse_loss(out, y).backward();
+    optimizer.step();
+  };
+
+  for (int i = 0; i < warmup; ++i) step();
+  ddprun::barrier(*comm);
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  ddprun::barrier(*comm);
+  if (comm->rank() == 0) {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+    fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f}\n", mode, comm->size(), steps,
+               median, mean);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return ddprun::run_main(argc, argv, run); }

@@ -1,0 +1,114 @@
+// DistributedDataParallel for libtorch modules: every rank trains a replica of the model on its
+// share of the data, and after each backward pass every replica holds the same averaged
+// gradients, so the same optimizer step keeps the replicas bit-identical.
+//
+// Gradients are averaged in buckets (bucket_plan.hpp). Each bucket's all-reduce starts from an
+// autograd hook the moment its last gradient is accumulated, so communication overlaps the
+// rest of backward; the end of backward waits for all of them and writes the averages back.
+//
+//   auto comm = ddprun::init_process_group();
+//   auto net = std::make_shared<Net>();
+//   ddprun::DistributedDataParallel ddp(net, comm);
+//   torch::optim::SGD opt(net->parameters(), 0.1);
+//   auto out = ddp.forward([&] { return net->forward(x); });
+//   loss_fn(out, y).backward();   // gradients are averaged over ranks here
+//   opt.step();
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "ddprun/bucket_plan.hpp"
+#include "ddprun/comm.hpp"
+
+namespace ddprun {
+
+struct DdpOptions {
+  // Cap of every bucket after the first, in MiB (PyTorch's bucket_cap_mb).
+  double bucket_cap_mb = kDefaultBucketCapMb;
+  // Cap of the first bucket reduced, small so that communication starts early in backward.
+  double first_bucket_cap_mb = kDefaultFirstBucketCapMb;
+  // Allow parameters that get no gradient in a backward pass. Each forward then walks the
+  // autograd graph to find them; their share of the average is zero. A parameter that no rank
+  // used keeps an undefined gradient on every rank, as in PyTorch. Without this option such
+  // a parameter makes backward() throw, naming it.
+  bool find_unused_parameters = false;
+  // Copy rank 0's buffers (e.g. BatchNorm running statistics) to every rank before each forward
+  // pass run with gradients enabled. Forward passes under NoGradGuard (evaluation) skip it, so
+  // evaluating on some ranks only cannot hang.
+  bool broadcast_buffers = true;
+};
+
+class DistributedDataParallel {
+ public:
+  // Collective. Checks that every rank has the same parameter names, dtypes and shapes (throws
+  // std::runtime_error naming the first mismatch and the rank), copies rank 0's parameters and
+  // buffers to every rank, and hooks every parameter that requires a gradient.
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, std::shared_ptr<Comm> comm,
+                          DdpOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // Runs one forward pass, `run()`, with DDP's work around it: buffers are broadcast before,
+  // unused parameters found after. `run` returns a tensor, a vector or a tuple of tensors.
+  template <typename Run>
+  auto forward(Run&& run) -> decltype(run()) {
+    before_forward();
+    auto out = std::forward<Run>(run)();
+    std::vector<at::Tensor> tensors;
+    collect_tensors(out, tensors);
+    after_forward(tensors);
+    return out;
+  }
+  // The two halves of forward(), for code that cannot wrap its forward pass in a callable.
+  void before_forward();
+  void after_forward(const std::vector<at::Tensor>& outputs);
+
+  // While a NoSync is alive, backward passes only accumulate gradients locally; the first
+  // backward after it averages everything accumulated (PyTorch's no_sync()).
+  class NoSync {
+   public:
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    friend class DistributedDataParallel;
+    NoSync(DistributedDataParallel& ddp);
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSync no_sync();
+
+  torch::nn::Module& module();
+  Comm& comm();
+  // The buckets in reduction order; indices refer to the parameters that require a gradient,
+  // in registration order.
+  const std::vector<Bucket>& buckets() const;
+
+ private:
+  static void collect_tensors(const at::Tensor& t, std::vector<at::Tensor>& out) {
+    out.push_back(t);
+  }
+  static void collect_tensors(const std::vector<at::Tensor>& ts, std::vector<at::Tensor>& out) {
+    out.insert(out.end(), ts.begin(), ts.end());
+  }
+  template <typename... Ts>
+  static void collect_tensors(const std::tuple<Ts...>& t, std::vector<at::Tensor>& out) {
+    std::apply([&](const auto&... e) { (collect_tensors(e, out), ...); }, t);
+  }
+
+  void set_sync(bool enabled);
+  bool sync_enabled() const;
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddprun

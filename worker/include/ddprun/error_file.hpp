@@ -1,0 +1,42 @@
+// Reporting a worker's fatal error to its launcher. ddprun and torchrun give every worker a
+// TORCHELASTIC_ERROR_FILE; a worker that dies of an exception writes it there, in the JSON
+// that PyTorch's @record decorator writes, and the launcher shows that message as the root
+// cause of the job's failure instead of a bare exit code.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+
+namespace ddprun {
+
+// The exit status of a worker whose main ended with an exception (Python's, too).
+inline constexpr int kUncaughtExceptionExitCode = 1;
+
+// PyTorch's error file contents:
+// {"message": {"message": "<type>: <message>",
+//              "extraInfo": {"py_callstack": "<callstack>", "timestamp": "<seconds>"}}}
+std::string error_file_json(const std::string& type, const std::string& message,
+                            const std::string& callstack, std::int64_t unix_seconds);
+
+// The exception's dynamic type as C++ spells it (e.g. "std::runtime_error",
+// "ddprun::CommError"), its message, and the C++ backtrace when it carries one (c10::Error).
+struct ExceptionReport {
+  std::string type;
+  std::string message;
+  std::string callstack;
+};
+ExceptionReport describe_exception(const std::exception_ptr& error);
+
+// Writes `error` to the file TORCHELASTIC_ERROR_FILE names, if set, atomically (temporary file,
+// then rename). Returns false, without throwing, if it cannot be written.
+bool write_error_file(const std::exception_ptr& error);
+
+// Runs `main_fn(argc, argv)` and returns its result. An exception escaping it is printed to
+// stderr, recorded in TORCHELASTIC_ERROR_FILE, and turned into kUncaughtExceptionExitCode.
+//
+//   int main(int argc, char** argv) { return ddprun::run_main(argc, argv, real_main); }
+int run_main(int argc, char** argv, const std::function<int(int, char**)>& main_fn);
+
+}  // namespace ddprun

@@ -1,0 +1,189 @@
+#include "c10d_comm.hpp"
+
+#include <fmt/format.h>
+
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "ddprun/timeouts.hpp"
+
+namespace ddprun::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+// c10::Error's what() carries a C++ backtrace; the short form is what a reader needs.
+std::string exception_text(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+  }
+  throw std::invalid_argument("unknown ReduceOp");
+}
+
+class C10dPendingOp : public PendingOp {
+ public:
+  C10dPendingOp(std::shared_ptr<C10dComm> comm, c10::intrusive_ptr<c10d::Work> work,
+                std::vector<at::Tensor> tensors, Clock::time_point started)
+      : comm_(std::move(comm)), work_(std::move(work)), tensors_(std::move(tensors)),
+        started_(started) {}
+
+  void wait() override { comm_->finish("all_reduce", *work_, started_); }
+
+ private:
+  std::shared_ptr<C10dComm> comm_;
+  c10::intrusive_ptr<c10d::Work> work_;
+  // c10d takes the tensor list by reference; it must outlive the operation.
+  std::vector<at::Tensor> tensors_;
+  Clock::time_point started_;
+};
+
+}  // namespace
+
+bool looks_like_timeout(const std::string& backend_message, double elapsed_s,
+                        std::chrono::milliseconds timeout) {
+  const double timeout_s = static_cast<double>(timeout.count()) / 1000.0;
+  // gloo says "Timed out waiting ...", c10d's Work says "Operation timed out!", NCCL's watchdog
+  // "Watchdog caught collective operation timeout". The elapsed time covers any other wording.
+  return backend_message.find("imed out") != std::string::npos ||
+         backend_message.find("timeout") != std::string::npos || elapsed_s >= 0.9 * timeout_s;
+}
+
+std::string describe_comm_failure(const char* op, int rank, int size, bool timed_out,
+                                  double elapsed_s, std::chrono::milliseconds timeout,
+                                  const std::string& backend_message) {
+  if (timed_out) {
+    return fmt::format(
+        "{} timed out on rank {} of {} after {:.1f} s (collective timeout {}): a peer is hung or "
+        "unreachable; if it is only slow, raise {} or Timeouts::collective [backend: {}]",
+        op, rank, size, elapsed_s, seconds_text(timeout), kCollectiveTimeoutEnv, backend_message);
+  }
+  return fmt::format(
+      "{} failed on rank {} of {} after {:.1f} s (collective timeout {}): a peer died or closed "
+      "its connection [backend: {}]",
+      op, rank, size, elapsed_s, seconds_text(timeout), backend_message);
+}
+
+C10dComm::C10dComm(c10::intrusive_ptr<compat::ProcessGroupBase> pg, int rank, int size,
+                   c10::Device device, std::chrono::milliseconds timeout, std::string backend)
+    : pg_(std::move(pg)), rank_(rank), size_(size), device_(device), timeout_(timeout),
+      backend_(std::move(backend)) {}
+
+void C10dComm::check_healthy(const char* op) const {
+  if (healthy_.load()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw CommError(fmt::format(
+      "{} refused on rank {} of {}: the process group is unusable after an earlier failure: {}",
+      op, rank_, size_, first_error_));
+}
+
+void C10dComm::fail(const char* op, const std::exception& error, Clock::time_point started) {
+  const double elapsed = seconds_since(started);
+  const std::string text = exception_text(error);
+  const std::string message = describe_comm_failure(
+      op, rank_, size_, looks_like_timeout(text, elapsed, timeout_), elapsed, timeout_, text);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (healthy_.exchange(false)) first_error_ = message;
+  }
+  throw CommError(message);
+}
+
+void C10dComm::finish(const char* op, c10d::Work& work, Clock::time_point started) {
+  try {
+    wait_work(work);
+  } catch (const std::exception& e) {
+    fail(op, e, started);
+  }
+}
+
+std::unique_ptr<PendingOp> C10dComm::start_all_reduce(at::Tensor flat, ReduceOp op) {
+  check_healthy("all_reduce");
+  const auto started = Clock::now();
+  std::vector<at::Tensor> tensors{std::move(flat)};
+  try {
+    c10d::AllreduceOptions options;
+    options.reduceOp = to_c10d(op);
+    options.timeout = timeout_;
+    auto work = pg_->allreduce(tensors, options);
+    return std::make_unique<C10dPendingOp>(shared_from_this(), std::move(work), std::move(tensors),
+                                           started);
+  } catch (const std::exception& e) {
+    fail("all_reduce", e, started);
+  }
+}
+
+void C10dComm::broadcast(at::Tensor flat, int root) {
+  check_healthy("broadcast");
+  const auto started = Clock::now();
+  std::vector<at::Tensor> tensors{std::move(flat)};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    c10d::BroadcastOptions options;
+    options.rootRank = root;
+    options.timeout = timeout_;
+    work = pg_->broadcast(tensors, options);
+  } catch (const std::exception& e) {
+    fail("broadcast", e, started);
+  }
+  finish("broadcast", *work, started);
+}
+
+std::vector<at::Tensor> C10dComm::all_gather(const at::Tensor& flat) {
+  check_healthy("all_gather");
+  const auto started = Clock::now();
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < size_; ++r) outputs[0].push_back(at::empty_like(flat));
+  std::vector<at::Tensor> inputs{flat};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    c10d::AllgatherOptions options;
+    options.timeout = timeout_;
+    work = pg_->allgather(outputs, inputs, options);
+  } catch (const std::exception& e) {
+    fail("all_gather", e, started);
+  }
+  finish("all_gather", *work, started);
+  return outputs[0];
+}
+
+void C10dComm::barrier() {
+  // A one-element all-reduce rather than c10d's barrier(): the NCCL barrier has to guess a
+  // device, and gloo's re-raises errors of unrelated earlier operations.
+  check_healthy("barrier");
+  const auto started = Clock::now();
+  std::vector<at::Tensor> tensors{at::zeros({1}, at::TensorOptions().device(device_))};
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    c10d::AllreduceOptions options;
+    options.timeout = timeout_;
+    work = pg_->allreduce(tensors, options);
+  } catch (const std::exception& e) {
+    fail("barrier", e, started);
+  }
+  finish("barrier", *work, started);
+}
+
+}  // namespace ddprun::detail

@@ -1,0 +1,71 @@
+// A Comm over a c10d process group (gloo or NCCL): the collectives, the error wrapping and
+// the "unusable after the first failure" rule, shared by both backends. A backend supplies
+// the process group and how to wait for one of its operations.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "ddprun/comm.hpp"
+#include "ddprun/compat.hpp"
+
+namespace ddprun::detail {
+
+class C10dComm : public Comm, public std::enable_shared_from_this<C10dComm> {
+ public:
+  C10dComm(c10::intrusive_ptr<compat::ProcessGroupBase> pg, int rank, int size, c10::Device device,
+           std::chrono::milliseconds timeout, std::string backend);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return backend_; }
+  c10::Device device() const override { return device_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  std::unique_ptr<PendingOp> start_all_reduce(at::Tensor flat, ReduceOp op) override;
+  void broadcast(at::Tensor flat, int root) override;
+  std::vector<at::Tensor> all_gather(const at::Tensor& flat) override;
+  void barrier() override;
+  bool healthy() const override { return healthy_.load(); }
+
+  // Throws CommError if an earlier collective failed. `op` names the refused one.
+  void check_healthy(const char* op) const;
+  // Waits for `work`, started at `started` by the collective `op`; on failure marks this
+  // communicator unhealthy and throws CommError naming `op` and the timeout.
+  void finish(const char* op, c10d::Work& work, std::chrono::steady_clock::time_point started);
+  // Turns an exception thrown by `op` into a CommError and marks this communicator unhealthy.
+  [[noreturn]] void fail(const char* op, const std::exception& error,
+                         std::chrono::steady_clock::time_point started);
+
+ protected:
+  // Blocks until `work` completes on this rank, or throws what the backend reports.
+  virtual void wait_work(c10d::Work& work) = 0;
+
+  compat::ProcessGroupBase& pg() { return *pg_; }
+
+ private:
+  c10::intrusive_ptr<compat::ProcessGroupBase> pg_;
+  int rank_;
+  int size_;
+  c10::Device device_;
+  std::chrono::milliseconds timeout_;
+  std::string backend_;
+  std::atomic<bool> healthy_{true};
+  mutable std::mutex mutex_;
+  std::string first_error_;
+};
+
+// The message of a failed collective: which operation, which rank, how long it ran, the
+// timeout and its knob, and the backend's own words. `timed_out` selects the wording for a
+// hung peer over the one for a dead peer.
+std::string describe_comm_failure(const char* op, int rank, int size, bool timed_out,
+                                  double elapsed_s, std::chrono::milliseconds timeout,
+                                  const std::string& backend_message);
+
+// Whether a backend error means "a peer did not answer in time" rather than "a peer died".
+bool looks_like_timeout(const std::string& backend_message, double elapsed_s,
+                        std::chrono::milliseconds timeout);
+
+}  // namespace ddprun::detail

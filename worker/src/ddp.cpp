@@ -1,0 +1,364 @@
+#include "ddprun/ddp.hpp"
+
+#include <fmt/format.h>
+
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_set>
+
+#include "ddprun/collectives.hpp"
+#include "ddprun/param_signature.hpp"
+
+namespace ddprun {
+
+namespace {
+
+std::string describe(const std::string& name, const at::Tensor& t, const char* kind) {
+  std::ostringstream out;
+  out << kind << ' ' << name << ": " << t.scalar_type() << ' ' << t.sizes();
+  if (!t.requires_grad() && std::string(kind) == "param") out << " frozen";
+  return out.str();
+}
+
+}  // namespace
+
+struct DistributedDataParallel::Impl {
+  struct BucketState {
+    at::Tensor flat;
+    std::size_t pending = 0;
+    std::unique_ptr<PendingOp> op;
+  };
+
+  std::shared_ptr<torch::nn::Module> module;
+  std::shared_ptr<Comm> comm;
+  DdpOptions options;
+  int world = 1;
+
+  // Parameters that require a gradient, in registration order; the ones DDP averages.
+  std::vector<at::Tensor> params;
+  std::vector<std::string> names;
+  std::vector<at::Tensor> buffers;
+  // impl::grad_accumulator() hands out a node that autograd only references weakly: we keep
+  // it alive, or our hook would vanish with it.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<uintptr_t> hook_keys;
+
+  std::vector<Bucket> plan;
+  std::vector<BucketState> buckets;
+  std::vector<std::size_t> bucket_of;
+  // Each parameter's slice of its bucket, shaped like the parameter.
+  std::vector<at::Tensor> views;
+  at::Tensor divisor;
+
+  std::mutex mutex;
+  bool sync = true;
+  // True between the first hook of a synchronised backward pass and its end.
+  bool armed = false;
+  std::size_t next_launch = 0;
+  std::vector<char> ready;
+  // From the graph walk after forward (find_unused_parameters): parameters backward will not reach.
+  std::vector<char> unreachable;
+  bool graph_walked = false;
+
+  void install_hooks();
+  void on_grad_ready(std::size_t index);
+  void arm();
+  void mark_ready(std::size_t index);
+  void launch_ready_buckets();
+  void finalize();
+  void walk_graph(const std::vector<at::Tensor>& outputs);
+};
+
+namespace {
+
+class GradReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(std::function<void()> on_ready) : on_ready_(std::move(on_ready)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    // AccumulateGrad has run: the parameter's .grad() holds this pass's accumulated value.
+    on_ready_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> on_ready_;
+};
+
+}  // namespace
+
+void DistributedDataParallel::Impl::install_hooks() {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
+    hook_keys.push_back(accumulator->add_post_hook(
+        std::make_unique<GradReadyHook>([this, i] { on_grad_ready(i); })));
+    accumulators.push_back(std::move(accumulator));
+  }
+}
+
+void DistributedDataParallel::Impl::on_grad_ready(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!sync) return;
+  try {
+    if (!armed) arm();
+    mark_ready(index);
+  } catch (...) {
+    // Autograd drops the queued finalize when backward fails; the next pass starts afresh.
+    armed = false;
+    throw;
+  }
+}
+
+void DistributedDataParallel::Impl::arm() {
+  armed = true;
+  next_launch = 0;
+  std::fill(ready.begin(), ready.end(), 0);
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    buckets[b].pending = plan[b].params.size();
+    buckets[b].op.reset();
+  }
+  torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
+  if (graph_walked) {
+    // Parameters this pass will not reach count as ready now, so that their buckets do not
+    // hold back every later bucket until the end of backward.
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (unreachable[i]) mark_ready(i);
+    }
+  }
+}
+
+void DistributedDataParallel::Impl::mark_ready(std::size_t index) {
+  if (ready[index]) return;
+  ready[index] = 1;
+  const at::Tensor& grad = params[index].grad();
+  {
+    at::NoGradGuard no_grad;
+    if (grad.defined()) {
+      if (grad.is_sparse()) {
+        throw std::runtime_error("DistributedDataParallel does not support sparse gradients (" +
+                                 names[index] + ")");
+      }
+      // Dividing while copying into the bucket saves one pass over the gradients.
+      at::div_out(views[index], grad, divisor);
+    } else {
+      views[index].zero_();
+    }
+  }
+  if (--buckets[bucket_of[index]].pending == 0) launch_ready_buckets();
+}
+
+void DistributedDataParallel::Impl::launch_ready_buckets() {
+  // Strictly in plan order: every rank must issue the same all-reduces in the same order,
+  // whatever order its gradients happened to become ready in.
+  while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+    buckets[next_launch].op = comm->start_all_reduce(buckets[next_launch].flat, ReduceOp::kSum);
+    ++next_launch;
+  }
+}
+
+void DistributedDataParallel::Impl::finalize() {
+  std::lock_guard<std::mutex> lock(mutex);
+  struct Disarm {
+    Impl& impl;
+    ~Disarm() {
+      impl.armed = false;
+      impl.graph_walked = false;
+    }
+  } disarm{*this};
+
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (!ready[i]) missing.push_back(names[i]);
+  }
+  if (!missing.empty() && !options.find_unused_parameters) {
+    std::string list;
+    for (const auto& n : missing) list += (list.empty() ? "" : ", ") + n;
+    throw std::runtime_error(fmt::format(
+        "DistributedDataParallel: on rank {}, {} parameter(s) got no gradient in this backward "
+        "pass: {}. If they are legitimately unused in some steps, construct it with "
+        "DdpOptions::find_unused_parameters = true",
+        comm->rank(), missing.size(), list));
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) mark_ready(i);
+
+  // Which parameters have a gradient on some rank. One that has none anywhere keeps an
+  // undefined gradient, as in PyTorch, instead of gaining a zero one.
+  at::Tensor used;
+  std::unique_ptr<PendingOp> used_op;
+  if (options.find_unused_parameters) {
+    used = at::empty({static_cast<int64_t>(params.size())}, at::TensorOptions().dtype(at::kInt));
+    auto* u = used.data_ptr<int32_t>();
+    for (std::size_t i = 0; i < params.size(); ++i) u[i] = params[i].grad().defined() ? 1 : 0;
+    used = used.to(comm->device());
+    used_op = comm->start_all_reduce(used, ReduceOp::kMax);
+  }
+  for (auto& b : buckets) b.op->wait();
+  std::vector<char> keep_undefined(params.size(), 0);
+  if (used_op) {
+    used_op->wait();
+    const at::Tensor u = used.cpu();
+    for (std::size_t i = 0; i < params.size(); ++i) keep_undefined[i] = u.data_ptr<int32_t>()[i] == 0;
+  }
+
+  at::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (keep_undefined[i]) continue;
+    at::Tensor& grad = params[i].mutable_grad();
+    if (grad.defined()) {
+      grad.copy_(views[i]);
+    } else {
+      grad = views[i].clone();
+    }
+  }
+}
+
+void DistributedDataParallel::Impl::walk_graph(const std::vector<at::Tensor>& outputs) {
+  std::unordered_set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> stack;
+  auto visit = [&](const std::shared_ptr<torch::autograd::Node>& node) {
+    if (node && seen.insert(node.get()).second) stack.push_back(node.get());
+  };
+  for (const auto& t : outputs) {
+    if (!t.defined() || !t.requires_grad()) continue;
+    visit(t.grad_fn() ? t.grad_fn() : torch::autograd::impl::try_get_grad_accumulator(t));
+  }
+  while (!stack.empty()) {
+    torch::autograd::Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& edge : node->next_edges()) visit(edge.function);
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    unreachable[i] = seen.count(accumulators[i].get()) == 0;
+  }
+  graph_walked = true;
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                                                 std::shared_ptr<Comm> comm, DdpOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.module = std::move(module);
+  s.comm = std::move(comm);
+  s.options = options;
+  s.world = s.comm->size();
+
+  ParamSignature signature;
+  std::vector<at::Tensor> state;  // everything rank 0 hands out: all parameters, all buffers
+  for (const auto& item : s.module->named_parameters(/*recurse=*/true)) {
+    signature.push_back(describe(item.key(), item.value(), "param"));
+    state.push_back(item.value());
+    if (item.value().requires_grad()) {
+      s.params.push_back(item.value());
+      s.names.push_back(item.key());
+    }
+  }
+  for (const auto& item : s.module->named_buffers(/*recurse=*/true)) {
+    signature.push_back(describe(item.key(), item.value(), "buffer"));
+    state.push_back(item.value());
+    s.buffers.push_back(item.value());
+  }
+  // With one rank there is nothing to average: DDP is then a no-op, with no hooks.
+  if (s.world == 1) return;
+
+  const auto signatures = all_gather_bytes(*s.comm, encode_signature(signature));
+  const ParamSignature rank0 = decode_signature(signatures[0]);
+  for (std::size_t r = 1; r < signatures.size(); ++r) {
+    if (auto mismatch = first_param_mismatch(rank0, decode_signature(signatures[r]),
+                                             static_cast<int>(r))) {
+      throw std::runtime_error("DistributedDataParallel: the model differs across ranks: " +
+                               *mismatch);
+    }
+  }
+  broadcast_tensors(*s.comm, state, 0);
+
+  std::map<std::tuple<int, int, int>, int> groups;
+  std::vector<ParamSlot> slots;
+  for (const auto& p : s.params) {
+    const auto key = std::make_tuple(static_cast<int>(p.scalar_type()),
+                                     static_cast<int>(p.device().type()), p.device().index());
+    const int group = groups.emplace(key, static_cast<int>(groups.size())).first->second;
+    slots.push_back({p.nbytes(), group});
+  }
+  s.plan = plan_buckets(slots, megabytes_to_bytes(options.first_bucket_cap_mb),
+                        megabytes_to_bytes(options.bucket_cap_mb));
+  s.buckets.resize(s.plan.size());
+  s.bucket_of.resize(s.params.size());
+  s.views.resize(s.params.size());
+  for (std::size_t b = 0; b < s.plan.size(); ++b) {
+    int64_t numel = 0;
+    for (std::size_t i : s.plan[b].params) numel += s.params[i].numel();
+    const at::Tensor& first = s.params[s.plan[b].params.front()];
+    s.buckets[b].flat = at::zeros({numel}, first.options().requires_grad(false));
+    int64_t offset = 0;
+    for (std::size_t i : s.plan[b].params) {
+      s.bucket_of[i] = b;
+      s.views[i] = s.buckets[b].flat.narrow(0, offset, s.params[i].numel()).view(s.params[i].sizes());
+      offset += s.params[i].numel();
+    }
+  }
+  s.divisor = at::scalar_tensor(static_cast<double>(s.world), at::TensorOptions().dtype(at::kDouble));
+  s.ready.assign(s.params.size(), 0);
+  s.unreachable.assign(s.params.size(), 0);
+  s.install_hooks();
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (std::size_t i = 0; i < impl_->hook_keys.size(); ++i) {
+    impl_->accumulators[i]->del_post_hook(impl_->hook_keys[i]);
+  }
+}
+
+void DistributedDataParallel::before_forward() {
+  Impl& s = *impl_;
+  if (s.world == 1 || !s.options.broadcast_buffers || s.buffers.empty()) return;
+  if (!at::GradMode::is_enabled()) return;
+  broadcast_tensors(*s.comm, s.buffers, 0);
+}
+
+void DistributedDataParallel::after_forward(const std::vector<at::Tensor>& outputs) {
+  Impl& s = *impl_;
+  if (s.world == 1 || !s.options.find_unused_parameters || !at::GradMode::is_enabled()) return;
+  if (!sync_enabled()) return;
+  s.walk_graph(outputs);
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
+    : ddp_(ddp), previous_(ddp.sync_enabled()) {
+  ddp_.set_sync(false);
+}
+
+DistributedDataParallel::NoSync::~NoSync() { ddp_.set_sync(previous_); }
+
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() { return NoSync(*this); }
+
+void DistributedDataParallel::set_sync(bool enabled) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->sync = enabled;
+}
+
+bool DistributedDataParallel::sync_enabled() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->sync;
+}
+
+torch::nn::Module& DistributedDataParallel::module() { return *impl_->module; }
+
+Comm& DistributedDataParallel::comm() { return *impl_->comm; }
+
+const std::vector<Bucket>& DistributedDataParallel::buckets() const { return impl_->plan; }
+
+}  // namespace ddprun

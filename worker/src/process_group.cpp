@@ -1,0 +1,101 @@
+#include "ddprun/process_group.hpp"
+
+#include <fmt/format.h>
+
+#include <ATen/Context.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "backends.hpp"
+
+namespace ddprun {
+
+namespace {
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+std::string exception_text(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+// The store the ranks meet at. PyTorch's workers under torchrun use the agent's store under
+// this prefix, so that keys of a restarted attempt never collide with the previous one's.
+c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, const Timeouts& timeouts) {
+  c10d::TCPStoreOptions options;
+  options.port = env.master_port;
+  options.timeout = timeouts.store;
+  if (env.use_agent_store) {
+    options.isServer = false;
+    options.waitWorkers = false;
+    auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+    return c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count), store);
+  }
+  options.isServer = env.rank == 0;
+  options.numWorkers = static_cast<std::size_t>(env.world_size);
+  options.waitWorkers = true;
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+}
+
+std::shared_ptr<Comm> connect_ranks(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  const auto store = connect_store(env, options.timeouts);
+  if (options.device == c10::kCUDA) {
+#ifdef USE_C10D_NCCL
+    return detail::make_nccl_comm(store, env.rank, env.world_size, env.local_rank,
+                                  options.timeouts.collective);
+#else
+    throw ProcessGroupError(
+        "device cuda was requested but this libtorch has no NCCL (it was built without CUDA); "
+        "use the cpu device or build against a CUDA libtorch");
+#endif
+  }
+  return detail::make_gloo_comm(store, env.rank, env.world_size, options.timeouts.collective);
+}
+
+}  // namespace
+
+std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  if (options.device != c10::kCPU && options.device != c10::kCUDA) {
+    throw ProcessGroupError(std::string("unsupported device type ") +
+                            c10::DeviceTypeName(options.device) + "; use cpu or cuda");
+  }
+  if (options.device == c10::kCUDA && !at::hasCUDA()) {
+    throw ProcessGroupError(
+        "device cuda was requested but this libtorch was built without CUDA or no GPU is "
+        "visible; use the cpu device");
+  }
+  if (env.world_size == 1) {
+    const c10::Device device = options.device == c10::kCUDA
+                                   ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
+                                   : c10::Device(c10::kCPU);
+    return detail::make_solo_comm(device, options.timeouts.collective);
+  }
+  try {
+    return connect_ranks(env, options);
+  } catch (const ProcessGroupError&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
+    const std::string role =
+        env.use_agent_store ? "as a client of the launcher's store"
+        : env.rank == 0     ? "as the host of the store"
+                            : "as a client of rank 0's store";
+    throw ProcessGroupError(fmt::format(
+        "rank {} of {} could not join the job at {} {} (store timeout {}; raise {} if ranks "
+        "start slowly): {}",
+        env.rank, env.world_size, where, role, seconds_text(options.timeouts.store),
+        kStoreTimeoutEnv, exception_text(e)));
+  }
+}
+
+std::shared_ptr<Comm> init_process_group(const ProcessGroupOptions& options) {
+  return init_process_group(parse_launch_env(process_env()), options);
+}
+
+}  // namespace ddprun
