@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# A dead or silent peer gives an exception naming the operation, within the timeout; never a hang.
+# A model that differs across ranks is refused with the first mismatch named.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+
+mkdir "$T/dies"
+set +e
+DDPRUN_COLLECTIVE_TIMEOUT=60 "$DDPRUN" --nproc_per_node=2 --shutdown_timeout=60 "$RANK_DRIVER" peer_dies "$T/dies" \
+  >"$T/dies.out" 2>"$T/dies.err"
+rc=$?
+set -e
+expect_eq "$rc" 137 "ddprun's exit code when rank 1 is SIGKILLed"
+expect_in "$T/dies/result" "^CommError: .*all_reduce"
+seconds=$(sed -n 's/^seconds //p' "$T/dies/result")
+awk -v s="$seconds" 'BEGIN { exit !(s < 60) }' || fail "peer death noticed after ${seconds}s"
+ok "peer killed mid-all_reduce: CommError after ${seconds}s (timeout 60 s)"
+
+mkdir "$T/hangs"
+DDPRUN_COLLECTIVE_TIMEOUT=2 "$DDPRUN" --nproc_per_node=2 "$RANK_DRIVER" peer_hangs "$T/hangs" >"$T/hangs.out" 2>&1 \
+  || { cat "$T/hangs.out"; fail "peer_hangs run"; }
+expect_in "$T/hangs/result" "^CommError: .*all_reduce.*2(\.0)? ?s"
+seconds=$(sed -n 's/^seconds //p' "$T/hangs/result")
+awk -v s="$seconds" 'BEGIN { exit !(s >= 1.5 && s < 60) }' || fail "hung peer reported after ${seconds}s"
+ok "silent peer: CommError naming all_reduce after ${seconds}s (timeout 2 s)"
+
+mkdir "$T/mismatch"
+"$DDPRUN" --nproc_per_node=2 "$RANK_DRIVER" mismatch "$T/mismatch" >"$T/mismatch.out" 2>&1 || true
+for r in 0 1; do
+  expect_in "$T/mismatch/mismatch.$r" "a\.weight"
+done
+ok "shape mismatch named on every rank: $(head -c 200 "$T/mismatch/mismatch.0")"

@@ -1,0 +1,243 @@
+// One rank of a worker-library test, started by ddprun (or alone, as world size 1).
+//
+//   rank_driver collectives OUT            every collective's result, checked on every rank
+//   rank_driver train OUT TOTAL B STEPS [nosync]
+//                                          SGD on a global batch of TOTAL*B split over the ranks;
+//                                          writes OUT/params.<rank>
+//   rank_driver compare A B TOL            max |A-B| of two params files; fails above TOL
+//   rank_driver peer_dies OUT              rank 1 is SIGKILLed during an all_reduce; rank 0
+//                                          writes what it caught and after how long
+//   rank_driver peer_hangs OUT             rank 1 never joins; rank 0 writes what it caught
+//   rank_driver mismatch OUT               rank 1's model differs; every rank writes the error
+//   rank_driver sampler                    reads "N W SEED EPOCH DROP_LAST SHUFFLE" lines, prints
+//                                          each rank's indices as torch's DistributedSampler would
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "ddprun/collectives.hpp"
+#include "ddprun/ddp.hpp"
+#include "ddprun/distributed_sampler.hpp"
+#include "ddprun/process_group.hpp"
+
+namespace {
+
+using ddprun::Comm;
+
+[[noreturn]] void die(const std::string& what) {
+  std::cerr << "rank_driver: " << what << "\n";
+  std::exit(1);
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) die("check failed: " + what);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".tmp") << text;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+bool exists(const std::string& path) { return std::ifstream(path).good(); }
+
+int collectives(const std::string& out) {
+  auto comm = ddprun::init_process_group();
+  const int r = comm->rank();
+  const int w = comm->size();
+  auto t = torch::tensor({double(r + 1), double(-r), 2.0 * r});
+  ddprun::all_reduce(*comm, t, ddprun::ReduceOp::kSum);
+  expect(t[0].item<double>() == w * (w + 1) / 2.0, "all_reduce sum");
+  auto mn = torch::tensor({double(r)});
+  ddprun::all_reduce(*comm, mn, ddprun::ReduceOp::kMin);
+  expect(mn.item<double>() == 0, "all_reduce min");
+  auto mx = torch::tensor({double(r)});
+  ddprun::all_reduce(*comm, mx, ddprun::ReduceOp::kMax);
+  expect(mx.item<double>() == w - 1, "all_reduce max");
+  auto mean = torch::full({2, 3}, double(r));
+  ddprun::reduce_mean(*comm, mean);
+  expect(torch::allclose(mean, torch::full({2, 3}, (w - 1) / 2.0)), "reduce_mean");
+  auto strided = torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (r + 1);  // not contiguous
+  ddprun::all_reduce(*comm, strided);
+  expect(torch::equal(strided, torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (w * (w + 1) / 2)),
+         "all_reduce of a non-contiguous tensor");
+  auto b = torch::full({4}, double(r == 1 % w ? 42 : r));
+  ddprun::broadcast(*comm, b, 1 % w);
+  expect(torch::equal(b, torch::full({4}, 42.0, torch::kDouble)), "broadcast from rank 1");
+  const auto gathered = ddprun::all_gather(*comm, torch::full({2}, r, torch::kLong));
+  expect(static_cast<int>(gathered.size()) == w, "all_gather size");
+  for (int i = 0; i < w; ++i) expect(torch::equal(gathered[i], torch::full({2}, i, torch::kLong)), "all_gather");
+  const auto names = ddprun::all_gather_bytes(*comm, std::string(r + 1, char('a' + r)));
+  for (int i = 0; i < w; ++i) expect(names[i] == std::string(i + 1, char('a' + i)), "all_gather_bytes");
+  ddprun::barrier(*comm);
+  write_file(out + "/collectives." + std::to_string(r), comm->backend() + " " + std::to_string(w) + "\n");
+  return 0;
+}
+
+struct Net : torch::nn::Module {
+  explicit Net(int hidden = 16) {
+    a = register_module("a", torch::nn::Linear(8, hidden));
+    b = register_module("b", torch::nn::Linear(hidden, hidden));
+    c = register_module("c", torch::nn::Linear(hidden, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    return c->forward(torch::relu(b->forward(torch::relu(a->forward(x)))));
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
+};
+
+std::string params_text(torch::nn::Module& m) {
+  std::ostringstream os;
+  os.precision(9);
+  for (const auto& p : m.parameters()) {
+    auto flat = p.detach().flatten();
+    for (int64_t i = 0; i < flat.numel(); ++i) os << flat[i].item<float>() << "\n";
+  }
+  return os.str();
+}
+
+int train(const std::string& out, int total, int batch, int steps, bool nosync) {
+  auto comm = ddprun::init_process_group();
+  const int r = comm->rank();
+  const int w = comm->size();
+  expect(total % w == 0, "TOTAL must be a multiple of the world size");
+  torch::manual_seed(1000 + r);  // each rank starts elsewhere: DDP must broadcast rank 0's model
+  auto net = std::make_shared<Net>();
+  if (r == 0) {
+    torch::manual_seed(7);
+    net = std::make_shared<Net>();
+  }
+  ddprun::DdpOptions options;
+  options.bucket_cap_mb = 0.0005;  // several buckets even for this small model
+  options.first_bucket_cap_mb = 0.0002;
+  ddprun::DistributedDataParallel ddp(net, comm, options);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  torch::manual_seed(3);
+  const auto x = torch::randn({steps, total * batch, 8});
+  const auto y = torch::randn({steps, total * batch, 4});
+  const int64_t mine = total * batch / w;
+  for (int s = 0; s < steps; ++s) {
+    const auto xs = x[s].narrow(0, r * mine, mine);
+    const auto ys = y[s].narrow(0, r * mine, mine);
+    opt.zero_grad();
+    if (nosync) {
+      const int64_t half = mine / 2;
+      {
+        auto guard = ddp.no_sync();
+        auto loss = torch::mse_loss(ddp.forward([&] { return net->forward(xs.narrow(0, 0, half)); }),
+                                    ys.narrow(0, 0, half)) / 2;
+        loss.backward();
+      }
+      auto loss = torch::mse_loss(ddp.forward([&] { return net->forward(xs.narrow(0, half, mine - half)); }),
+                                  ys.narrow(0, half, mine - half)) / 2;
+      loss.backward();
+    } else {
+      auto loss = torch::mse_loss(ddp.forward([&] { return net->forward(xs); }), ys);
+      loss.backward();
+    }
+    opt.step();
+  }
+  write_file(out + "/params." + std::to_string(r), params_text(*net));
+  return 0;
+}
+
+int compare(const std::string& a, const std::string& b, double tolerance) {
+  std::ifstream fa(a), fb(b);
+  double x, y, worst = 0;
+  size_t n = 0;
+  while (fa >> x) {
+    if (!(fb >> y)) die("different lengths: " + a + " " + b);
+    worst = std::max(worst, std::abs(x - y));
+    ++n;
+  }
+  if (fb >> y) die("different lengths: " + a + " " + b);
+  expect(n > 0, "no parameters in " + a);
+  std::cout << "max |difference| over " << n << " parameters: " << worst << "\n";
+  return worst <= tolerance ? 0 : 1;
+}
+
+// Rank 0 reports how a collective against a dead or silent peer ended.
+void report(const std::string& out, const std::chrono::steady_clock::time_point start,
+            const std::string& outcome) {
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_file(out + "/result", outcome + "\nseconds " + std::to_string(seconds) + "\n");
+}
+
+int peer_fault(const std::string& out, bool dies) {
+  ::signal(SIGTERM, SIG_IGN);  // ddprun stops the group when rank 1 dies: rank 0 reports first
+  auto comm = ddprun::init_process_group();
+  ddprun::barrier(*comm);
+  if (comm->rank() == 1) {
+    if (dies) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is in all_reduce
+      ::raise(SIGKILL);
+    }
+    while (!exists(out + "/result")) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return 0;
+  }
+  auto t = torch::ones({1024});
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ddprun::all_reduce(*comm, t);
+    report(out, start, "no error");
+  } catch (const ddprun::CommError& e) {
+    report(out, start, std::string("CommError: ") + e.what());
+  } catch (const std::exception& e) {
+    report(out, start, std::string("other exception: ") + e.what());
+  }
+  return 0;
+}
+
+int mismatch(const std::string& out) {
+  auto comm = ddprun::init_process_group();
+  auto net = std::make_shared<Net>(comm->rank() == 1 ? 12 : 16);
+  try {
+    ddprun::DistributedDataParallel ddp(net, comm);
+    write_file(out + "/mismatch." + std::to_string(comm->rank()), "no error\n");
+  } catch (const std::exception& e) {
+    write_file(out + "/mismatch." + std::to_string(comm->rank()), std::string(e.what()) + "\n");
+  }
+  return 0;
+}
+
+int sampler() {
+  int64_t n, w, seed, epoch, drop_last, shuffle;
+  while (std::cin >> n >> w >> seed >> epoch >> drop_last >> shuffle) {
+    for (int r = 0; r < w; ++r) {
+      ddprun::SamplerSpec spec{n, static_cast<int>(w), r, shuffle != 0, static_cast<uint64_t>(seed), drop_last != 0};
+      std::cout << n << " " << w << " " << seed << " " << epoch << " " << drop_last << " " << shuffle << " r" << r << ":";
+      for (int64_t i : ddprun::distributed_indices(spec, epoch)) std::cout << " " << i;
+      std::cout << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "collectives" && argc == 3) return collectives(argv[2]);
+    if (mode == "train" && (argc == 6 || argc == 7)) {
+      return train(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]),
+                   argc == 7 && std::string(argv[6]) == "nosync");
+    }
+    if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
+    if (mode == "peer_dies" && argc == 3) return peer_fault(argv[2], true);
+    if (mode == "peer_hangs" && argc == 3) return peer_fault(argv[2], false);
+    if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
+    if (mode == "sampler" && argc == 2) return sampler();
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+  die("usage: see the comment at the top of tests/worker/rank_driver.cpp");
+}
