@@ -43,17 +43,22 @@ done; done
 expect_in "$T/logs.out" '^\[rank0\]: out 0 attempt 1$'
 ok "--log_dir keeps attempt_N/rank_R/{stdout,stderr}.log"
 
-run_ddprun redirect --nproc_per_node=2 --redirects=1 --log_dir "$T/rlogs" "$T/talk"
+worker say <<'SH'
+#!/bin/sh
+echo "out $RANK attempt $TORCHELASTIC_RESTART_COUNT"
+echo "err $RANK" >&2
+SH
+run_ddprun redirect --nproc_per_node=2 --redirects=1 --log_dir "$T/rlogs" "$T/say"
 expect_not_in "$T/redirect.out" 'out [01]'
 expect_in "$T/redirect.err" '^\[rank1\]: err 1$'
 expect_in "$T/rlogs/attempt_0/rank_1/stdout.log" '^out 1 attempt 0$'
-run_ddprun redirect_one --nproc_per_node=2 --redirects=1:3 --log_dir "$T/r1logs" "$T/talk"
+run_ddprun redirect_one --nproc_per_node=2 --redirects=1:3 --log_dir "$T/r1logs" "$T/say"
 expect_in "$T/redirect_one.out" '^\[rank0\]: out 0'
 expect_not_in "$T/redirect_one.out" 'out 1'
 expect_not_in "$T/redirect_one.err" 'err 1'
 ok "--redirects sends streams to files only"
 
-run_ddprun tee --nproc_per_node=2 --tee=3 "$T/talk"
+run_ddprun tee --nproc_per_node=2 --tee=3 "$T/say"
 dir=$(sed -n 's/^ddprun: worker logs in //p' "$T/tee.err")
 [[ -d "$dir" ]] || fail "--tee without --log_dir announces a log folder"
 expect_in "$dir/attempt_0/rank_0/stdout.log" '^out 0 attempt 0$'
@@ -61,7 +66,7 @@ expect_in "$T/tee.out" '^\[rank0\]: out 0 attempt 0$'
 rm -rf "$dir"
 ok "--tee writes files and console"
 
-run_ddprun filter --nproc_per_node=2 --local_ranks_filter=1 --log_dir "$T/flogs" "$T/talk"
+run_ddprun filter --nproc_per_node=2 --local_ranks_filter=1 --log_dir "$T/flogs" "$T/say"
 expect_not_in "$T/filter.out" 'rank0'
 expect_in "$T/filter.out" '^\[rank1\]: out 1'
 expect_in "$T/flogs/attempt_0/rank_0/stdout.log" '^out 0'
