@@ -31,8 +31,11 @@ worker talk <<'SH'
 #!/bin/sh
 echo "out $RANK attempt $TORCHELASTIC_RESTART_COUNT"
 echo "err $RANK" >&2
-[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ] && exit 1
-exit 0
+touch "$T/said.$RANK.$TORCHELASTIC_RESTART_COUNT"
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then
+  while [ ! -f "$T/said.0.0" ]; do sleep 0.02; done  # fail once rank 0 has spoken
+  exit 1
+fi
 SH
 run_ddprun logs --nproc_per_node=2 --max_restarts=1 --log_dir "$T/logs" "$T/talk"
 expect_eq "$RC" 0 "log_dir run"
