@@ -26,7 +26,7 @@ declare -A t
 for lang in cpp py; do
   for mode in single ddp nosync; do t[$lang.$mode]=$(run $lang $mode); done
 done
-echo "BLAS: $blas; $(nproc) cores; median of $steps steps"
+echo "BLAS: $blas; $(getconf _NPROCESSORS_ONLN) cores; median of $steps steps"
 printf '%-28s %10s %10s %8s\n' "per-step time (ms)" "C++ ddprun" "Python" "C++/Py"
 for mode in single ddp nosync; do
   label=$mode

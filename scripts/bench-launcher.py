@@ -12,49 +12,15 @@ Prints three tables:
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCHRUN = ["/usr/bin/python3", "-m", "torch.distributed.run"]
-# Debian's torchrun 1.13 fails under Python 3.11 without these (see shared notes); they redirect
-# nothing for up to 9 workers. Its default --monitor_interval is 5 s; 0.1 s is the newer default.
-TORCHRUN_FIXES = ["--redirects", "9:1", "--tee", "9:1", "--monitor_interval", "0.1"]
-
-C_WORKER = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-static void stamp(const char* dir, const char* what, const char* rc, const char* rank) {
-  struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts);
-  char path[4096]; snprintf(path, sizeof path, "%s/%s.%s.%s", dir, what, rc, rank);
-  FILE* f = fopen(path, "w"); fprintf(f, "%ld.%09ld\n", (long)ts.tv_sec, ts.tv_nsec); fclose(f);
-}
-int main(int argc, char** argv) {
-  const char* rc = getenv("TORCHELASTIC_RESTART_COUNT");
-  const char* rank = getenv("RANK");
-  if (rc == NULL) { stamp(argv[1], "bare", "x", "x"); return 0; }
-  stamp(argv[1], "start", rc, rank);
-  if (rc[0] == '0') {
-    if (rank[0] == '0') { usleep(200000); stamp(argv[1], "crash", rc, rank); return 1; }
-    pause();
-  }
-  return 0;
-}
-"""
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def env_for_runs():
     return dict(os.environ, OMP_NUM_THREADS="1")
 
@@ -79,11 +45,6 @@ def start_to_exit(ddprun, runs, torch_runs):
         print(f"{n:>8} {d:>10.2f} {t:>12.1f} {t / d:>6.0f}x")
 
 
-def read_stamp(path):
-    with open(path) as f:
-        return float(f.read())
-
-
 def restart_latency(ddprun, worker, runs, torch_runs):
     env = env_for_runs()
     bare = []
@@ -101,7 +62,7 @@ def restart_latency(ddprun, worker, runs, torch_runs):
             with tempfile.TemporaryDirectory() as d:
                 subprocess.run(cmd_for(d), env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, check=True)
-                crash = read_stamp(f"{d}/crash.0.0")
+                crash = read_stamp(f"{d}/crash.0.x")
                 restarted = min(read_stamp(f"{d}/start.1.{r}") for r in (0, 1))
                 lat.append(restarted - crash)
         return statistics.median(lat)
@@ -155,11 +116,7 @@ def main():
     if shutil.which("gcc") is None:
         sys.exit("bench-launcher: needs gcc for the crash-latency worker")
     with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "worker.c")
-        worker = os.path.join(tmp, "worker")
-        with open(src, "w") as f:
-            f.write(C_WORKER)
-        subprocess.run(["gcc", "-O2", "-o", worker, src], check=True)
+        worker = compile_worker(tmp)
         print(f"machine: {os.cpu_count()} cores, {os.uname().release}; ddprun {args.ddprun}")
         start_to_exit(args.ddprun, args.runs, args.torch_runs)
         restart_latency(args.ddprun, worker, args.runs, args.torch_runs)

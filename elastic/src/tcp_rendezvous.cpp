@@ -13,7 +13,9 @@ namespace {
 
 // Until it is reached, the endpoint is tried again this often (the hosting node may start
 // after this one). Not a time limit: join_timeout bounds the whole wait.
-constexpr double kConnectRetryInterval = 0.1;
+// Nodes usually start together, the host a moment after a client: retry soon, then less often.
+constexpr double kFirstConnectRetry = 0.01;
+constexpr double kMaxConnectRetry = 1.0;
 
 std::string describe(const asio::ip::tcp::endpoint& endpoint) {
   return fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
@@ -29,7 +31,8 @@ TcpRendezvous::TcpRendezvous(asio::io_context& io, RendezvousConfig config)
       resolver_(io),
       connecting_(io),
       join_timer_(io),
-      retry_timer_(io) {}
+      retry_timer_(io),
+      connect_retry_(kFirstConnectRetry) {}
 
 TcpRendezvous::~TcpRendezvous() {
   if (channel_) channel_->close();
@@ -145,7 +148,8 @@ void TcpRendezvous::connect_to(const asio::ip::tcp::endpoint& endpoint) {
 void TcpRendezvous::retry_connect(const std::string& error) {
   if (state_ != State::kJoining || left_) return;
   last_connect_error_ = error;
-  retry_timer_.expires_after(seconds(kConnectRetryInterval));
+  retry_timer_.expires_after(seconds(connect_retry_));
+  connect_retry_ = std::min(connect_retry_ * 2, kMaxConnectRetry);
   retry_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (!ec && !alive.expired()) connect();
   });

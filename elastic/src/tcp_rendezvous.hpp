@@ -61,6 +61,7 @@ class TcpRendezvous final : public Rendezvous {
   asio::ip::tcp::socket connecting_;
   asio::steady_timer join_timer_;
   asio::steady_timer retry_timer_;
+  double connect_retry_;  // seconds until the next attempt to reach the endpoint
   std::string last_connect_error_;
   std::shared_ptr<Channel> channel_;
   bool left_ = false;

@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Multi-node benchmark: ddprun next to torchrun's c10d rendezvous, nodes on loopback.
+
+  scripts/bench-rendezvous.py [--ddprun build/launcher/ddprun] [--runs 5]
+
+N nodes are N launchers on 127.0.0.2, 127.0.0.3, ..., one worker each (a C program that stamps
+the time its main() runs). Prints:
+  1. rendezvous: from the start of the last launcher to the last worker's main(), N = 2, 4, 8;
+  2. failure to all nodes restarted: from a worker's failure on node 1 to the last restarted
+     worker's main(), minus the worker's own start-up.
+torchrun's figures include its interpreter start-up (about 1 s per agent here), which is what
+its users wait for; ddprun has none to speak of.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def ddprun_node(ddprun, i, n, port, run_id, extra):
+    return [ddprun, f"--nnodes={n}", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.2:{port}", f"--rdzv_id={run_id}", f"--local_addr=127.0.0.{i + 2}",
+            *extra]
+
+
+def torchrun_node(i, n, port, run_id, extra):
+    return TORCHRUN + [f"--nnodes={n}", "--nproc_per_node=1", "--rdzv_backend=c10d",
+                       f"--rdzv_endpoint=127.0.0.2:{port}", f"--rdzv_id={run_id}", "--no_python",
+                       *TORCHRUN_FIXES, *extra]
+
+
+def run_nodes(commands, env, limit):
+    """Runs every node to its end; False if they were still running after `limit` seconds."""
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for cmd in commands]
+    deadline = time.time() + limit
+    try:
+        for p in procs:
+            if p.wait(timeout=max(0.1, deadline - time.time())) != 0:
+                raise RuntimeError(f"a node failed: {commands[0]}")
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def rendezvous_time(make_cmd, worker, n, runs):
+    times = []
+    for k in range(runs):
+        with tempfile.TemporaryDirectory() as d:
+            port = free_port()
+            env = dict(os.environ, OMP_NUM_THREADS="1", CRASH_RANK="none")  # all workers wait
+            cmds = [make_cmd(i, n, port, f"bench{k}", ["--max_restarts=0"]) + [worker, d] for i in range(n)]
+            started = run_nodes_until_workers(cmds, env, d, n)
+            times.append(started)
+    return statistics.median(times)
+
+
+def run_nodes_until_workers(commands, env, d, n):
+    """Starts the nodes; once every worker has stamped, stops them; returns last stamp - last start."""
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for cmd in commands]
+    last_start = time.time()
+    deadline = time.time() + 120
+    try:
+        while len([f for f in os.listdir(d) if f.startswith("start.0.")]) < n:
+            if time.time() > deadline:
+                raise RuntimeError("workers did not start")
+            time.sleep(0.005)
+        stamps = [read_stamp(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("start.0.")]
+        return max(stamps) - last_start
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=60)
+
+
+def restart_latency(make_cmd, worker, n, runs, startup, limit=60):
+    """Median latency in seconds, or None when the nodes did not restart within `limit` s."""
+    lat = []
+    for k in range(runs):
+        with tempfile.TemporaryDirectory() as d:
+            port = free_port()
+            env = dict(os.environ, OMP_NUM_THREADS="1", CRASH_RANK="1")  # rank 1 is on node 1
+            cmds = [make_cmd(i, n, port, f"crash{k}", ["--max_restarts=1"]) + [worker, d] for i in range(n)]
+            if not run_nodes(cmds, env, limit):
+                return None
+            crash = read_stamp(os.path.join(d, "crash.0.x"))
+            restarted = max(read_stamp(os.path.join(d, f"start.1.{r}")) for r in range(n))
+            lat.append(restarted - crash - startup)
+    return statistics.median(lat)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--torch-runs", type=int, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        worker = compile_worker(tmp)
+        bare = []
+        for _ in range(10):
+            with tempfile.TemporaryDirectory() as d:
+                t0 = time.time()
+                subprocess.run([worker, d], check=True,
+                               env={k: v for k, v in os.environ.items() if k != "TORCHELASTIC_RESTART_COUNT"})
+                bare.append(read_stamp(f"{d}/bare.x.x") - t0)
+        startup = statistics.median(bare)
+
+        def ddp(i, n, port, run_id, extra):
+            return ddprun_node(args.ddprun, i, n, port, run_id, extra)
+
+        print(f"machine: {os.cpu_count()} cores; nodes are launchers on 127.0.0.2.. ; worker start-up "
+              f"{startup * 1e3:.2f} ms")
+        print("\n1. rendezvous: last launcher started -> every node's worker running (median)")
+        print(f"{'nodes':>6} {'ddprun ms':>10} {'torchrun ms':>12}")
+        for n in (2, 4, 8):
+            d = rendezvous_time(ddp, worker, n, args.runs)
+            t = rendezvous_time(torchrun_node, worker, n, args.torch_runs)
+            print(f"{n:>6} {d * 1e3:>10.1f} {t * 1e3:>12.0f}")
+        print("\n2. worker failure on node 1 -> workers restarted on every node (median, beyond worker start-up)")
+        print(f"{'nodes':>6} {'ddprun ms':>10} {'torchrun ms':>12}")
+        for n in (2, 4):
+            d = restart_latency(ddp, worker, n, args.runs, startup)
+            t = restart_latency(torchrun_node, worker, n, args.torch_runs, startup)
+            shown = f"{t * 1e3:>12.0f}" if t is not None else f"{'> 60000':>12}"
+            print(f"{n:>6} {d * 1e3:>10.1f} {shown}" + ("  (torchrun: not restarted within 60 s)" if t is None else ""))
+
+
+if __name__ == "__main__":
+    main()
