@@ -1,9 +1,12 @@
 #include "ddprun/launch_env.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
+#include "ddprun/slurm_env.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun {
@@ -56,6 +59,21 @@ double parse_seconds(const char* variable, const std::string& text) {
   const double s = std::strtod(text.c_str(), &end);
   if (errno != 0 || *end != '\0' || !std::isfinite(s) || s <= 0) malformed(variable, text, expected);
   return s;
+}
+
+LaunchEnv launch_env_from_process() {
+  LaunchEnv out = parse_launch_env(process_env());
+  if (out.launched) return out;
+  const auto id = slurm::worker_identity_from_slurm(slurm::environment_from(environ));
+  if (!id) return out;
+  out.launched = true;
+  out.rank = id->rank;
+  out.world_size = id->world_size;
+  out.local_rank = id->local_rank;
+  out.local_world_size = id->local_world_size;
+  out.master_addr = id->master_addr;
+  out.master_port = static_cast<std::uint16_t>(id->master_port);
+  return out;
 }
 
 LaunchEnv parse_launch_env(const EnvLookup& env) {

@@ -95,7 +95,7 @@ std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGrou
 }
 
 std::shared_ptr<Comm> init_process_group(const ProcessGroupOptions& options) {
-  return init_process_group(parse_launch_env(process_env()), options);
+  return init_process_group(launch_env_from_process(), options);
 }
 
 }  // namespace ddprun

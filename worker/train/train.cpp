@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  const ddprun::LaunchEnv env = ddprun::parse_launch_env(ddprun::process_env());
+  const ddprun::LaunchEnv env = ddprun::launch_env_from_process();
   ddprun::ProcessGroupOptions pg_options;
   pg_options.device = f.device == "cuda" ? c10::kCUDA : c10::kCPU;
   const auto comm = ddprun::init_process_group(env, pg_options);

@@ -57,6 +57,13 @@ struct LaunchEnv {
 // Throws LaunchEnvError naming the first missing or malformed variable.
 LaunchEnv parse_launch_env(const EnvLookup& env);
 
+// This process's place in the job: the launcher's variables, as parse_launch_env(process_env())
+// reads them; or, when there are none and srun started every worker itself
+// (srun --ntasks-per-node=4 ./train), SLURM's: SLURM_PROCID, SLURM_LOCALID, the step's task
+// count, MASTER_ADDR from the step's first host and MASTER_PORT from the job id (both unless
+// set). Throws LaunchEnvError, or slurm::SlurmEnvError for a malformed SLURM variable.
+LaunchEnv launch_env_from_process();
+
 // Parses a positive duration in seconds ("300", "1.5") read from `variable`; throws
 // LaunchEnvError naming it when `text` is not a finite number > 0.
 double parse_seconds(const char* variable, const std::string& text);
