@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "ddprun/timeouts.hpp"
+#include "error_text.hpp"
 
 namespace ddprun::detail {
 
@@ -17,18 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
-}
-
-// c10::Error's what() carries a C++ backtrace; the short form is what a reader needs.
-std::string exception_text(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 c10d::ReduceOp to_c10d(ReduceOp op) {

@@ -8,21 +8,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "backends.hpp"
+#include "error_text.hpp"
 
 namespace ddprun {
 
 namespace {
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
-}
-
-std::string exception_text(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
-}
 
 // The store the ranks meet at. PyTorch's workers under torchrun use the agent's store under
 // this prefix, so that keys of a restarted attempt never collide with the previous one's.
@@ -89,8 +79,8 @@ std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGrou
     throw ProcessGroupError(fmt::format(
         "rank {} of {} could not join the job at {} {} (store timeout {}; raise {} if ranks "
         "start slowly): {}",
-        env.rank, env.world_size, where, role, seconds_text(options.timeouts.store),
-        kStoreTimeoutEnv, exception_text(e)));
+        env.rank, env.world_size, where, role, detail::seconds_text(options.timeouts.store),
+        kStoreTimeoutEnv, detail::exception_text(e)));
   }
 }
 
