@@ -6,5 +6,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 build=${DDPRUN_BUILD_DIR:-$root/build}
-exec "$build/launcher/ddprun" --nproc_per_node=2 --max_restarts=1 \
-  "$build/worker/train" --epochs 3 --checkpoint-dir "$build/checkpoints" "$@"
+# The checkpoints are for a restart within this job; a new run starts from scratch.
+checkpoints=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-main.XXXXXX")
+trap 'rm -rf "$checkpoints"' EXIT
+"$build/launcher/ddprun" --nproc_per_node=2 --max_restarts=1 \
+  "$build/worker/train" --epochs 3 --checkpoint-dir "$checkpoints" "$@"
