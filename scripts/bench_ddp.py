@@ -3,7 +3,8 @@
 
 Same model (4 Linear layers of 1024 with ReLU), batch 64 per rank, MSE loss, SGD(0.01), one
 thread; run under ddprun (or torchrun) like the C++ one. Rank 0 prints
-"<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a>".
+"<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU time of all the
+process's threads per step).
 """
 import argparse
 import os
@@ -20,6 +21,8 @@ def main():
     ap.add_argument("--mode", choices=["ddp", "nosync", "single"], default="ddp")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gradient-as-bucket-view", choices=["true", "false"], default="false",
+                    help="DDP's gradient_as_bucket_view (PyTorch's default: false)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     launched = "WORLD_SIZE" in os.environ
@@ -34,7 +37,9 @@ def main():
                               torch.nn.Linear(width, width), torch.nn.ReLU(),
                               torch.nn.Linear(width, width))
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    model = DDP(net) if args.mode == "ddp" else net
+    model = net
+    if args.mode == "ddp":
+        model = DDP(net, gradient_as_bucket_view=args.gradient_as_bucket_view == "true")
     torch.manual_seed(1 + rank)
     x = torch.randn(batch, width)
     y = torch.randn(batch, width)
@@ -49,15 +54,17 @@ def main():
     if launched:
         dist.barrier()
     ms = []
+    cpu0 = time.process_time()
     for _ in range(args.steps):
         t0 = time.perf_counter()
         step()
         ms.append((time.perf_counter() - t0) * 1e3)
+    cpu_ms = (time.process_time() - cpu0) * 1e3 / args.steps
     if launched:
         dist.barrier()
     if rank == 0:
         print(f"{args.mode} world={world} steps={args.steps} median_ms={statistics.median(ms):.3f} "
-              f"mean_ms={statistics.fmean(ms):.3f}", flush=True)
+              f"mean_ms={statistics.fmean(ms):.3f} cpu_ms={cpu_ms:.3f}", flush=True)
 
 
 if __name__ == "__main__":

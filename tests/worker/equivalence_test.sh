@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # DDP is plain SGD on the global batch: W ranks with batch B each for 20 steps end with the
 # parameters of one process with batch W*B (1e-5), bit-identical on every rank; also with
-# no_sync gradient accumulation. Ranks start from different weights: the broadcast must work.
+# no_sync gradient accumulation, with gradients set to none instead of zeroed, and with
+# gradient_as_bucket_view off (rank_driver also checks where the gradients live). Ranks start
+# from different weights: the broadcast must work.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 total=12 batch=2 steps=20   # global batch 24, split over 2, 3 or 4 ranks
 
-for mode in sync nosync; do
-  extra=(); [[ $mode == nosync ]] && extra=(nosync)
+# Each variant is rank_driver's words after STEPS; none is plain synchronised SGD.
+for variant in "" nosync copy_grads "nosync copy_grads" set_to_none "nosync set_to_none"; do
+  read -r -a extra <<<"$variant"
+  mode=${variant// /+}; mode=${mode:-sync}
   mkdir -p "$T/ref_$mode"
   env -u RANK -u WORLD_SIZE "$RANK_DRIVER" train "$T/ref_$mode" $total $batch $steps "${extra[@]}"
   for w in 2 3 4; do

@@ -1,9 +1,11 @@
 // One rank of a worker-library test, started by ddprun (or alone, as world size 1).
 //
 //   rank_driver collectives OUT            every collective's result, checked on every rank
-//   rank_driver train OUT TOTAL B STEPS [nosync]
+//   rank_driver train OUT TOTAL B STEPS [nosync] [copy_grads] [set_to_none]
 //                                          SGD on a global batch of TOTAL*B split over the ranks;
-//                                          writes OUT/params.<rank>
+//                                          writes OUT/params.<rank>. nosync: half of each batch
+//                                          under no_sync(); copy_grads: gradient_as_bucket_view
+//                                          off; set_to_none: gradients reset, not zeroed
 //   rank_driver compare A B TOL            max |A-B| of two params files; fails above TOL
 //   rank_driver peer_dies OUT              rank 1 is SIGKILLed during an all_reduce; rank 0
 //                                          writes what it caught and after how long
@@ -18,6 +20,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -104,7 +107,30 @@ std::string params_text(torch::nn::Module& m) {
   return os.str();
 }
 
-int train(const std::string& out, int total, int batch, int steps, bool nosync) {
+struct TrainVariant {
+  bool nosync = false;
+  bool copy_grads = false;
+  bool set_to_none = false;
+};
+
+// With gradient_as_bucket_view every gradient of a bucket lives in that bucket's one tensor;
+// without it every gradient has memory of its own.
+void check_gradient_memory(const ddprun::DistributedDataParallel& ddp,
+                           const std::vector<torch::Tensor>& params, bool copy_grads) {
+  std::set<const void*> all;
+  for (const auto& bucket : ddp.buckets()) {
+    std::set<const void*> in_bucket;
+    for (std::size_t i : bucket.params) {
+      expect(params[i].grad().defined(), "every parameter has a gradient after backward");
+      in_bucket.insert(params[i].grad().storage().data());
+    }
+    all.insert(in_bucket.begin(), in_bucket.end());
+    if (!copy_grads) expect(in_bucket.size() == 1, "a bucket's gradients share the bucket's memory");
+  }
+  if (copy_grads) expect(all.size() == params.size(), "every gradient has memory of its own");
+}
+
+int train(const std::string& out, int total, int batch, int steps, TrainVariant variant) {
   auto comm = ddprun::init_process_group();
   const int r = comm->rank();
   const int w = comm->size();
@@ -118,6 +144,7 @@ int train(const std::string& out, int total, int batch, int steps, bool nosync) 
   ddprun::DdpOptions options;
   options.bucket_cap_mb = 0.0005;  // several buckets even for this small model
   options.first_bucket_cap_mb = 0.0002;
+  options.gradient_as_bucket_view = !variant.copy_grads;
   ddprun::DistributedDataParallel ddp(net, comm, options);
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   torch::manual_seed(3);
@@ -127,8 +154,12 @@ int train(const std::string& out, int total, int batch, int steps, bool nosync) 
   for (int s = 0; s < steps; ++s) {
     const auto xs = x[s].narrow(0, r * mine, mine);
     const auto ys = y[s].narrow(0, r * mine, mine);
-    opt.zero_grad();
-    if (nosync) {
+    if (variant.set_to_none) {
+      for (auto& p : net->parameters()) p.mutable_grad().reset();
+    } else {
+      opt.zero_grad();  // detach_() and zero_() on each gradient, bucket slices included
+    }
+    if (variant.nosync) {
       const int64_t half = mine / 2;
       {
         auto guard = ddp.no_sync();
@@ -143,6 +174,7 @@ int train(const std::string& out, int total, int batch, int steps, bool nosync) 
       auto loss = torch::mse_loss(ddp.forward([&] { return net->forward(xs); }), ys);
       loss.backward();
     }
+    if (w > 1) check_gradient_memory(ddp, net->parameters(), variant.copy_grads);
     opt.step();
   }
   write_file(out + "/params." + std::to_string(r), params_text(*net));
@@ -227,9 +259,16 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "collectives" && argc == 3) return collectives(argv[2]);
-    if (mode == "train" && (argc == 6 || argc == 7)) {
-      return train(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]),
-                   argc == 7 && std::string(argv[6]) == "nosync");
+    if (mode == "train" && argc >= 6) {
+      TrainVariant variant;
+      for (int i = 6; i < argc; ++i) {
+        const std::string word = argv[i];
+        if (word == "nosync") variant.nosync = true;
+        else if (word == "copy_grads") variant.copy_grads = true;
+        else if (word == "set_to_none") variant.set_to_none = true;
+        else die("unknown train variant: " + word);
+      }
+      return train(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]), variant);
     }
     if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
     if (mode == "peer_dies" && argc == 3) return peer_fault(argv[2], true);

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <numeric>
 #include <optional>
 
@@ -29,15 +30,31 @@ namespace {
 constexpr int64_t kWidth = 1024;
 constexpr int64_t kBatch = 64;
 
+// CPU time of every thread of this process (compute, gloo's threads, the kernel on their behalf).
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
 int run(int argc, char** argv) {
   std::string mode = "ddp";
   int steps = 50;
   int warmup = 5;
+  ddprun::DdpOptions ddp_options;
   CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.sh)"};
   app.add_option("--mode", mode, "ddp: DDP; nosync: no gradient sync; single: world size 1")
       ->check(CLI::IsMember({"ddp", "nosync", "single"}));
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_option("--bucket-cap-mb", ddp_options.bucket_cap_mb, "DDP bucket cap (MiB)")
+      ->capture_default_str();
+  app.add_option("--first-bucket-cap-mb", ddp_options.first_bucket_cap_mb,
+                 "DDP first bucket cap (MiB)")
+      ->capture_default_str();
+  app.add_option("--gradient-as-bucket-view", ddp_options.gradient_as_bucket_view,
+                 "DDP: gradients are slices of the buckets (true/false)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -53,7 +70,7 @@ int run(int argc, char** argv) {
                             torch::nn::Linear(kWidth, kWidth));
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01));
   std::optional<ddprun::DistributedDataParallel> ddp;
-  if (mode == "ddp") ddp.emplace(net.ptr(), comm);
+  if (mode == "ddp") ddp.emplace(net.ptr(), comm, ddp_options);
 
   torch::manual_seed(1 + comm->rank());
   const auto x = torch::randn({kBatch, kWidth});
@@ -68,19 +85,21 @@ int run(int argc, char** argv) {
   for (int i = 0; i < warmup; ++i) step();
   ddprun::barrier(*comm);
   std::vector<double> ms;
+  const double cpu0 = process_cpu_ms();
   for (int i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  const double cpu_per_step = (process_cpu_ms() - cpu0) / steps;
   ddprun::barrier(*comm);
   if (comm->rank() == 0) {
     std::vector<double> sorted = ms;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
-    fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f}\n", mode, comm->size(), steps,
-               median, mean);
+    fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f} cpu_ms={:.3f}\n", mode,
+               comm->size(), steps, median, mean, cpu_per_step);
   }
   return 0;
 }

@@ -33,6 +33,21 @@ std::string describe(const std::string& name, const at::Tensor& t, const char* k
   return out.str();
 }
 
+// A tensor on `flat`'s memory from element `offset`, contiguous, shaped like `like`. Made with
+// set_() rather than narrow().view(): a view carries autograd view metadata, and libtorch's
+// Optimizer::zero_grad() calls detach_() on every gradient, which views refuse.
+at::Tensor alias_into(const at::Tensor& flat, int64_t offset, const at::Tensor& like) {
+  at::NoGradGuard no_grad;
+  return at::empty({0}, flat.options()).set_(flat.storage(), flat.storage_offset() + offset,
+                                             like.sizes());
+}
+
+// Whether `grad` is exactly `view`'s memory (a gradient DDP pointed at its bucket, still there).
+bool is_bucket_view(const at::Tensor& grad, const at::Tensor& view) {
+  return grad.defined() && grad.data_ptr() == view.data_ptr() && grad.sizes() == view.sizes() &&
+         grad.strides() == view.strides() && grad.scalar_type() == view.scalar_type();
+}
+
 }  // namespace
 
 struct DistributedDataParallel::Impl {
@@ -59,7 +74,8 @@ struct DistributedDataParallel::Impl {
   std::vector<Bucket> plan;
   std::vector<BucketState> buckets;
   std::vector<std::size_t> bucket_of;
-  // Each parameter's slice of its bucket, shaped like the parameter.
+  // Each parameter's slice of its bucket, shaped like the parameter. With
+  // gradient_as_bucket_view, also the parameter's .grad() once it has had one.
   std::vector<at::Tensor> views;
   at::Tensor divisor;
 
@@ -143,18 +159,23 @@ void DistributedDataParallel::Impl::arm() {
 void DistributedDataParallel::Impl::mark_ready(std::size_t index) {
   if (ready[index]) return;
   ready[index] = 1;
-  const at::Tensor& grad = params[index].grad();
+  at::Tensor& grad = params[index].mutable_grad();
   {
     at::NoGradGuard no_grad;
-    if (grad.defined()) {
-      if (grad.is_sparse()) {
-        throw std::runtime_error("DistributedDataParallel does not support sparse gradients (" +
-                                 names[index] + ")");
-      }
+    if (!grad.defined()) {
+      views[index].zero_();
+    } else if (grad.is_sparse()) {
+      throw std::runtime_error("DistributedDataParallel does not support sparse gradients (" +
+                               names[index] + ")");
+    } else if (options.gradient_as_bucket_view && is_bucket_view(grad, views[index])) {
+      // AccumulateGrad has added this pass's gradient into the bucket itself.
+      views[index].div_(divisor);
+    } else {
       // Dividing while copying into the bucket saves one pass over the gradients.
       at::div_out(views[index], grad, divisor);
-    } else {
-      views[index].zero_();
+      // From now on autograd accumulates straight into the bucket. (A new gradient tensor
+      // appears again only after zero_grad(set_to_none) or when user code replaces .grad().)
+      if (options.gradient_as_bucket_view) grad = views[index];
     }
   }
   if (--buckets[bucket_of[index]].pending == 0) launch_ready_buckets();
@@ -217,7 +238,10 @@ void DistributedDataParallel::Impl::finalize() {
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (keep_undefined[i]) continue;
     at::Tensor& grad = params[i].mutable_grad();
-    if (grad.defined()) {
+    if (options.gradient_as_bucket_view) {
+      // Already the bucket, except for a parameter unused here but used on another rank.
+      if (!is_bucket_view(grad, views[i])) grad = views[i];
+    } else if (grad.defined()) {
       grad.copy_(views[i]);
     } else {
       grad = views[i].clone();
@@ -306,8 +330,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     int64_t offset = 0;
     for (std::size_t i : s.plan[b].params) {
       s.bucket_of[i] = b;
-      s.views[i] = s.buckets[b].flat.narrow(0, offset, s.params[i].numel()).view(s.params[i].sizes());
+      s.views[i] = alias_into(s.buckets[b].flat, offset, s.params[i]);
       offset += s.params[i].numel();
+      at::Tensor& grad = s.params[i].mutable_grad();
+      if (options.gradient_as_bucket_view && grad.defined() && !grad.is_sparse()) {
+        at::NoGradGuard no_grad;
+        s.views[i].copy_(grad);
+        grad = s.views[i];
+      }
     }
   }
   s.divisor = at::scalar_tensor(static_cast<double>(s.world), at::TensorOptions().dtype(at::kDouble));

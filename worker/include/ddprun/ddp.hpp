@@ -42,6 +42,14 @@ struct DdpOptions {
   // pass run with gradients enabled. Forward passes under NoGradGuard (evaluation) skip it, so
   // evaluating on some ranks only cannot hang.
   bool broadcast_buffers = true;
+  // Make every parameter's .grad() a slice of its bucket (PyTorch's gradient_as_bucket_view,
+  // which is off there by default). Autograd then accumulates straight into the bucket: no copy
+  // into the bucket before the all-reduce, none back after it, and no second 4-bytes-a-parameter
+  // copy of the gradients in memory. Nothing changes for code that reads, scales or zeroes
+  // .grad() in place, or sets it to none (the next backward pass restores the slice). Turn it off
+  // only if your code needs .grad() to be a tensor of its own, e.g. to keep it across steps
+  // while DDP overwrites the bucket.
+  bool gradient_as_bucket_view = true;
 };
 
 class DistributedDataParallel {

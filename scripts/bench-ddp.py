@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""DDP step time: ddprun's C++ DDP against PyTorch's Python DDP on the same model and data.
+
+    scripts/bench-ddp.py [--steps 100] [--rounds 5]
+
+The model is worker/bench/bench_ddp.cpp and scripts/bench_ddp.py: 4 Linear layers of 1024,
+batch 64 per rank, MSE loss, SGD, one thread per process, gloo, 2 ranks under ddprun. Each run
+prints the median step time of rank 0 and the CPU time per step of its process (all threads).
+
+A virtual machine's speed drifts from one run to the next by more than the differences measured
+here, so every round runs every configuration once, one after the other, and the table gives
+each configuration's median over the rounds and C++/Python as the median of the rounds' ratios.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("DDPRUN_BUILD_DIR", os.path.join(ROOT, "build"))
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch
+
+# (label, language, mode, extra arguments); C++ runs with its defaults (gradient_as_bucket_view
+# on), Python with PyTorch's (off); one more row each shows the other setting.
+CONFIGS = [
+    ("single", "cpp", "single", []),
+    ("single", "py", "single", []),
+    ("ddp", "cpp", "ddp", []),
+    ("ddp", "py", "ddp", []),
+    ("nosync", "cpp", "nosync", []),
+    ("nosync", "py", "nosync", []),
+    ("ddp_other_view", "cpp", "ddp", ["--gradient-as-bucket-view", "false"]),
+    ("ddp_other_view", "py", "ddp", ["--gradient-as-bucket-view", "true"]),
+]
+
+
+def run(lang, mode, extra, steps):
+    """Returns (median ms, CPU ms) of one run."""
+    program = [os.path.join(BUILD, "worker", "bench_ddp")] if lang == "cpp" else \
+        [PYTHON, os.path.join(ROOT, "scripts", "bench_ddp.py")]
+    args = program + ["--mode", mode, "--steps", str(steps)] + extra
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHON_EXEC=PYTHON)
+    if mode == "single":
+        env.pop("WORLD_SIZE", None)
+        env.pop("RANK", None)
+    else:
+        args = [os.path.join(BUILD, "launcher", "ddprun"), "--nproc_per_node=2"] + args
+    out = subprocess.run(args, env=env, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"median_ms=([0-9.]+).*cpu_ms=([0-9.]+)", out)
+    if not m:
+        sys.exit(f"bench-ddp: no result from {' '.join(args)}:\n{out}")
+    return float(m.group(1)), float(m.group(2))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=100, help="timed steps per run")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of every configuration")
+    args = ap.parse_args()
+
+    wall = {c[:2]: [] for c in CONFIGS}
+    cpu = {c[:2]: [] for c in CONFIGS}
+    for r in range(args.rounds):
+        for label, lang, mode, extra in CONFIGS:
+            ms, cpu_ms = run(lang, mode, extra, args.steps)
+            wall[label, lang].append(ms)
+            cpu[label, lang].append(cpu_ms)
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+    def med(values):
+        return statistics.median(values)
+
+    def ratio(a, b):
+        return med([x / y for x, y in zip(a, b)])
+
+    blas = os.path.realpath("/etc/alternatives/libblas.so.3-x86_64-linux-gnu")
+    print(f"BLAS: {blas}; {os.cpu_count()} cores; {args.rounds} rounds of {args.steps} steps; "
+          "ms per step, median over rounds (CPU: all threads of one rank)")
+    print(f"{'':40} {'C++':>8} {'Python':>8} {'C++/Py':>7} {'C++ CPU':>8} {'Py CPU':>8}")
+    rows = [("world size 1", "single"), ("world size 2, DDP", "ddp"),
+            ("world size 2, no sync", "nosync")]
+    for title, label in rows:
+        c, p = wall[label, "cpp"], wall[label, "py"]
+        print(f"{title:40} {med(c):8.2f} {med(p):8.2f} {ratio(c, p):7.2f} "
+              f"{med(cpu[label, 'cpp']):8.2f} {med(cpu[label, 'py']):8.2f}")
+    overhead = {lang: [d - n for d, n in zip(wall["ddp", lang], wall["nosync", lang])]
+                for lang in ("cpp", "py")}
+    print(f"{'DDP overhead over no sync':40} {med(overhead['cpp']):8.2f} {med(overhead['py']):8.2f}")
+    c, p = wall["ddp_other_view", "cpp"], wall["ddp_other_view", "py"]
+    print(f"{'DDP, other gradient_as_bucket_view':40} {med(c):8.2f} {med(p):8.2f} {ratio(c, p):7.2f} "
+          f"{med(cpu['ddp_other_view', 'cpp']):8.2f} {med(cpu['ddp_other_view', 'py']):8.2f}")
+    print("(C++ default: gradient_as_bucket_view on; PyTorch's default: off. The last row swaps "
+          "them: C++ off, Python on.)")
+
+
+if __name__ == "__main__":
+    main()
