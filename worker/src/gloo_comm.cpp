@@ -1,6 +1,7 @@
 // The gloo communicator: CPU tensors over TCP.
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
@@ -22,9 +23,40 @@ constexpr const char* kGlooSocketIfnameEnv = "GLOO_SOCKET_IFNAME";
 // this margin on top, as a second line of defence: no transport bug can make us wait forever.
 constexpr std::chrono::milliseconds kWaitMargin{std::chrono::seconds(10)};
 
+// The process group's worker threads; each runs one collective at a time.
+constexpr int kGlooThreads = 2;
+// An all-reduce of at least twice this many bytes is split into kGlooThreads parts.
+constexpr int64_t kMinPartBytes = int64_t{1} << 20;
+
+class AllPendingOps : public PendingOp {
+ public:
+  explicit AllPendingOps(std::vector<std::unique_ptr<PendingOp>> ops) : ops_(std::move(ops)) {}
+  void wait() override {
+    for (auto& op : ops_) op->wait();
+  }
+
+ private:
+  std::vector<std::unique_ptr<PendingOp>> ops_;
+};
+
 class GlooComm : public C10dComm {
  public:
   using C10dComm::C10dComm;
+
+  // gloo's ring all-reduce spends much of its time waiting for the next piece from its
+  // neighbour (on loopback as well). A large tensor is therefore reduced as kGlooThreads
+  // parts at once, one on each worker thread, which fill each other's waits: a 16 MiB
+  // all-reduce between two processes on one host took 5-20% less time here. Every rank
+  // splits a tensor of a given size the same way, so the parts pair up across ranks.
+  std::unique_ptr<PendingOp> start_all_reduce(at::Tensor flat, ReduceOp op) override {
+    const int64_t bytes = static_cast<int64_t>(flat.nbytes());
+    if (bytes < kGlooThreads * kMinPartBytes) return C10dComm::start_all_reduce(std::move(flat), op);
+    std::vector<std::unique_ptr<PendingOp>> parts;
+    for (const at::Tensor& part : flat.chunk(kGlooThreads)) {
+      parts.push_back(C10dComm::start_all_reduce(part, op));
+    }
+    return std::make_unique<AllPendingOps>(std::move(parts));
+  }
 
  protected:
   void wait_work(c10d::Work& work) override { work.wait(timeout() + kWaitMargin); }
@@ -51,6 +83,7 @@ std::shared_ptr<Comm> make_gloo_comm(const c10::intrusive_ptr<c10d::Store>& stor
                                      int size, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices = gloo_devices();
+  options->threads = kGlooThreads;
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
   return std::make_shared<GlooComm>(std::move(pg), rank, size, c10::Device(c10::kCPU), timeout,
                                     "gloo");
