@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch's Python DDP on the model of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.sh.
+"""PyTorch's Python DDP on the model of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py.
 
 Same model (4 Linear layers of 1024 with ReLU), batch 64 per rank, MSE loss, SGD(0.01), one
 thread; run under ddprun (or torchrun) like the C++ one. Rank 0 prints

@@ -72,6 +72,11 @@ int collectives(const std::string& out) {
   ddprun::all_reduce(*comm, strided);
   expect(torch::equal(strided, torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (w * (w + 1) / 2)),
          "all_reduce of a non-contiguous tensor");
+  // Over 2 MiB, so gloo reduces it in parts (gloo_comm.cpp); of odd length, so they differ.
+  const auto ramp = torch::arange((int64_t{1} << 19) + 1, torch::kDouble);  // 4 MiB + 8 bytes
+  auto big = ramp * (r + 1);
+  ddprun::all_reduce(*comm, big);
+  expect(torch::equal(big, ramp * (w * (w + 1) / 2)), "all_reduce of a tensor reduced in parts");
   auto b = torch::full({4}, double(r == 1 % w ? 42 : r));
   ddprun::broadcast(*comm, b, 1 % w);
   expect(torch::equal(b, torch::full({4}, 42.0, torch::kDouble)), "broadcast from rank 1");

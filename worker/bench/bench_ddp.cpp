@@ -1,9 +1,10 @@
 // Per-step time of one fixed model with DistributedDataParallel, with no gradient sync, and
-// alone. scripts/bench-ddp.sh starts it (and scripts/bench_ddp.py, the same measurement with
+// alone. scripts/bench-ddp.py starts it (and scripts/bench_ddp.py, the same measurement with
 // PyTorch's Python DDP) and prints the table; see worker/README.md.
 //
 // A step is zero_grad, forward, MSE loss, backward (with the gradient sync in ddp mode) and an
-// SGD step. Rank 0 prints one line: "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a>".
+// SGD step. Rank 0 prints one line: "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a>
+// cpu_ms=<c>" (c: CPU time of all its threads per step).
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
@@ -42,7 +43,7 @@ int run(int argc, char** argv) {
   int steps = 50;
   int warmup = 5;
   ddprun::DdpOptions ddp_options;
-  CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.sh)"};
+  CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.py)"};
   app.add_option("--mode", mode, "ddp: DDP; nosync: no gradient sync; single: world size 1")
       ->check(CLI::IsMember({"ddp", "nosync", "single"}));
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
