@@ -79,18 +79,18 @@ def main():
     print(f"BLAS: {blas}; {os.cpu_count()} cores; {args.rounds} rounds of {args.steps} steps; "
           "ms per step, median over rounds (CPU: all threads of one rank)")
     print(f"{'':40} {'C++':>8} {'Python':>8} {'C++/Py':>7} {'C++ CPU':>8} {'Py CPU':>8}")
-    rows = [("world size 1", "single"), ("world size 2, DDP", "ddp"),
-            ("world size 2, no sync", "nosync")]
-    for title, label in rows:
+    def row(title, label):
         c, p = wall[label, "cpp"], wall[label, "py"]
         print(f"{title:40} {med(c):8.2f} {med(p):8.2f} {ratio(c, p):7.2f} "
               f"{med(cpu[label, 'cpp']):8.2f} {med(cpu[label, 'py']):8.2f}")
+
+    row("world size 1", "single")
+    row("world size 2, DDP", "ddp")
+    row("world size 2, no sync", "nosync")
     overhead = {lang: [d - n for d, n in zip(wall["ddp", lang], wall["nosync", lang])]
                 for lang in ("cpp", "py")}
     print(f"{'DDP overhead over no sync':40} {med(overhead['cpp']):8.2f} {med(overhead['py']):8.2f}")
-    c, p = wall["ddp_other_view", "cpp"], wall["ddp_other_view", "py"]
-    print(f"{'DDP, other gradient_as_bucket_view':40} {med(c):8.2f} {med(p):8.2f} {ratio(c, p):7.2f} "
-          f"{med(cpu['ddp_other_view', 'cpp']):8.2f} {med(cpu['ddp_other_view', 'py']):8.2f}")
+    row("DDP, other gradient_as_bucket_view", "ddp_other_view")
     print("(C++ default: gradient_as_bucket_view on; PyTorch's default: off. The last row swaps "
           "them: C++ off, Python on.)")
 

@@ -21,6 +21,8 @@ import time
 from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def env_for_runs():
     return dict(os.environ, OMP_NUM_THREADS="1")
 
