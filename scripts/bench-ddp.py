@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """DDP step time: ddprun's C++ DDP against PyTorch's Python DDP on the same model and data.
 
-    scripts/bench-ddp.py [--steps 100] [--rounds 5]
+    scripts/bench-ddp.py [--steps 100] [--rounds 5] [--rows single,ddp,nosync,ddp_other_view]
 
 The model is worker/bench/bench_ddp.cpp and scripts/bench_ddp.py: 4 Linear layers of 1024,
 batch 64 per rank, MSE loss, SGD, one thread per process, gloo, 2 ranks under ddprun. Each run
@@ -34,6 +34,7 @@ CONFIGS = [
     ("ddp_other_view", "cpp", "ddp", ["--gradient-as-bucket-view", "false"]),
     ("ddp_other_view", "py", "ddp", ["--gradient-as-bucket-view", "true"]),
 ]
+ROWS = list(dict.fromkeys(c[0] for c in CONFIGS))
 
 
 def run(lang, mode, extra, steps):
@@ -58,41 +59,59 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=100, help="timed steps per run")
     ap.add_argument("--rounds", type=int, default=5, help="runs of every configuration")
+    ap.add_argument("--rows", default=",".join(ROWS),
+                    help=f"comma-separated rows to measure, of {','.join(ROWS)} (default: all)")
     args = ap.parse_args()
+    rows = args.rows.split(",")
+    for label in rows:
+        if label not in ROWS:
+            sys.exit(f"bench-ddp: --rows: unknown row {label!r}; rows are {','.join(ROWS)}")
+    configs = [c for c in CONFIGS if c[0] in rows]
 
-    wall = {c[:2]: [] for c in CONFIGS}
-    cpu = {c[:2]: [] for c in CONFIGS}
+    wall = {c[:2]: [] for c in configs}
+    cpu = {c[:2]: [] for c in configs}
     for r in range(args.rounds):
-        for label, lang, mode, extra in CONFIGS:
+        for label, lang, mode, extra in configs:
             ms, cpu_ms = run(lang, mode, extra, args.steps)
             wall[label, lang].append(ms)
             cpu[label, lang].append(cpu_ms)
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(
+            f"{label} {lang} {wall[label, lang][-1]:.1f}" for label, lang, _, _ in configs),
+            file=sys.stderr, flush=True)
 
     def med(values):
         return statistics.median(values)
 
-    def ratio(a, b):
-        return med([x / y for x, y in zip(a, b)])
+    def ratios(label):
+        return [c / p for c, p in zip(wall[label, "cpp"], wall[label, "py"])]
 
     blas = os.path.realpath("/etc/alternatives/libblas.so.3-x86_64-linux-gnu")
     print(f"BLAS: {blas}; {os.cpu_count()} cores; {args.rounds} rounds of {args.steps} steps; "
           "ms per step, median over rounds (CPU: all threads of one rank)")
-    print(f"{'':40} {'C++':>8} {'Python':>8} {'C++/Py':>7} {'C++ CPU':>8} {'Py CPU':>8}")
+    print(f"{'':40} {'C++':>8} {'Python':>8} {'C++/Py':>7} {'range':>11} {'C++ CPU':>8} "
+          f"{'Py CPU':>8}")
+
     def row(title, label):
-        c, p = wall[label, "cpp"], wall[label, "py"]
-        print(f"{title:40} {med(c):8.2f} {med(p):8.2f} {ratio(c, p):7.2f} "
-              f"{med(cpu[label, 'cpp']):8.2f} {med(cpu[label, 'py']):8.2f}")
+        if label not in rows:
+            return
+        r = ratios(label)
+        print(f"{title:40} {med(wall[label, 'cpp']):8.2f} {med(wall[label, 'py']):8.2f} "
+              f"{med(r):7.2f} {min(r):5.2f}-{max(r):<5.2f} {med(cpu[label, 'cpp']):8.2f} "
+              f"{med(cpu[label, 'py']):8.2f}")
 
     row("world size 1", "single")
     row("world size 2, DDP", "ddp")
     row("world size 2, no sync", "nosync")
-    overhead = {lang: [d - n for d, n in zip(wall["ddp", lang], wall["nosync", lang])]
-                for lang in ("cpp", "py")}
-    print(f"{'DDP overhead over no sync':40} {med(overhead['cpp']):8.2f} {med(overhead['py']):8.2f}")
+    if "ddp" in rows and "nosync" in rows:
+        overhead = {lang: [d - n for d, n in zip(wall["ddp", lang], wall["nosync", lang])]
+                    for lang in ("cpp", "py")}
+        print(f"{'DDP overhead over no sync':40} {med(overhead['cpp']):8.2f} "
+              f"{med(overhead['py']):8.2f}")
     row("DDP, other gradient_as_bucket_view", "ddp_other_view")
-    print("(C++ default: gradient_as_bucket_view on; PyTorch's default: off. The last row swaps "
-          "them: C++ off, Python on.)")
+    if "ddp_other_view" in rows:
+        print("(C++ default: gradient_as_bucket_view on; PyTorch's default: off. The last row "
+              "swaps them: C++ off, Python on.)")
+    print("(C++/Py: median of the rounds' ratios; range: their smallest and largest)")
 
 
 if __name__ == "__main__":
