@@ -22,14 +22,17 @@ namespace ddprun::elastic {
 
 inline constexpr int kProtocolVersion = 1;
 
-void to_json(nlohmann::json& j, const WorkerFailure& f);
-void from_json(const nlohmann::json& j, WorkerFailure& f);
-void to_json(nlohmann::json& j, const RoundAssignment& a);
-void from_json(const nlohmann::json& j, RoundAssignment& a);
-void to_json(nlohmann::json& j, const JobOutcome& o);
-void from_json(const nlohmann::json& j, JobOutcome& o);
-void to_json(nlohmann::json& j, const NodeSpec& s);
-void from_json(const nlohmann::json& j, NodeSpec& s);
+// to_json/from_json for the structs on the wire: every field, under its own name; from_json
+// throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, host, pid,
+                                   exit_code, signal, signal_from_outside, message, error_file,
+                                   timestamp)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
+                                   group_world_size, base_rank, world_size, master_addr,
+                                   master_port, run_id)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobOutcome, exit_code, failures, error, restarts)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts,
+                                   node_rank, nproc, addr, hostname, master_port, hosts_rendezvous)
 
 // Throws std::invalid_argument for a name to_string(StopReason) does not give.
 StopReason parse_stop_reason(std::string_view name);
