@@ -9,7 +9,8 @@ prints the median step time of rank 0 and the CPU time per step of its process (
 
 A virtual machine's speed drifts from one run to the next by more than the differences measured
 here, so every round runs every configuration once, one after the other, and the table gives
-each configuration's median over the rounds and C++/Python as the median of the rounds' ratios.
+each configuration's median over the rounds and C++/Python as the median of the rounds' ratios
+(with the smallest and largest of them). --rows measures some rows only.
 """
 import argparse
 import os
