@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
-# Configures and builds ddprun (launcher, worker library, example train, tests) into build/.
-#   scripts/build.sh [extra cmake -D options]
-# DDPRUN_BUILD_DIR overrides the folder; DDPRUN_JOBS the parallel jobs (default: cores).
+# Configures and builds ddprun (launcher, worker library, example train, tests).
+#   scripts/build.sh [extra cmake -D options]            against Debian's libtorch 1.13, in build/
+#   scripts/build.sh --torch2 [extra cmake -D options]   against PyTorch 2.x from the venv that
+#       `scripts/install-deps.sh --torch2` makes, in build-torch2/; registers only the worker
+#       library's tests (the launcher's do not depend on libtorch and run in build/)
+# DDPRUN_BUILD_DIR / DDPRUN_TORCH2_BUILD_DIR override the folders; DDPRUN_JOBS the parallel jobs
+# (default: cores).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${DDPRUN_BUILD_DIR:-$root/build}
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+options=()
+if [[ "${1:-}" == "--torch2" ]]; then
+  shift
+  source "$root/scripts/torch2-env.sh"
+  [[ -x "$TORCH2_PYTHON" ]] || { echo "build: no $TORCH2_PYTHON; run scripts/install-deps.sh --torch2" >&2; exit 1; }
+  build=${DDPRUN_TORCH2_BUILD_DIR:-$root/build-torch2}
+  options=(-DCMAKE_PREFIX_PATH="$(torch2_cmake_prefix_path)" -DDDPRUN_TORCH_PYTHON="$TORCH2_PYTHON"
+           -DDDPRUN_LAUNCHER_TESTS=OFF)
+else
+  build=${DDPRUN_BUILD_DIR:-$root/build}
+fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" "$@" >/dev/null
 ninja -C "$build" -j "${DDPRUN_JOBS:-$(nproc)}"

@@ -2,18 +2,30 @@
 # Installs what ddprun needs to build and test on Debian 12, as root (or through sudo).
 # Idempotent: packages already present are skipped by apt; waits for the dpkg lock
 # instead of failing when another apt is running.
-#   scripts/install-deps.sh          build + test dependencies
-#   scripts/install-deps.sh --slurm  also the SLURM daemons used by the SLURM tests
+#   scripts/install-deps.sh                   build + test dependencies
+#   scripts/install-deps.sh --slurm           also the SLURM daemons used by the SLURM tests
+#   scripts/install-deps.sh --torch2          also PyTorch 2.x from PyPI in a virtual environment
+#                                             (version and place: scripts/torch2-env.sh)
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+slurm=0 torch2=0
+for arg in "$@"; do
+  case $arg in
+    --slurm) slurm=1 ;;
+    --torch2) torch2=1 ;;
+    *) echo "install-deps: unknown option $arg (expected --slurm, --torch2)" >&2; exit 64 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
+  python3-venv                     # the PyTorch 2.x virtual environment (--torch2)
   iproute2 procps psmisc util-linux time  # namespaces, process checks, script(1), benchmarks
 )
-if [[ "${1:-}" == "--slurm" ]]; then
+if (( slurm )); then
   packages+=(slurmctld slurmd slurm-client munge)
 fi
 
@@ -24,11 +36,28 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "install-deps: installing ${missing[*]}"
+  apt_opts=(-o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get "${apt_opts[@]}" update -qq
+  "${sudo[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-apt_opts=(-o DPkg::Lock::Timeout=600 -o Acquire::Retries=3)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get "${apt_opts[@]}" update -qq
-"${sudo[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"
+
+(( torch2 )) || exit 0
+# PyTorch 2.x: a CUDA build from PyPI (it ships libtorch, c10d and NCCL for C++, and the CUDA
+# libraries it needs), in a virtual environment of Debian's python3, never the system's. The
+# wheels are kept in TORCH2_WHEELS and installed from there without the index, so a second
+# install (a new clone, a CI run) downloads nothing.
+source "$here/torch2-env.sh"
+installed=$("$TORCH2_PYTHON" -m pip show torch 2>/dev/null | sed -n 's/^Version: //p') || true
+[[ "$installed" == "${TORCH2_SPEC#torch==}" ]] && exit 0
+echo "install-deps: installing $TORCH2_SPEC into $TORCH2_VENV"
+rm -rf "$TORCH2_VENV"
+mkdir -p "$TORCH2_WHEELS" "$(dirname "$TORCH2_VENV")"
+/usr/bin/python3 -m venv "$TORCH2_VENV"
+pip=("$TORCH2_PYTHON" -m pip --disable-pip-version-check --no-input -q)
+if ! "${pip[@]}" install --no-index --find-links "$TORCH2_WHEELS" "$TORCH2_SPEC" 2>/dev/null; then
+  "${pip[@]}" download --dest "$TORCH2_WHEELS" "$TORCH2_SPEC"
+  "${pip[@]}" install --no-index --find-links "$TORCH2_WHEELS" "$TORCH2_SPEC"
+fi

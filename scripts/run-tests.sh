@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The README's second command (and all that .ci/run does): installs what is missing,
-# SLURM included, builds, and runs the whole test suite through CTest.
+# The README's second command (and all that .ci/run does): installs what is missing (SLURM and
+# PyTorch 2.x included), builds against both libtorch builds, and runs the whole test suite
+# through CTest: everything against Debian's libtorch 1.13 (build/), then the worker library's
+# tests again against PyTorch 2.x (build-torch2/). Extra arguments go to both ctest runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/install-deps.sh" --slurm
+"$root/scripts/install-deps.sh" --slurm --torch2
 "$root/scripts/build.sh"
-build=${DDPRUN_BUILD_DIR:-$root/build}
-cd "$build"
-exec ctest --output-on-failure -j "${DDPRUN_TEST_JOBS:-2}" "$@"
+"$root/scripts/build.sh" --torch2
+jobs=${DDPRUN_TEST_JOBS:-2}
+status=0
+echo "== tests against Debian's libtorch 1.13 (build/)"
+(cd "${DDPRUN_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$jobs" "$@") || status=1
+echo "== worker library tests against PyTorch 2.x (build-torch2/)"
+(cd "${DDPRUN_TORCH2_BUILD_DIR:-$root/build-torch2}" && ctest --output-on-failure -j "$jobs" "$@") || status=1
+exit $status

@@ -29,7 +29,7 @@ function(ddprun_script_test name script)
     DDPRUN_TESTS_DIR=${CMAKE_SOURCE_DIR}/tests
     DDPRUN_SKIP_CODE=${DDPRUN_SKIP_CODE})
   if(TARGET train)
-    list(APPEND env TRAIN=$<TARGET_FILE:train>)
+    list(APPEND env TRAIN=$<TARGET_FILE:train> TORCH_PYTHON=${DDPRUN_TORCH_PYTHON})
   endif()
   set_tests_properties(${name} PROPERTIES
     TIMEOUT ${T_TIMEOUT}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Under ddprun, a worker crash restarts the job and train resumes from its checkpoint to the
 # same final parameters as an uninterrupted run. The same train also runs under torchrun,
-# whose workers use the agent's store.
+# whose workers use the agent's store: Debian's for the 1.13 build, the venv's for the 2.x one
+# (TORCH_PYTHON; a 2.x worker cannot use a 1.13 agent's store).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 : "${TRAIN:?}"
@@ -21,11 +22,13 @@ expect_eq "$sum_b" "$sum_a" "final parameters after crash, restart and resume"
 cmp -s "$T/a.pt" "$T/b.pt" || fail "saved parameters differ"
 ok "crash -> restart -> resume: same final parameters ($sum_a)"
 
-if /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null; then
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  (cd "$T" && /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 --master_port="$port" \
+if "$TORCH_PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
+  port=$("$TORCH_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  (cd "$T" && DDPRUN_STORE_TIMEOUT=60 "$TORCH_PYTHON" -m torch.distributed.run --nproc_per_node=2 --master_port="$port" \
     --redirects 9:1 --tee 9:1 --log_dir "$T/tlogs" --no_python "$TRAIN" "${args[@]}" --save-params "$T/c.pt") \
     >"$T/c.out" 2>&1 || { cat "$T/c.out"; fail "train under torchrun"; }
   cmp -s "$T/a.pt" "$T/c.pt" || fail "train under torchrun ended with other parameters"
-  ok "train under torchrun (agent store): same final parameters"
+  ok "train under torchrun $("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null) (agent store): same final parameters"
+else
+  echo "not run: train under torchrun ($TORCH_PYTHON has no torch)"
 fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# DistributedSampler's index lists equal torch.utils.data.DistributedSampler's (python3-torch).
+# DistributedSampler's index lists equal torch.utils.data.DistributedSampler's, from the PyTorch
+# that matches the libtorch built against (TORCH_PYTHON).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
-/usr/bin/python3 -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
+"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
 
 # N W SEED EPOCH DROP_LAST SHUFFLE
 cat > "$T/cases" <<'CASES'
@@ -21,7 +22,7 @@ cat > "$T/cases" <<'CASES'
 13 4 0 0 1 0
 CASES
 "$RANK_DRIVER" sampler < "$T/cases" > "$T/cpp"
-/usr/bin/python3 - "$T/cases" > "$T/py" <<'PY'
+"$TORCH_PYTHON" - "$T/cases" > "$T/py" <<'PY'
 import sys
 from torch.utils.data import DistributedSampler
 for line in open(sys.argv[1]):
