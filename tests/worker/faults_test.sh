@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A dead or silent peer gives an exception naming the operation, within the timeout; never a hang.
-# A model that differs across ranks is refused with the first mismatch named.
+# A model that differs across ranks is refused with the first mismatch named. Ranks that make
+# different collective calls (one more backward on one rank) fail with a CommError naming each
+# rank's call, recorded in the error file: not a gloo abort (SIGABRT), not a silent mix.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 
@@ -30,3 +32,12 @@ for r in 0 1; do
   expect_in "$T/mismatch/mismatch.$r" "a\.weight"
 done
 ok "shape mismatch named on every rank: $(head -c 200 "$T/mismatch/mismatch.0")"
+
+set +e
+DDPRUN_COLLECTIVE_TIMEOUT=20 "$DDPRUN" --nproc_per_node=2 "$RANK_DRIVER" extra_backward >"$T/extra.out" 2>&1
+rc=$?
+set -e
+expect_eq "$rc" 1 "ddprun's exit code when rank 0 runs one more backward (an abort would be 134)"
+expect_in "$T/extra.out" "root cause: rank [01] .*exit code 1"
+expect_in "$T/extra.out" "error: ddprun::CommError: collective mismatch .*rank 0: DistributedDataParallel backward \(1 bucket, 484 Float elements\); rank 1: all_reduce \(sum\) of 1 Float element"
+ok "one more backward on rank 0: CommError naming both ranks' calls, in ddprun's summary"

@@ -1,16 +1,27 @@
 // One rank of a worker-library test, started by ddprun (or alone, as world size 1).
 //
 //   rank_driver collectives OUT            every collective's result, checked on every rank
-//   rank_driver train OUT TOTAL B STEPS [nosync] [copy_grads] [set_to_none]
+//   rank_driver train OUT TOTAL B STEPS [nosync] [copy_grads] [set_to_none] [replace=HOW]
 //                                          SGD on a global batch of TOTAL*B split over the ranks;
 //                                          writes OUT/params.<rank>. nosync: half of each batch
 //                                          under no_sync(); copy_grads: gradient_as_bucket_view
-//                                          off; set_to_none: gradients reset, not zeroed
+//                                          off; set_to_none: gradients reset, not zeroed;
+//                                          replace: halfway, every rank gives the parameters
+//                                          new storage (see replace_parameters)
 //   rank_driver compare A B TOL            max |A-B| of two params files; fails above TOL
 //   rank_driver peer_dies OUT              rank 1 is SIGKILLed during an all_reduce; rank 0
 //                                          writes what it caught and after how long
 //   rank_driver peer_hangs OUT             rank 1 never joins; rank 0 writes what it caught
 //   rank_driver mismatch OUT               rank 1's model differs; every rank writes the error
+//   rank_driver extra_backward             DDP training in which rank 0 runs one backward more
+//                                          than the others in step 3; reduce_mean of the loss
+//                                          after each step (run under run_main: error file)
+//   rank_driver resume OUT STEPS SAVE_AT [LOAD]
+//                                          STEPS steps of training with dropout, momentum, a
+//                                          StepLR, a sampler and extra entries, saving a
+//                                          checkpoint in OUT after SAVE_AT; with LOAD, first
+//                                          resumes from OUT's checkpoint; writes OUT/params.<rank>
+//                                          (.resumed with LOAD) and the restored entries
 //   rank_driver sampler                    reads "N W SEED EPOCH DROP_LAST SHUFFLE" lines, prints
 //                                          each rank's indices as torch's DistributedSampler would
 #include <signal.h>
@@ -27,9 +38,11 @@
 
 #include <torch/torch.h>
 
+#include "ddprun/checkpoint.hpp"
 #include "ddprun/collectives.hpp"
 #include "ddprun/ddp.hpp"
 #include "ddprun/distributed_sampler.hpp"
+#include "ddprun/error_file.hpp"
 #include "ddprun/process_group.hpp"
 
 namespace {
@@ -116,7 +129,37 @@ struct TrainVariant {
   bool nosync = false;
   bool copy_grads = false;
   bool set_to_none = false;
+  // What every rank does to the module's parameters halfway, after the wrapper exists.
+  std::string replace;
 };
+
+// Operations that give the module's parameters new storage (or new autograd state) with the
+// same values, the ways user code does between steps.
+void replace_parameters(const std::string& how, const std::shared_ptr<Net>& net,
+                        torch::optim::Optimizer& opt, Comm& comm, const std::string& dir) {
+  if (how == "checkpoint" || how == "checkpoint_set") {
+    auto shared = std::shared_ptr<Comm>(&comm, [](Comm*) {});
+    ddprun::Checkpointer checkpointer(dir + "/checkpoints", shared);
+    checkpointer.save(1, *net, opt);
+    checkpointer.load_latest(*net, opt);
+  } else if (how == "torch_load") {
+    const std::string file = dir + "/model." + std::to_string(comm.rank()) + ".pt";
+    torch::save(net, file);
+    torch::load(net, file);
+  } else if (how == "set_data") {
+    for (auto& p : net->parameters()) p.set_data(p.detach().clone());
+  } else if (how == "set_") {
+    torch::NoGradGuard no_grad;
+    for (auto& p : net->parameters()) p.set_(p.detach().clone());
+  } else if (how == "to_double_and_back") {
+    net->to(torch::kDouble);
+    net->to(torch::kFloat);
+  } else if (how == "to_double") {  // no longer fits the buckets: the next forward must refuse
+    net->to(torch::kDouble);
+  } else {
+    die("unknown replacement: " + how);
+  }
+}
 
 // With gradient_as_bucket_view every gradient of a bucket lives in that bucket's one tensor;
 // without it every gradient has memory of its own.
@@ -159,6 +202,7 @@ int train(const std::string& out, int total, int batch, int steps, TrainVariant 
   for (int s = 0; s < steps; ++s) {
     const auto xs = x[s].narrow(0, r * mine, mine);
     const auto ys = y[s].narrow(0, r * mine, mine);
+    if (s == steps / 2 && !variant.replace.empty()) replace_parameters(variant.replace, net, opt, *comm, out);
     if (variant.set_to_none) {
       for (auto& p : net->parameters()) p.mutable_grad().reset();
     } else {
@@ -245,6 +289,98 @@ int mismatch(const std::string& out) {
   return 0;
 }
 
+// Rank 0 runs one backward pass more than the others in step 3: from there on the ranks'
+// collective calls differ, which must end in a CommError naming both calls (through run_main,
+// in the error file), not in a gloo abort or silently averaged garbage.
+int extra_backward(int, char**) {
+  auto comm = ddprun::init_process_group();
+  auto net = std::make_shared<Net>();
+  ddprun::DistributedDataParallel ddp(net, comm);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  const auto x = torch::randn({8, 8});
+  const auto y = torch::randn({8, 4});
+  for (int step = 0; step < 6; ++step) {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(ddp.forward([&] { return net->forward(x); }), y);
+    loss.backward();
+    if (step == 3 && comm->rank() == 0) {
+      torch::mse_loss(ddp.forward([&] { return net->forward(x); }), y).backward();
+    }
+    opt.step();
+    auto l = loss.detach().clone();
+    ddprun::reduce_mean(*comm, l);
+  }
+  return 0;
+}
+
+struct DropoutNet : torch::nn::Module {
+  DropoutNet() {
+    a = register_module("a", torch::nn::Linear(8, 16));
+    drop = register_module("drop", torch::nn::Dropout(0.3));
+    b = register_module("b", torch::nn::Linear(16, 4));
+  }
+  torch::Tensor forward(torch::Tensor x) { return b->forward(drop->forward(torch::relu(a->forward(x)))); }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+
+// A run whose every piece of state matters for its outcome: dropout draws from each rank's own
+// generator (seeded by rank), momentum lives in the optimizer, the learning rate follows a
+// StepLR, the sampler's position moves within an epoch. A run resumed from a checkpoint must
+// end bit-identical to one that never stopped.
+int resume(const std::string& out, int steps, int save_at, bool load) {
+  auto comm = ddprun::init_process_group();
+  const int r = comm->rank();
+  torch::manual_seed(11);
+  auto net = std::make_shared<DropoutNet>();
+  ddprun::DistributedDataParallel ddp(net, comm);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  torch::optim::StepLR scheduler(opt, /*step_size=*/3, /*gamma=*/0.5);
+  torch::manual_seed(5);
+  const auto data = torch::randn({40, 8});
+  const auto target = torch::randn({40, 4});
+  ddprun::DistributedSampler sampler({40, comm->size(), r, true, 3, false});
+  torch::manual_seed(100 + r);  // after the data: each rank's dropout masks differ
+  std::map<std::string, c10::IValue> extra{{"best_loss", 1e9}, {"config", std::string("lr=0.05")}};
+  ddprun::Checkpointer checkpointer(out, comm);
+  const ddprun::CheckpointItems items{net.get(), &opt, &scheduler, &sampler, true, &extra};
+  int first = 0;
+  if (load) {
+    const auto step = checkpointer.load_latest(items);
+    expect(step.has_value(), "a checkpoint to resume from");
+    first = static_cast<int>(*step);
+    std::ostringstream entries;
+    entries << "step " << first << "\nbest_loss " << extra.at("best_loss").toDouble() << "\nconfig "
+            << extra.at("config").toStringRef() << "\nlr " << opt.param_groups()[0].options().get_lr() << "\n";
+    write_file(out + "/restored." + std::to_string(r), entries.str());
+  } else {
+    sampler.set_epoch(0);
+    sampler.reset();
+  }
+  for (int step = first; step < steps; ++step) {
+    auto batch = sampler.next(4);
+    if (!batch) {
+      sampler.set_epoch(sampler.epoch() + 1);
+      sampler.reset();
+      batch = sampler.next(4);
+    }
+    std::vector<int64_t> idx(batch->begin(), batch->end());
+    const auto index = torch::tensor(idx);
+    opt.zero_grad();
+    auto loss = torch::mse_loss(ddp.forward([&] { return net->forward(data.index_select(0, index)); }),
+                                target.index_select(0, index));
+    loss.backward();
+    opt.step();
+    scheduler.step();
+    auto mean = loss.detach().clone();
+    ddprun::reduce_mean(*comm, mean);
+    if (mean.item<double>() < extra.at("best_loss").toDouble()) extra["best_loss"] = mean.item<double>();
+    if (step + 1 == save_at && !load) checkpointer.save(step + 1, items);
+  }
+  write_file(out + "/params." + std::to_string(r) + (load ? ".resumed" : ""), params_text(*net));
+  return 0;
+}
+
 int sampler() {
   int64_t n, w, seed, epoch, drop_last, shuffle;
   while (std::cin >> n >> w >> seed >> epoch >> drop_last >> shuffle) {
@@ -271,6 +407,7 @@ int main(int argc, char** argv) {
         if (word == "nosync") variant.nosync = true;
         else if (word == "copy_grads") variant.copy_grads = true;
         else if (word == "set_to_none") variant.set_to_none = true;
+        else if (word.rfind("replace=", 0) == 0) variant.replace = word.substr(8);
         else die("unknown train variant: " + word);
       }
       return train(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]), variant);
@@ -280,6 +417,10 @@ int main(int argc, char** argv) {
     if (mode == "peer_hangs" && argc == 3) return peer_fault(argv[2], false);
     if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
     if (mode == "sampler" && argc == 2) return sampler();
+    if (mode == "extra_backward" && argc == 2) return ddprun::run_main(argc, argv, extra_backward);
+    if (mode == "resume" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "LOAD"))) {
+      return resume(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), argc == 6);
+    }
   } catch (const std::exception& e) {
     die(e.what());
   }

@@ -1,16 +1,23 @@
 #include "ddprun/checkpoint.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/tensor.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/serialize/archive.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -79,6 +86,106 @@ std::vector<std::string> list_names(const fs::path& dir) {
   return names;
 }
 
+using torch::serialize::InputArchive;
+using torch::serialize::OutputArchive;
+
+// LRScheduler keeps its step count protected and offers no save/load; this reads and writes it
+// through a pointer to member, which a derived class may form for any LRScheduler.
+struct SchedulerAccess : torch::optim::LRScheduler {
+  static unsigned& step_count(torch::optim::LRScheduler& s) { return s.*(&SchedulerAccess::step_count_); }
+};
+
+// The bytes of `archive`, and an archive back from them.
+std::string to_bytes(OutputArchive& archive) {
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+[[noreturn]] void missing(const std::string& what) {
+  throw std::runtime_error("checkpoint: the newest checkpoint has no " + what +
+                           " (it was saved without it); pass CheckpointItems without it, or start afresh");
+}
+
+// The default CPU generator and, where a GPU is visible, the current GPU's.
+std::vector<std::pair<std::string, at::Generator>> rng_generators() {
+  std::vector<std::pair<std::string, at::Generator>> out{{"cpu", at::detail::getDefaultCPUGenerator()}};
+  if (at::hasCUDA()) {
+    const auto device = c10::impl::getDeviceGuardImpl(c10::kCUDA)->getDevice();
+    out.emplace_back("cuda", at::globalContext().defaultGenerator(device));
+  }
+  return out;
+}
+
+std::string rng_states() {
+  OutputArchive archive;
+  for (auto& [name, generator] : rng_generators()) {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    archive.write(name, generator.get_state(), /*is_buffer=*/true);
+  }
+  return to_bytes(archive);
+}
+
+void restore_rng_states(const std::string& bytes) {
+  InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  for (auto& [name, generator] : rng_generators()) {
+    at::Tensor state;
+    if (!archive.try_read(name, state, /*is_buffer=*/true)) continue;  // saved without a GPU
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  }
+}
+
+// Module::load() replaces every parameter's storage with Tensor::set_(), which drops the
+// autograd state that DistributedDataParallel and optimizers hook onto. This copies the saved
+// values into the existing tensors instead, as PyTorch's load_state_dict() does.
+void load_in_place(torch::nn::Module& module, InputArchive& archive, const std::string& prefix) {
+  at::NoGradGuard no_grad;
+  const auto copy = [&](const std::string& key, at::Tensor& target, bool is_buffer) {
+    at::Tensor saved;
+    if (!archive.try_read(key, saved, is_buffer)) missing("entry " + prefix + key + " of the model");
+    if (saved.sizes() != target.sizes()) {
+      std::ostringstream text;
+      text << "checkpoint: " << prefix << key << " is " << saved.sizes() << " in the checkpoint but "
+           << target.sizes() << " in the model";
+      throw std::runtime_error(text.str());
+    }
+    target.copy_(saved);
+  };
+  for (auto& item : module.named_parameters(/*recurse=*/false)) copy(item.key(), item.value(), false);
+  for (auto& item : module.named_buffers(/*recurse=*/false)) copy(item.key(), item.value(), true);
+  for (const auto& child : module.named_children()) {
+    InputArchive sub;
+    if (!archive.try_read(child.key(), sub)) missing("entry " + prefix + child.key() + " of the model");
+    load_in_place(*child.value(), sub, prefix + child.key() + ".");
+  }
+}
+
+// Each parameter group's learning rate. libtorch 1.13's Optimizer::load() keeps the options the
+// optimizer was constructed with (2.x restores them), so a learning rate that a scheduler had
+// lowered would come back at its initial value; these are saved beside the optimizer's state.
+at::Tensor learning_rates(const torch::optim::Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (const auto& group : optimizer.param_groups()) lrs.push_back(group.options().get_lr());
+  return at::tensor(lrs, at::TensorOptions().dtype(at::kDouble));
+}
+
+void set_learning_rates(torch::optim::Optimizer& optimizer, const at::Tensor& lrs) {
+  auto& groups = optimizer.param_groups();
+  if (lrs.numel() != static_cast<int64_t>(groups.size())) {
+    throw std::runtime_error(fmt::format("checkpoint: saved with {} parameter groups, the optimizer has {}",
+                                         lrs.numel(), groups.size()));
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i) groups[i].options().set_lr(lrs[static_cast<int64_t>(i)].item<double>());
+}
+
 }  // namespace
 
 std::string checkpoint_file_name(int64_t step) {
@@ -101,17 +208,54 @@ std::optional<int64_t> newest_checkpoint(const std::vector<std::string>& file_na
 Checkpointer::Checkpointer(fs::path dir, std::shared_ptr<Comm> comm, int keep_last)
     : dir_(std::move(dir)), comm_(std::move(comm)), keep_last_(keep_last < 1 ? 1 : keep_last) {}
 
-void Checkpointer::save(int64_t step, const torch::nn::Module& module,
-                        const torch::optim::Optimizer& optimizer) {
+void Checkpointer::save(int64_t step, const CheckpointItems& items) {
+  if (items.model == nullptr) throw std::invalid_argument("Checkpointer::save: CheckpointItems::model is required");
+  // The one collective part: rank 0 needs every rank's generators.
+  std::vector<std::string> rngs;
+  if (items.rng_states) rngs = all_gather_bytes(*comm_, rng_states());
   if (comm_->rank() != 0) return;
-  torch::serialize::OutputArchive archive;
+
+  OutputArchive archive;
   archive.write("step", at::scalar_tensor(step, at::kLong), /*is_buffer=*/true);
-  torch::serialize::OutputArchive model;
-  module.save(model);
+  OutputArchive model;
+  items.model->save(model);
   archive.write("model", model);
-  torch::serialize::OutputArchive optim;
-  optimizer.save(optim);
-  archive.write("optimizer", optim);
+  if (items.optimizer != nullptr) {
+    OutputArchive optimizer;
+    items.optimizer->save(optimizer);
+    archive.write("optimizer", optimizer);
+    archive.write("learning_rates", learning_rates(*items.optimizer), /*is_buffer=*/true);
+  }
+  if (items.scheduler != nullptr) {
+    OutputArchive scheduler;
+    scheduler.write("step_count",
+                    at::scalar_tensor(int64_t{SchedulerAccess::step_count(*items.scheduler)}, at::kLong),
+                    /*is_buffer=*/true);
+    archive.write("scheduler", scheduler);
+  }
+  if (items.sampler != nullptr) {
+    OutputArchive sampler;
+    items.sampler->save(sampler);
+    archive.write("sampler", sampler);
+  }
+  if (items.rng_states) {
+    OutputArchive rng;
+    rng.write("world_size", at::scalar_tensor(int64_t{comm_->size()}, at::kLong), /*is_buffer=*/true);
+    for (std::size_t r = 0; r < rngs.size(); ++r) {
+      rng.write("rank_" + std::to_string(r), bytes_tensor(rngs[r]), /*is_buffer=*/true);
+    }
+    archive.write("rng", rng);
+  }
+  if (items.extra != nullptr) {
+    OutputArchive extra;
+    std::vector<std::string> names;
+    for (const auto& [name, value] : *items.extra) {
+      extra.write("value_" + std::to_string(names.size()), value);
+      names.push_back(name);
+    }
+    extra.write("names", c10::IValue(c10::List<std::string>(names)));
+    archive.write("extra", extra);
+  }
   std::ostringstream bytes;
   archive.save_to(bytes);
 
@@ -138,8 +282,8 @@ void Checkpointer::save(int64_t step, const torch::nn::Module& module,
   }
 }
 
-std::optional<int64_t> Checkpointer::load_latest(torch::nn::Module& module,
-                                                 torch::optim::Optimizer& optimizer) {
+std::optional<int64_t> Checkpointer::load_latest(const CheckpointItems& items) {
+  if (items.model == nullptr) throw std::invalid_argument("Checkpointer::load_latest: CheckpointItems::model is required");
   std::string bytes;
   if (comm_->rank() == 0) {
     if (auto step = newest_checkpoint(list_names(dir_))) bytes = read_file(dir_ / checkpoint_file_name(*step));
@@ -159,18 +303,77 @@ std::optional<int64_t> Checkpointer::load_latest(torch::nn::Module& module,
     bytes.assign(static_cast<const char*>(payload.data_ptr()), static_cast<std::size_t>(size));
   }
 
-  torch::serialize::InputArchive archive;
-  // Rank 0 may have saved from another GPU than this rank's.
-  archive.load_from(bytes.data(), bytes.size(), comm_->device());
+  InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
   at::Tensor step;
   archive.read("step", step, /*is_buffer=*/true);
-  torch::serialize::InputArchive model;
+  InputArchive model;
   archive.read("model", model);
-  module.load(model);
-  torch::serialize::InputArchive optim;
-  archive.read("optimizer", optim);
-  optimizer.load(optim);
+  load_in_place(*items.model, model, "");
+  if (items.optimizer != nullptr) {
+    InputArchive optimizer;
+    if (!archive.try_read("optimizer", optimizer)) missing("optimizer state");
+    items.optimizer->load(optimizer);
+    at::Tensor lrs;
+    if (archive.try_read("learning_rates", lrs, /*is_buffer=*/true)) set_learning_rates(*items.optimizer, lrs);
+  }
+  if (items.scheduler != nullptr) {
+    InputArchive scheduler;
+    at::Tensor count;
+    if (!archive.try_read("scheduler", scheduler) || !scheduler.try_read("step_count", count, true)) {
+      missing("learning-rate scheduler");
+    }
+    SchedulerAccess::step_count(*items.scheduler) = static_cast<unsigned>(count.item<int64_t>());
+  }
+  if (items.sampler != nullptr) {
+    InputArchive sampler;
+    if (!archive.try_read("sampler", sampler)) missing("sampler position");
+    items.sampler->load(sampler);
+  }
+  if (items.rng_states) {
+    InputArchive rng;
+    at::Tensor world;
+    if (!archive.try_read("rng", rng) || !rng.try_read("world_size", world, true)) missing("random number generator states");
+    at::Tensor mine;
+    if (world.item<int64_t>() == comm_->size() &&
+        rng.try_read("rank_" + std::to_string(comm_->rank()), mine, /*is_buffer=*/true)) {
+      restore_rng_states(std::string(static_cast<const char*>(mine.data_ptr()), static_cast<std::size_t>(mine.numel())));
+    } else if (comm_->rank() == 0) {
+      std::cerr << "checkpoint: saved by " << world.item<int64_t>() << " ranks, now " << comm_->size()
+                << ": the random number generators are not restored\n";
+    }
+  }
+  if (items.extra != nullptr) {
+    InputArchive extra;
+    if (!archive.try_read("extra", extra)) missing("extra entries");
+    c10::IValue names;
+    extra.read("names", names);
+    items.extra->clear();
+    std::size_t i = 0;
+    for (const auto& name : names.toList()) {
+      c10::IValue value;
+      extra.read("value_" + std::to_string(i++), value);
+      (*items.extra)[name.get().toStringRef()] = value;
+    }
+  }
   return step.item<int64_t>();
+}
+
+void Checkpointer::save(int64_t step, const torch::nn::Module& model, const torch::optim::Optimizer& optimizer) {
+  CheckpointItems items;
+  // save() only reads them; CheckpointItems holds non-const pointers because load_latest() writes.
+  items.model = const_cast<torch::nn::Module*>(&model);
+  items.optimizer = const_cast<torch::optim::Optimizer*>(&optimizer);
+  items.rng_states = false;
+  save(step, items);
+}
+
+std::optional<int64_t> Checkpointer::load_latest(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  CheckpointItems items;
+  items.model = &model;
+  items.optimizer = &optimizer;
+  items.rng_states = false;
+  return load_latest(items);
 }
 
 }  // namespace ddprun

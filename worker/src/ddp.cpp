@@ -89,7 +89,12 @@ struct DistributedDataParallel::Impl {
   std::vector<char> unreachable;
   bool graph_walked = false;
 
+  // The agreement check's description of one synchronised backward pass.
+  CollectiveCall backward_call;
+
   void install_hooks();
+  void hook(std::size_t index, std::shared_ptr<torch::autograd::Node> accumulator);
+  void follow_module();
   void on_grad_ready(std::size_t index);
   void arm();
   void mark_ready(std::size_t index);
@@ -117,12 +122,60 @@ class GradReadyHook : public torch::autograd::FunctionPostHook {
 }  // namespace
 
 void DistributedDataParallel::Impl::install_hooks() {
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
-    hook_keys.push_back(accumulator->add_post_hook(
-        std::make_unique<GradReadyHook>([this, i] { on_grad_ready(i); })));
-    accumulators.push_back(std::move(accumulator));
+  accumulators.resize(params.size());
+  hook_keys.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) hook(i, torch::autograd::impl::grad_accumulator(params[i]));
+}
+
+void DistributedDataParallel::Impl::hook(std::size_t i, std::shared_ptr<torch::autograd::Node> accumulator) {
+  if (accumulators[i]) accumulators[i]->del_post_hook(hook_keys[i]);
+  hook_keys[i] = accumulator->add_post_hook(std::make_unique<GradReadyHook>([this, i] { on_grad_ready(i); }));
+  accumulators[i] = std::move(accumulator);
+}
+
+// libtorch replaces parameters in ways that drop the autograd node our hook sits on: Tensor::set_()
+// (which Module::load(), torch::load() and Checkpointer-less restores use), set_data() with
+// another dtype, Module::to(). Backward then accumulates into a new node that nobody hooked, and
+// without this check every rank would go on stepping with its own local gradients, silently.
+// So before each forward pass: the same parameters (names, dtypes, shapes, devices) must still be
+// there, and every parameter's current gradient accumulator gets our hook.
+void DistributedDataParallel::Impl::follow_module() {
+  std::vector<at::Tensor> now_params;
+  std::vector<std::string> now_names;
+  for (const auto& item : module->named_parameters(/*recurse=*/true)) {
+    if (!item.value().requires_grad()) continue;
+    now_params.push_back(item.value());
+    now_names.push_back(item.key());
   }
+  const auto fail = [&](const std::string& what) {
+    throw std::runtime_error(fmt::format(
+        "DistributedDataParallel on rank {}: {} since the wrapper was constructed; its buckets no "
+        "longer fit the model. Convert, move or restructure the model first, then construct "
+        "DistributedDataParallel (loading values into the same parameters is fine)",
+        comm->rank(), what));
+  };
+  if (now_names != names) {
+    fail(fmt::format("the module's trainable parameters changed from {} to {} tensors (or were "
+                     "renamed, frozen or unfrozen)", names.size(), now_names.size()));
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = now_params[i];
+    const at::Tensor& slot = views[i];
+    if (p.scalar_type() != slot.scalar_type() || p.device() != slot.device() || p.sizes() != slot.sizes()) {
+      std::ostringstream was, is;
+      was << slot.scalar_type() << ' ' << slot.sizes() << " on " << slot.device();
+      is << p.scalar_type() << ' ' << p.sizes() << " on " << p.device();
+      fail(fmt::format("parameter {} became {} (was {})", names[i], is.str(), was.str()));
+    }
+    params[i] = p;  // the module may hold a new tensor under the same name
+    auto accumulator = torch::autograd::impl::try_get_grad_accumulator(p);
+    if (accumulator != accumulators[i]) {
+      // None yet (the old one was dropped): make the one the next forward pass will use.
+      hook(i, accumulator ? std::move(accumulator) : torch::autograd::impl::grad_accumulator(p));
+    }
+  }
+  buffers.clear();
+  for (const auto& item : module->named_buffers(/*recurse=*/true)) buffers.push_back(item.value());
 }
 
 void DistributedDataParallel::Impl::on_grad_ready(std::size_t index) {
@@ -139,6 +192,9 @@ void DistributedDataParallel::Impl::on_grad_ready(std::size_t index) {
 }
 
 void DistributedDataParallel::Impl::arm() {
+  // Before any bucket goes out: a rank that is not in a backward pass now (one more backward on
+  // another rank, a reduce_mean here) gets an error naming both, not mixed-up buckets.
+  comm->check_agreement(backward_call);
   armed = true;
   next_launch = 0;
   std::fill(ready.begin(), ready.end(), 0);
@@ -341,6 +397,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     }
   }
   s.divisor = at::scalar_tensor(static_cast<double>(s.world), at::TensorOptions().dtype(at::kDouble));
+  s.backward_call.kind = CollectiveKind::kDdpBackward;
+  for (const auto& b : s.buckets) s.backward_call.numel += b.flat.numel();
+  if (!s.buckets.empty()) s.backward_call.dtype = s.buckets.front().flat.scalar_type();
+  s.backward_call.detail = static_cast<int64_t>(s.buckets.size());
   s.ready.assign(s.params.size(), 0);
   s.unreachable.assign(s.params.size(), 0);
   s.install_hooks();
@@ -354,7 +414,12 @@ DistributedDataParallel::~DistributedDataParallel() {
 
 void DistributedDataParallel::before_forward() {
   Impl& s = *impl_;
-  if (s.world == 1 || !s.options.broadcast_buffers || s.buffers.empty()) return;
+  if (s.world == 1) return;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.follow_module();
+  }
+  if (!s.options.broadcast_buffers || s.buffers.empty()) return;
   if (!at::GradMode::is_enabled()) return;
   broadcast_tensors(*s.comm, s.buffers, 0);
 }

@@ -59,7 +59,7 @@ class GlooComm : public C10dComm {
   }
 
  protected:
-  void wait_work(c10d::Work& work) override { work.wait(timeout() + kWaitMargin); }
+  void wait_work(c10d::Work& work, bool) override { work.wait(timeout() + kWaitMargin); }
 };
 
 // Same choice as PyTorch's ProcessGroupGloo binding: the interfaces in GLOO_SOCKET_IFNAME, or
@@ -80,13 +80,14 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices() {
 }  // namespace
 
 std::shared_ptr<Comm> make_gloo_comm(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                     int size, std::chrono::milliseconds timeout) {
+                                     int size, c10::Device device, std::chrono::milliseconds timeout,
+                                     bool check_collectives) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices = gloo_devices();
   options->threads = kGlooThreads;
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-  return std::make_shared<GlooComm>(std::move(pg), rank, size, c10::Device(c10::kCPU), timeout,
-                                    "gloo");
+  return std::make_shared<GlooComm>(std::move(pg), rank, size, device, timeout, "gloo",
+                                    check_collectives);
 }
 
 }  // namespace ddprun::detail

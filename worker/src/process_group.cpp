@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ATen/Context.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -33,22 +34,38 @@ c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, const Timeou
   return c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
 }
 
-std::shared_ptr<Comm> connect_ranks(const LaunchEnv& env, const ProcessGroupOptions& options) {
+bool use_nccl(const ProcessGroupOptions& options) {
+  return options.backend == Backend::kNccl ||
+         (options.backend == Backend::kAuto && options.device == c10::kCUDA);
+}
+
+std::shared_ptr<Comm> connect_ranks(const LaunchEnv& env, const ProcessGroupOptions& options,
+                                    c10::Device device) {
   const auto store = connect_store(env, options.timeouts);
-  if (options.device == c10::kCUDA) {
+  if (use_nccl(options)) {
 #ifdef USE_C10D_NCCL
     return detail::make_nccl_comm(store, env.rank, env.world_size, env.local_rank,
                                   options.timeouts.collective);
 #else
     throw ProcessGroupError(
-        "device cuda was requested but this libtorch has no NCCL (it was built without CUDA); "
-        "use the cpu device or build against a CUDA libtorch");
+        "the nccl backend was requested but this libtorch has no NCCL (it was built without "
+        "CUDA); use gloo, or build against a CUDA libtorch");
 #endif
   }
-  return detail::make_gloo_comm(store, env.rank, env.world_size, options.timeouts.collective);
+  return detail::make_gloo_comm(store, env.rank, env.world_size, device, options.timeouts.collective,
+                                options.check_collectives);
 }
 
 }  // namespace
+
+bool ProcessGroupOptions::check_collectives_from_env(const EnvLookup& env) {
+  const auto value = env(kCheckCollectivesEnv);
+  if (!value || *value == "1") return true;
+  if (*value == "0") return false;
+  throw LaunchEnvError(kCheckCollectivesEnv,
+                       fmt::format("environment variable {}='{}' is not 0 (checks off) or 1 (on)",
+                                   kCheckCollectivesEnv, value->substr(0, 40)));
+}
 
 std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
   if (options.device != c10::kCPU && options.device != c10::kCUDA) {
@@ -60,14 +77,26 @@ std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGrou
         "device cuda was requested but this libtorch was built without CUDA or no GPU is "
         "visible; use the cpu device");
   }
-  if (env.world_size == 1) {
-    const c10::Device device = options.device == c10::kCUDA
-                                   ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
-                                   : c10::Device(c10::kCPU);
+  if (use_nccl(options) && options.device != c10::kCUDA) {
+    throw ProcessGroupError("the nccl backend works on CUDA tensors only; use device cuda, or gloo");
+  }
+  c10::Device device(c10::kCPU);
+  if (options.device == c10::kCUDA) {
+    // The generic device guard interface: no CUDA headers, so this file builds everywhere.
+    device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    const auto* cuda = c10::impl::getDeviceGuardImpl(c10::kCUDA);
+    if (env.local_rank >= cuda->deviceCount()) {
+      throw ProcessGroupError(fmt::format(
+          "local rank {} has no GPU of its own: {} visible (run at most one worker per GPU, or use "
+          "the gloo backend to share one)", env.local_rank, cuda->deviceCount()));
+    }
+    cuda->setDevice(device);
+  }
+  if (env.world_size == 1 && options.solo_when_alone) {
     return detail::make_solo_comm(device, options.timeouts.collective);
   }
   try {
-    return connect_ranks(env, options);
+    return connect_ranks(env, options, device);
   } catch (const ProcessGroupError&) {
     throw;
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@ class SoloComm : public Comm {
   void broadcast(at::Tensor, int) override {}
   std::vector<at::Tensor> all_gather(const at::Tensor& flat) override { return {flat.clone()}; }
   void barrier() override {}
+  void check_agreement(const CollectiveCall&) override {}
   bool healthy() const override { return true; }
 
  private:

@@ -1,6 +1,8 @@
 // Blocking collectives for training code, on top of a Comm's primitives. Each is one call
 // that every rank makes in the same order; each is bounded by the communicator's collective
-// timeout and throws CommError naming the operation when a peer dies or hangs.
+// timeout and throws CommError naming the operation when a peer dies or hangs. Each first
+// checks that every rank is making the same call (Comm::check_agreement) and throws CommError
+// naming every rank's call when they are not.
 //
 // Tensors may be of any shape and layout: non-contiguous ones are reduced through a
 // contiguous copy. They must live on comm.device().

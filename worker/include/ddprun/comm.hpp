@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <chrono>
 #include <memory>
@@ -21,6 +22,31 @@
 namespace ddprun {
 
 enum class ReduceOp { kSum, kMin, kMax };
+
+// The calls that ranks must agree on, for Comm::check_agreement.
+enum class CollectiveKind {
+  kAllReduce,
+  kBroadcast,
+  kBroadcastTensors,
+  kAllGather,
+  kAllGatherBytes,
+  kBarrier,
+  // One synchronised backward pass of DistributedDataParallel: all of its buckets' all-reduces.
+  kDdpBackward,
+};
+
+// One collective call as every rank must make it at the same point of its sequence.
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  // Elements each rank contributes (DDP backward: in all of its buckets).
+  int64_t numel = 0;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  // all_reduce: the ReduceOp; broadcasts: the root; DDP backward: the number of buckets.
+  int64_t detail = 0;
+};
+
+// "all_reduce (sum) of 12 float elements", for error messages.
+std::string describe(const CollectiveCall& call);
 
 // A collective failed: a peer died or closed its connection, a peer did not take part within
 // the collective timeout, or an earlier collective on the same communicator already failed.
@@ -61,6 +87,15 @@ class Comm {
   virtual std::vector<at::Tensor> all_gather(const at::Tensor& flat) = 0;
   // Returns once every rank has called barrier(). Blocking.
   virtual void barrier() = 0;
+
+  // Collective. Checks that every rank is about to make the same `call`; throws CommError
+  // naming each rank's call when they differ, and the communicator refuses further work.
+  // The library's collectives (collectives.hpp) and DDP's backward pass call it before they
+  // start, so a rank that runs one backward() or reduce_mean() more than the others gets an
+  // error that says so, instead of gloo aborting the process on mismatched sizes or silently
+  // mixing unrelated data. The primitives above do not call it. A no-op where checks are off
+  // (ProcessGroupOptions::check_collectives), on NCCL, and at world size 1.
+  virtual void check_agreement(const CollectiveCall& call) = 0;
 
   // False once a collective has failed. A gloo process group cannot be used after an error
   // (later calls would fail or re-raise the old error), so every later call throws CommError

@@ -19,13 +19,36 @@ class ProcessGroupError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Environment variable: "0" turns the collective agreement checks off (default on); see
+// ProcessGroupOptions::check_collectives.
+inline constexpr const char* kCheckCollectivesEnv = "DDPRUN_CHECK_COLLECTIVES";
+
+enum class Backend {
+  kAuto,  // gloo for CPU tensors, NCCL for CUDA tensors
+  kGloo,  // gloo for either: with kCUDA, several ranks can share one GPU (NCCL refuses that)
+  kNccl,  // CUDA tensors only
+};
+
 struct ProcessGroupOptions {
   // Defaults read once from DDPRUN_STORE_TIMEOUT / DDPRUN_COLLECTIVE_TIMEOUT; a value set
   // here in code wins over the environment.
   Timeouts timeouts = Timeouts::from_env();
-  // kCPU: gloo. kCUDA: NCCL on GPU LOCAL_RANK, which becomes the current device; needs a
-  // CUDA build of libtorch.
+  // Where the collectives' tensors live. kCUDA: GPU LOCAL_RANK, which becomes the current
+  // device; needs a CUDA build of libtorch and a visible GPU.
   c10::DeviceType device = c10::kCPU;
+  Backend backend = Backend::kAuto;
+  // Before each of the library's collectives and each DDP backward pass, the ranks exchange
+  // what they are about to do (four integers) and fail with a CommError naming every rank's
+  // call when they disagree (Comm::check_agreement). Costs one small all-gather per call; gloo
+  // only. Default from DDPRUN_CHECK_COLLECTIVES (on unless "0").
+  bool check_collectives = check_collectives_from_env();
+  // World size 1 gets a communicator that opens no sockets. False makes a real process group
+  // of one rank instead (to test a backend on a machine with one GPU).
+  bool solo_when_alone = true;
+
+  // DDPRUN_CHECK_COLLECTIVES: unset or "1" is true, "0" false; anything else throws
+  // LaunchEnvError naming it.
+  static bool check_collectives_from_env(const EnvLookup& env = process_env());
 };
 
 // Connects this process to the other ranks of the job that `env` describes:
