@@ -5,9 +5,9 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 
 worker dump_env <<'SH'
 #!/bin/sh
-env | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK|ROLE_RANK|ROLE_NAME|ROLE_WORLD_SIZE|LOCAL_WORLD_SIZE|WORLD_SIZE|GROUP_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]+|TORCH_NCCL_ASYNC_ERROR_HANDLING|OMP_NUM_THREADS)=' | sort > "$T/env.$RANK"
+env | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK|ROLE_RANK|ROLE_NAME|ROLE_WORLD_SIZE|LOCAL_WORLD_SIZE|WORLD_SIZE|GROUP_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]+|(TORCH_)?NCCL_ASYNC_ERROR_HANDLING|OMP_NUM_THREADS)=' | sort > "$T/env.$RANK"
 SH
-env -u OMP_NUM_THREADS -u TORCH_NCCL_ASYNC_ERROR_HANDLING "$DDPRUN" --nproc-per-node=3 --max_restarts=2 \
+env -u OMP_NUM_THREADS -u TORCH_NCCL_ASYNC_ERROR_HANDLING -u NCCL_ASYNC_ERROR_HANDLING "$DDPRUN" --nproc-per-node=3 --max_restarts=2 \
   --role=trainer --rdzv_id=job1 "$T/dump_env" >"$T/out" 2>"$T/err"
 expect_in "$T/err" "setting OMP_NUM_THREADS=1 for each of the 3 workers"
 port=$(sed -n 's/^MASTER_PORT=//p' "$T/env.0")
@@ -23,6 +23,7 @@ LOCAL_RANK=$r
 LOCAL_WORLD_SIZE=3
 MASTER_ADDR=127.0.0.1
 MASTER_PORT=$port
+NCCL_ASYNC_ERROR_HANDLING=1
 OMP_NUM_THREADS=1
 RANK=$r
 ROLE_NAME=trainer
@@ -43,14 +44,14 @@ ok "environment contract for ranks 0..2"
 # bound and listened on by the worker (the way c10d's TCPStore does, with SO_REUSEADDR).
 worker listen <<'SH'
 #!/bin/sh
-echo "$OMP_NUM_THREADS $TORCH_NCCL_ASYNC_ERROR_HANDLING $MASTER_PORT" > "$T/inherited"
+echo "$OMP_NUM_THREADS $TORCH_NCCL_ASYNC_ERROR_HANDLING $NCCL_ASYNC_ERROR_HANDLING $MASTER_PORT" > "$T/inherited"
 exec /usr/bin/python3 -c '
 import os, socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))); s.listen()'
 SH
-OMP_NUM_THREADS=4 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 "$DDPRUN" --master_port=29876 "$T/listen"
-expect_eq "$(cat "$T/inherited")" "4 0 29876" "inherited variables and given port"
+OMP_NUM_THREADS=4 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 NCCL_ASYNC_ERROR_HANDLING=2 "$DDPRUN" --master_port=29876 "$T/listen"
+expect_eq "$(cat "$T/inherited")" "4 0 2 29876" "inherited variables and given port"
 "$DDPRUN" "$T/listen" || fail "the worker could not listen on the reserved MASTER_PORT"
 ok "inherited variables, given port, reserved port is bindable"
 

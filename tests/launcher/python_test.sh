@@ -14,7 +14,7 @@ keys = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "ROLE_WORL
         "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
         "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-        "OMP_NUM_THREADS"]
+        "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS"]
 env = {k: os.environ.get(k) for k in keys}
 env["unbuffered"] = not sys.stdout.line_buffering and os.environ.get("PYTHONUNBUFFERED") is None
 dist.init_process_group("gloo")
@@ -48,7 +48,7 @@ for rank in (0, 1):
     for k in ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
               "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR",
               "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-              "OMP_NUM_THREADS", "unbuffered"]:
+              "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "unbuffered"]:
         assert d[k] == r[k], f"rank {rank} {k}: ddprun {d[k]!r} torchrun {r[k]!r}"
     for k in ["MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE"]:
         assert d[k] and r[k], f"rank {rank} {k}: ddprun {d[k]!r} torchrun {r[k]!r}"
