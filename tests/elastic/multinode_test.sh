@@ -32,6 +32,23 @@ for r in 0 1 2 3; do
 done
 ok "2 nodes, static: ranks by --node_rank, MASTER_ADDR on node 0, one MASTER_PORT"
 
+# 1b. Static with --rdzv_endpoint: it replaces --master_addr/--master_port (here a TEST-NET
+# address that nothing answers), as in torchrun. ddprun's rendezvous server takes the endpoint's
+# port on node 0, so the workers get another port held free there, not the endpoint's.
+next_port; rm -f "$T"/env.*
+static=(--nnodes=2 --nproc_per_node=2 --rdzv_endpoint=127.0.0.2:$port --master_addr=192.0.2.1 --master_port=9
+        --rdzv_conf=join_timeout=20)
+node 127.0.0.3 b "${static[@]}" --node_rank=1 "$T/dump"
+node 127.0.0.2 a "${static[@]}" --node_rank=0 "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "static pair meeting at --rdzv_endpoint ($(cat "$T/a.err" "$T/b.err"))"
+mport=$(awk '{print $8}' "$T/env.0")
+[[ "$mport" != "$port" ]] || fail "MASTER_PORT is the rendezvous server's port $port"
+for r in 0 1 2 3; do
+  expect_eq "$(cat "$T/env.$r")" "$r $((r % 2)) $((r / 2)) 4 2 2 127.0.0.2 $mport 0 static-127.0.0.2-$port" "rank $r"
+done
+ok "2 nodes, static, --rdzv_endpoint: met there, MASTER_ADDR on node 0, MASTER_PORT another held port"
+
 # 2. Three nodes, c10d, different --nproc_per_node, no node ranks: contiguous ranks per node.
 next_port; rm -f "$T"/env.*
 c10d=(--nnodes=3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=three)

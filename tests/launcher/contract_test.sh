@@ -55,6 +55,36 @@ expect_eq "$(cat "$T/inherited")" "4 0 2 29876" "inherited variables and given p
 "$DDPRUN" "$T/listen" || fail "the worker could not listen on the reserved MASTER_PORT"
 ok "inherited variables, given port, reserved port is bindable"
 
+# One node, static backend (the default): --rdzv_endpoint is MASTER_ADDR:MASTER_PORT, as with
+# torchrun (PyTorch's run_example.sh: --rdzv_id=100 --rdzv_endpoint=localhost:29400). It
+# replaces --master_port, is held like a picked port, and rank 0 can listen on it.
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+"$DDPRUN" --rdzv_id=100 --rdzv_endpoint=127.0.0.1:$port --master_port=29876 "$T/listen" \
+  || fail "the worker could not listen on the endpoint's port"
+expect_eq "$(cut -d' ' -f4 "$T/inherited")" "$port" "MASTER_PORT from --rdzv_endpoint"
+rm -f "$T"/env.*
+"$DDPRUN" --rdzv_endpoint=localhost:$port "$T/dump_env"
+expect_in "$T/env.0" "^MASTER_ADDR=localhost$"
+expect_in "$T/env.0" "^MASTER_PORT=$port$"
+expect_in "$T/env.0" "^TORCHELASTIC_USE_AGENT_STORE=False$"
+# The endpoint's port held by another program: exit 69, naming the flag.
+/usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$port" "$T" &
+holder=$!
+wait_for 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+run_ddprun taken --rdzv_endpoint=127.0.0.1:$port "$T/dump_env"
+kill "$holder"; wait "$holder" 2>/dev/null || true
+expect_eq "$RC" 69 "endpoint port in use"
+expect_in "$T/taken.err" "^ddprun: .*--rdzv_endpoint=127.0.0.1:$port: port $port is in use by another program"
+# c10d: the endpoint is the rendezvous's, not the workers' (torchrun gives them a free port too).
+rm -f "$T"/env.*
+"$DDPRUN" --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$port "$T/dump_env"
+expect_in "$T/env.0" "^MASTER_ADDR=127.0.0.1$"
+expect_not_in "$T/env.0" "^MASTER_PORT=$port$"
+ok "one node: static --rdzv_endpoint is MASTER_ADDR:MASTER_PORT, held for rank 0; c10d's is not"
+
 # PET_* variables, --config files and --print_config.
 PET_NPROC_PER_NODE=2 PET_MAX_RESTARTS=1 "$DDPRUN" --print_config prog a b > "$T/pc.json"
 /usr/bin/python3 - "$T/pc.json" <<'PY'
