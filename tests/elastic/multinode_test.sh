@@ -87,11 +87,16 @@ for r in 0 1 2 3; do expect_eq "$(tr '\n' ' ' < "$T/attempt.$r")" "0 1 " "attemp
 expect_in "$T/a.err" "stopping workers: worker rank 2 .* failed with exit code 3"
 ok "crash on node 1 restarts both nodes, restart count 1 on each"
 
-# 4. Restarts exhausted: every node exits with the root cause's code and the same summary.
+# 4. Restarts exhausted: every node exits with the root cause's code and the same summary,
+# with the traceback from the root cause's error file (it crossed the wire to the other node).
 next_port
 worker always <<'SH'
 #!/bin/sh
-[ "$RANK" = 3 ] && { sleep 0.2; exit 5; }
+if [ "$RANK" = 3 ]; then
+  sleep 0.2
+  printf '{"message": {"message": "OSError: disk full", "extraInfo": {"py_callstack": "Traceback (most recent call last):\\n  File \\"save.py\\", line 9, in save\\nOSError: disk full\\n", "timestamp": "1"}}}' > "$TORCHELASTIC_ERROR_FILE"
+  exit 5
+fi
 exec sleep 60
 SH
 c10d=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=fail --max_restarts=1)
@@ -99,7 +104,11 @@ node 127.0.0.2 a "${c10d[@]}" "$T/always"
 node 127.0.0.3 b "${c10d[@]}" "$T/always"
 finish a; finish b
 expect_eq "$RC_a $RC_b" "5 5" "exit codes after the budget"
-for n in a b; do expect_in "$T/$n.err" "root cause: rank 3 \(local rank 1\) on $(hostname), pid [0-9]+: exit code 5"; done
+for n in a b; do
+  expect_in "$T/$n.err" "root cause: rank 3 \(local rank 1\) on $(hostname), pid [0-9]+: exit code 5"
+  expect_in "$T/$n.err" "^    error: OSError: disk full$"
+  expect_in "$T/$n.err" "^        File \"save.py\", line 9, in save$"
+done
 expect_in "$T/a.err" "failed \(exit code 5\) after 1 restart$"
 ok "job-wide restart budget; same root cause on every node"
 
