@@ -37,7 +37,8 @@ const std::vector<OptionSpec> kOptions = {
      "single-node job with a private rendezvous on a free port"},
     {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun)"},
     {"rdzv_endpoint", nullptr, kText, nullptr, "Rendezvous",
-     "host[:port] of the rendezvous (default port 29400)"},
+     "host[:port] of the rendezvous (c10d's default port 29400); with static it replaces "
+     "--master_addr:--master_port, and on one node it is the workers' MASTER_ADDR:MASTER_PORT"},
     {"rdzv_id", nullptr, kText, nullptr, "Rendezvous",
      "job id shared by all nodes of one job (default: generated on a single node)"},
     {"rdzv_conf", nullptr, kText, nullptr, "Rendezvous",

@@ -412,7 +412,6 @@ class Agent::Impl {
     f.host = host_;
     f.pid = w.pid;
     f.timestamp = now_seconds();
-    f.error_file = w.error_file;
     return f;
   }
 
@@ -448,7 +447,8 @@ class Agent::Impl {
       return;
     }
     elastic::WorkerFailure f = base_failure(w);
-    if (auto contents = read_error_file(w.error_file)) f.message = contents->message;
+    // Error files outlive ddprun in a log folder; the private folder is deleted at exit.
+    add_error_file(f, w.error_file, !paths_.logs_root.empty());
     // After ddprun's own stop signal, an exit is the stop taking effect, not a failure, unless
     // the worker left an error message of its own.
     const bool stopped_by_us = (w.sent_signal != 0 || w.sent_kill) && f.message.empty() &&
@@ -460,7 +460,6 @@ class Agent::Impl {
     f.exit_code = code;
     f.signal = sig;
     f.signal_from_outside = sig != 0 && sig != w.sent_signal && !(sig == SIGKILL && w.sent_kill);
-    if (f.message.empty()) f.error_file.clear();
     Occurrence o(Event::kWorkerFailed);
     o.failure = f;
     dispatch(std::move(o));

@@ -3,9 +3,12 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <fstream>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 namespace ddprun::launcher {
@@ -38,6 +41,52 @@ std::optional<ErrorFileContents> read_error_file(const std::string& path) {
   return contents;
 }
 
+namespace {
+
+// "a\nb\n" -> {"a", "b"}; "" -> {}.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string traceback_tail(const std::string& traceback, int max_lines) {
+  const std::vector<std::string> lines = split_lines(traceback);
+  const std::size_t kept = std::min(lines.size(), static_cast<std::size_t>(std::max(max_lines, 0)));
+  const std::size_t left_out = lines.size() - kept;
+  std::vector<std::string> tail;
+  if (left_out > 0) {
+    tail.push_back(fmt::format("... ({} earlier line{} left out)", left_out, left_out == 1 ? "" : "s"));
+  }
+  for (std::size_t i = left_out; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.size() <= kTracebackLineChars) {
+      tail.push_back(line);
+      continue;
+    }
+    std::size_t cut = kTracebackLineChars;
+    // Not inside a UTF-8 character: the text goes out as JSON, which must be valid UTF-8.
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    tail.push_back(fmt::format("{} [... {} more characters]", line.substr(0, cut), line.size() - cut));
+  }
+  return fmt::format("{}", fmt::join(tail, "\n"));
+}
+
+void add_error_file(elastic::WorkerFailure& failure, const std::string& path, bool kept) {
+  const auto contents = read_error_file(path);
+  if (!contents) return;
+  failure.message = contents->message;
+  failure.traceback = traceback_tail(contents->traceback);
+  if (kept && (!failure.message.empty() || !failure.traceback.empty())) failure.error_file = path;
+}
+
 std::string describe_end(const elastic::WorkerFailure& f) {
   if (f.signal == 0) return fmt::format("exit code {}", f.exit_code);
   std::string text = fmt::format("killed by {} (exit code {})", signal_name(f.signal), f.exit_code);
@@ -67,13 +116,14 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
                      outcome.exit_code, outcome.restarts, plural);
   out += fmt::format("  root cause: {}: {}\n", who(root), describe_end(root));
   if (!root.message.empty()) {
-    // Only the first line: a traceback belongs in the worker's own output.
-    const auto first_line = root.message.substr(0, root.message.find('\n'));
-    out += fmt::format("    error: {}\n", first_line);
+    // The first line; the rest of a long message ends the traceback, for Python.
+    out += fmt::format("    error: {}\n", root.message.substr(0, root.message.find('\n')));
   }
-  if (!root.error_file.empty() && !root.message.empty()) {
-    out += fmt::format("    error file: {}\n", root.error_file);
+  if (!root.traceback.empty()) {
+    out += "    traceback:\n";
+    for (const std::string& line : split_lines(root.traceback)) out += fmt::format("      {}\n", line);
   }
+  if (!root.error_file.empty()) out += fmt::format("    error file: {}\n", root.error_file);
   for (size_t i = 1; i < outcome.failures.size(); ++i) {
     const auto& f = outcome.failures[i];
     out += fmt::format("  also failed: {}: {}", who(f), describe_end(f));

@@ -154,7 +154,10 @@ int run(int argc, char** argv) {
   const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg);
   check_program(cfg, vars);
   if (slurm_job.in_slurm) {
-    std::cerr << slurm::describe(slurm_job, cfg.rdzv_endpoint.empty() ? cfg.master_addr : cfg.rdzv_endpoint) << "\n";
+    // Where the nodes meet; on one node, MASTER_ADDR[:MASTER_PORT] (no port: a free one).
+    const elastic::Endpoint at = cfg.multi_node() ? elastic::rendezvous_endpoint(rendezvous_config)
+                                                  : elastic::single_node_master(rendezvous_config);
+    std::cerr << slurm::describe(slurm_job, at.port > 0 ? fmt::format("{}:{}", at.host, at.port) : at.host) << "\n";
   }
 
   const std::string& run_id = rendezvous_config.run_id;

@@ -4,6 +4,26 @@
 
 namespace ddprun::launcher {
 
+namespace {
+
+// Both names of NCCL's async error handling, for PyTorch before and after 2.2. A name the user
+// set is inherited; a name they did not set takes the value of the other name when they set
+// that one (they meant it, whichever PyTorch reads it), else "1".
+void set_nccl_async_error_handling(const std::map<std::string, std::string>& base,
+                                   std::map<std::string, std::string>& vars) {
+  const auto inherited = [&](const char* name) -> const std::string* {
+    const auto it = base.find(name);
+    return it == base.end() ? nullptr : &it->second;
+  };
+  const std::string* current = inherited(env::kNcclAsyncErrorHandling);
+  const std::string* old = inherited(env::kNcclAsyncErrorHandlingOld);
+  const std::string value = current != nullptr ? *current : old != nullptr ? *old : "1";
+  vars.emplace(env::kNcclAsyncErrorHandling, value);
+  vars.emplace(env::kNcclAsyncErrorHandlingOld, value);
+}
+
+}  // namespace
+
 bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
                           const config::LaunchConfig& config) {
   return base.count(env::kOmpNumThreads) == 0 && config.nproc_per_node > 1;
@@ -31,7 +51,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
   vars[env::kRunId] = round.run_id;
   vars[env::kUseAgentStore] = "False";
   vars[env::kErrorFile] = error_file;
-  vars.emplace(env::kNcclAsyncErrorHandling, "1");
+  set_nccl_async_error_handling(base, vars);
   if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
 
   std::vector<std::string> out;

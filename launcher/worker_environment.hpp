@@ -12,7 +12,8 @@ namespace ddprun::launcher {
 
 // `base` is ddprun's environment. Sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and the
 // rest of the names in ddprun/worker_env.hpp; OMP_NUM_THREADS=1 when unset and more than one
-// worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless inherited.
+// worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING and its old name
+// NCCL_ASYNC_ERROR_HANDLING each inherited, else the other one's inherited value, else 1.
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,

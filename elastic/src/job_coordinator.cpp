@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 
 #include "node_identity.hpp"
@@ -407,6 +408,9 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
       std::stable_sort(failure.failures.begin(), failure.failures.end(),
                        [](const WorkerFailure& a, const WorkerFailure& b) { return a.timestamp < b.timestamp; });
       failure.exit_code = failure.failures.front().exit_code;
+      // Only the root cause's traceback is shown; the others would only swell the finish
+      // message, which holds every failure of the job.
+      for (auto it = std::next(failure.failures.begin()); it != failure.failures.end(); ++it) it->traceback.clear();
       failure.restarts = restart_count_;
       finish(failure, out);
       return;

@@ -11,19 +11,25 @@ LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
 
 void LocalRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
+  // One node: MASTER_ADDR is the static endpoint's host or --master_addr (127.0.0.1 unless
+  // given), as with torchrun.
+  const Endpoint master = single_node_master(config_);
   try {
-    master_port_.emplace(io_, config_.master_port);
+    master_port_.emplace(io_, master.port);
   } catch (const std::system_error& e) {
-    const std::string why =
-        config_.master_port > 0
-            ? fmt::format("--master_port={} is in use by another program ({}); pick another or leave it out",
-                          config_.master_port, e.what())
-            : fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what());
+    const bool endpoint_has_port = config_.backend == Backend::kStatic && !config_.endpoint.empty() &&
+                                   parse_endpoint(config_.endpoint, -1).port >= 0;
+    std::string why = fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what());
+    if (master.port > 0 && endpoint_has_port) {
+      why = fmt::format("--rdzv_endpoint={}: port {} is in use by another program ({}); pick another port",
+                        config_.endpoint, master.port, e.what());
+    } else if (master.port > 0) {
+      why = fmt::format("--master_port={} is in use by another program ({}); pick another or leave it out",
+                        master.port, e.what());
+    }
     return deliver({Finish{kThisNode, rendezvous_failure(why, 0)}});
   }
-  // One node: MASTER_ADDR is --master_addr (127.0.0.1 unless given), as with torchrun.
-  const std::string addr = config_.master_addr;
-  deliver(coordinator_.join(kThisNode, node_spec(config_, addr, master_port_->port(), true), monotonic_now()));
+  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), monotonic_now()));
 }
 
 void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {

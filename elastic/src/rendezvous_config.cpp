@@ -17,13 +17,21 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// One line naming the flag, what is wrong and what is accepted.
+RendezvousConfigError bad_endpoint(std::string_view endpoint, std::string_view problem) {
+  return RendezvousConfigError(fmt::format(
+      "--rdzv_endpoint={}: {}; expected HOST[:PORT] with PORT in 0..65535, an IPv6 address in brackets "
+      "([::1]:29400)",
+      endpoint, problem));
+}
+
 int parse_port(std::string_view text, std::string_view endpoint) {
   const std::string s(text);
   char* end = nullptr;
   errno = 0;
   const long port = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || errno != 0 || port < 0 || port > 65535) {
-    throw RendezvousConfigError(fmt::format("bad port '{}' in rendezvous endpoint '{}'", text, endpoint));
+    throw bad_endpoint(endpoint, fmt::format("bad port '{}'", text));
   }
   return static_cast<int>(port);
 }
@@ -54,12 +62,12 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
     if (close == std::string_view::npos) {
-      throw RendezvousConfigError(fmt::format("rendezvous endpoint '{}' lacks the ']'", text));
+      throw bad_endpoint(text, "no ']' after the IPv6 address");
     }
     e.host = text.substr(1, close - 1);
     const std::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {
-      if (rest.front() != ':') throw RendezvousConfigError(fmt::format("bad rendezvous endpoint '{}'", text));
+      if (rest.front() != ':') throw bad_endpoint(text, "no ':' after the ']'");
       e.port = parse_port(rest.substr(1), text);
     }
   } else if (const auto colon = text.rfind(':');
@@ -70,7 +78,7 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
     e.host = text;  // a name, an IPv4 address or a bare IPv6 address
   }
   if (e.host.empty()) {
-    throw RendezvousConfigError(fmt::format("rendezvous endpoint '{}' has no host; expected HOST[:PORT]", text));
+    throw bad_endpoint(text, "no host");
   }
   return e;
 }
@@ -88,6 +96,13 @@ Endpoint rendezvous_endpoint(const RendezvousConfig& config) {
   }
   if (config.backend == Backend::kStatic) return Endpoint{config.master_addr, static_master_port(config)};
   throw RendezvousConfigError("the c10d rendezvous backend needs --rdzv_endpoint=HOST[:PORT]");
+}
+
+Endpoint single_node_master(const RendezvousConfig& config) {
+  if (config.backend == Backend::kStatic && !config.endpoint.empty()) {
+    return parse_endpoint(config.endpoint, config.master_port);
+  }
+  return Endpoint{config.master_addr, config.master_port};
 }
 
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config) {
@@ -160,6 +175,7 @@ void validate(const RendezvousConfig& c) {
         "--rdzv_conf heartbeat_timeout={} must be longer than heartbeat_interval={}", t.heartbeat_timeout,
         t.heartbeat_interval));
   }
+  if (!c.endpoint.empty()) parse_endpoint(c.endpoint, 0);  // throws for a bad one, on one node too
   if (c.max_nodes == 1) return;  // a single node meets nobody: no endpoint, id or rank needed
   const Endpoint endpoint = rendezvous_endpoint(c);
   if (endpoint.port == 0) {

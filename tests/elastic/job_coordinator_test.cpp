@@ -35,15 +35,17 @@ std::string render(const Message& message) {
   }
   const auto& f = std::get<Finish>(message);
   std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
-  for (const WorkerFailure& w : f.outcome.failures) line += fmt::format(" failure={}:{}:{}", w.host, w.rank, w.exit_code);
+  for (const WorkerFailure& w : f.outcome.failures) {
+    line += fmt::format(" failure={}:{}:{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb");
+  }
   if (!f.outcome.error.empty()) line += " error=" + f.outcome.error;
   return line;
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
 //   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host]
-//   fail N ROUND [exit=E] [at=T] [rank=R]     worker_failed
-//   stopped N ROUND [fail=RANK:EXIT:AT]...    workers_stopped
+//   fail N ROUND [exit=E] [at=T] [rank=R] [tb]    worker_failed (tb: with a traceback)
+//   stopped N ROUND [fail=RANK:EXIT:AT[:tb]]...    workers_stopped
 //   succeeded N ROUND
 //   gone N
 //   tick
@@ -81,6 +83,7 @@ class Script {
         for (std::string option; in >> option;) {
           WorkerFailure failure = worker(node);
           std::sscanf(option.c_str(), "fail=%d:%d:%lf", &failure.rank, &failure.exit_code, &failure.timestamp);
+          if (option.size() > 3 && option.compare(option.size() - 3, 3, ":tb") == 0) failure.traceback = "tb";
           failures.push_back(failure);
         }
         out = coordinator_.workers_stopped(node, round, failures, now_);
@@ -136,6 +139,7 @@ class Script {
     std::sscanf(option.c_str(), "exit=%d", &f.exit_code);
     std::sscanf(option.c_str(), "at=%lf", &f.timestamp);
     std::sscanf(option.c_str(), "rank=%d", &f.rank);
+    if (option == "tb") f.traceback = "tb";
   }
 
   JobSettings settings_;
@@ -262,6 +266,19 @@ TEST_CASE("the root cause is the earliest failure on any node, whichever is repo
       {"stopped 1 1 fail=11:3:10.7", {}},
       {"stopped 2 1", {"n1 finish exit=9 restarts=0 failure=h2:20:9 failure=h1:10:2 failure=h1:11:3",
                        "n2 finish exit=9 restarts=0 failure=h2:20:9 failure=h1:10:2 failure=h1:11:3"}},
+  });
+}
+
+TEST_CASE("the job's outcome keeps the root cause's traceback only") {
+  play(job(2, 2), {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@10 fail 1 1 exit=2 at=10.5 tb", {"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed "
+                                          "with exit code 2"}},
+      {"stopped 1 1 fail=11:3:10.1:tb", {}},
+      {"stopped 2 1 fail=20:9:10.7:tb", {"n1 finish exit=3 restarts=0 failure=h1:11:3:tb failure=h1:10:2 failure=h2:20:9",
+                                         "n2 finish exit=3 restarts=0 failure=h1:11:3:tb failure=h1:10:2 failure=h2:20:9"}},
   });
 }
 

@@ -32,6 +32,23 @@ for r in 0 1 2 3; do
 done
 ok "2 nodes, static: ranks by --node_rank, MASTER_ADDR on node 0, one MASTER_PORT"
 
+# 1b. Static with --rdzv_endpoint: it replaces --master_addr/--master_port (here a TEST-NET
+# address that nothing answers), as in torchrun. ddprun's rendezvous server takes the endpoint's
+# port on node 0, so the workers get another port held free there, not the endpoint's.
+next_port; rm -f "$T"/env.*
+static=(--nnodes=2 --nproc_per_node=2 --rdzv_endpoint=127.0.0.2:$port --master_addr=192.0.2.1 --master_port=9
+        --rdzv_conf=join_timeout=20)
+node 127.0.0.3 b "${static[@]}" --node_rank=1 "$T/dump"
+node 127.0.0.2 a "${static[@]}" --node_rank=0 "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "static pair meeting at --rdzv_endpoint ($(cat "$T/a.err" "$T/b.err"))"
+mport=$(awk '{print $8}' "$T/env.0")
+[[ "$mport" != "$port" ]] || fail "MASTER_PORT is the rendezvous server's port $port"
+for r in 0 1 2 3; do
+  expect_eq "$(cat "$T/env.$r")" "$r $((r % 2)) $((r / 2)) 4 2 2 127.0.0.2 $mport 0 static-127.0.0.2-$port" "rank $r"
+done
+ok "2 nodes, static, --rdzv_endpoint: met there, MASTER_ADDR on node 0, MASTER_PORT another held port"
+
 # 2. Three nodes, c10d, different --nproc_per_node, no node ranks: contiguous ranks per node.
 next_port; rm -f "$T"/env.*
 c10d=(--nnodes=3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=three)
@@ -70,11 +87,16 @@ for r in 0 1 2 3; do expect_eq "$(tr '\n' ' ' < "$T/attempt.$r")" "0 1 " "attemp
 expect_in "$T/a.err" "stopping workers: worker rank 2 .* failed with exit code 3"
 ok "crash on node 1 restarts both nodes, restart count 1 on each"
 
-# 4. Restarts exhausted: every node exits with the root cause's code and the same summary.
+# 4. Restarts exhausted: every node exits with the root cause's code and the same summary,
+# with the traceback from the root cause's error file (it crossed the wire to the other node).
 next_port
 worker always <<'SH'
 #!/bin/sh
-[ "$RANK" = 3 ] && { sleep 0.2; exit 5; }
+if [ "$RANK" = 3 ]; then
+  sleep 0.2
+  printf '{"message": {"message": "OSError: disk full", "extraInfo": {"py_callstack": "Traceback (most recent call last):\\n  File \\"save.py\\", line 9, in save\\nOSError: disk full\\n", "timestamp": "1"}}}' > "$TORCHELASTIC_ERROR_FILE"
+  exit 5
+fi
 exec sleep 60
 SH
 c10d=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=fail --max_restarts=1)
@@ -82,7 +104,11 @@ node 127.0.0.2 a "${c10d[@]}" "$T/always"
 node 127.0.0.3 b "${c10d[@]}" "$T/always"
 finish a; finish b
 expect_eq "$RC_a $RC_b" "5 5" "exit codes after the budget"
-for n in a b; do expect_in "$T/$n.err" "root cause: rank 3 \(local rank 1\) on $(hostname), pid [0-9]+: exit code 5"; done
+for n in a b; do
+  expect_in "$T/$n.err" "root cause: rank 3 \(local rank 1\) on $(hostname), pid [0-9]+: exit code 5"
+  expect_in "$T/$n.err" "^    error: OSError: disk full$"
+  expect_in "$T/$n.err" "^        File \"save.py\", line 9, in save$"
+done
 expect_in "$T/a.err" "failed \(exit code 5\) after 1 restart$"
 ok "job-wide restart budget; same root cause on every node"
 

@@ -26,6 +26,41 @@ TEST_CASE("endpoints") {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_endpoint(bad, 29400), RendezvousConfigError);
   }
+  CHECK_THROWS_WITH_AS(parse_endpoint("h:x", 29400),
+                       "--rdzv_endpoint=h:x: bad port 'x'; expected HOST[:PORT] with PORT in 0..65535, an IPv6 "
+                       "address in brackets ([::1]:29400)",
+                       RendezvousConfigError);
+}
+
+TEST_CASE("one node: a static endpoint is MASTER_ADDR:MASTER_PORT, as in torchrun") {
+  struct Case {
+    const char* what;
+    Backend backend;
+    std::string endpoint;
+    int master_port;
+    std::string host;
+    int port;  // 0: a free port
+  };
+  const std::vector<Case> cases = {
+      {"nothing given", Backend::kStatic, "", 0, "127.0.0.1", 0},
+      {"--master_port", Backend::kStatic, "", 1234, "127.0.0.1", 1234},
+      {"static endpoint", Backend::kStatic, "localhost:29400", 0, "localhost", 29400},
+      {"static endpoint replaces --master_port", Backend::kStatic, "h1:29400", 1234, "h1", 29400},
+      {"static endpoint without a port takes --master_port's", Backend::kStatic, "h1", 1234, "h1", 1234},
+      {"static endpoint without any port: a free one", Backend::kStatic, "h1", 0, "h1", 0},
+      {"static endpoint with port 0: a free one", Backend::kStatic, "h1:0", 1234, "h1", 0},
+      {"c10d endpoint is the rendezvous, not the master", Backend::kC10d, "h1:29400", 0, "127.0.0.1", 0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    RendezvousConfig config;
+    config.backend = c.backend;
+    config.endpoint = c.endpoint;
+    config.master_port = c.master_port;
+    const Endpoint master = single_node_master(config);
+    CHECK(master.host == c.host);
+    CHECK(master.port == c.port);
+  }
 }
 
 TEST_CASE("the static backend meets at --master_addr:--master_port unless given an endpoint") {
@@ -114,6 +149,15 @@ TEST_CASE("validate") {
     test.change(c);
     CHECK_THROWS_WITH_AS(validate(c), test.error.c_str(), RendezvousConfigError);
   }
+  // One node meets nobody, but a bad endpoint is still an error, not ignored.
+  RendezvousConfig one_node;
+  one_node.endpoint = "localhost:29400x";
+  CHECK_THROWS_WITH_AS(validate(one_node),
+                       "--rdzv_endpoint=localhost:29400x: bad port '29400x'; expected HOST[:PORT] with PORT in "
+                       "0..65535, an IPv6 address in brackets ([::1]:29400)",
+                       RendezvousConfigError);
+  one_node.endpoint = ":29400";
+  CHECK_THROWS_AS(validate(one_node), RendezvousConfigError);
 }
 
 TEST_CASE("who hosts the rendezvous") {

@@ -16,6 +16,7 @@ TEST_CASE("every message survives the wire") {
   f.signal = 9;
   f.signal_from_outside = true;
   f.message = "out of memory";
+  f.traceback = "Traceback (most recent call last):\n  File \"t.py\", line 3";
   f.error_file = "/tmp/e.json";
   f.timestamp = 1700000000.25;
   const WorkerFailure f2 = nlohmann::json::parse(nlohmann::json(f).dump()).get<WorkerFailure>();
@@ -28,6 +29,7 @@ TEST_CASE("every message survives the wire") {
   CHECK(f2.signal == 9);
   CHECK(f2.signal_from_outside);
   CHECK(f2.message == "out of memory");
+  CHECK(f2.traceback == f.traceback);
   CHECK(f2.error_file == "/tmp/e.json");
   CHECK(f2.timestamp == 1700000000.25);
 

@@ -5,9 +5,9 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 
 worker dump_env <<'SH'
 #!/bin/sh
-env | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK|ROLE_RANK|ROLE_NAME|ROLE_WORLD_SIZE|LOCAL_WORLD_SIZE|WORLD_SIZE|GROUP_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]+|TORCH_NCCL_ASYNC_ERROR_HANDLING|OMP_NUM_THREADS)=' | sort > "$T/env.$RANK"
+env | grep -E '^(RANK|LOCAL_RANK|GROUP_RANK|ROLE_RANK|ROLE_NAME|ROLE_WORLD_SIZE|LOCAL_WORLD_SIZE|WORLD_SIZE|GROUP_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]+|(TORCH_)?NCCL_ASYNC_ERROR_HANDLING|OMP_NUM_THREADS)=' | sort > "$T/env.$RANK"
 SH
-env -u OMP_NUM_THREADS -u TORCH_NCCL_ASYNC_ERROR_HANDLING "$DDPRUN" --nproc-per-node=3 --max_restarts=2 \
+env -u OMP_NUM_THREADS -u TORCH_NCCL_ASYNC_ERROR_HANDLING -u NCCL_ASYNC_ERROR_HANDLING "$DDPRUN" --nproc-per-node=3 --max_restarts=2 \
   --role=trainer --rdzv_id=job1 "$T/dump_env" >"$T/out" 2>"$T/err"
 expect_in "$T/err" "setting OMP_NUM_THREADS=1 for each of the 3 workers"
 port=$(sed -n 's/^MASTER_PORT=//p' "$T/env.0")
@@ -23,6 +23,7 @@ LOCAL_RANK=$r
 LOCAL_WORLD_SIZE=3
 MASTER_ADDR=127.0.0.1
 MASTER_PORT=$port
+NCCL_ASYNC_ERROR_HANDLING=1
 OMP_NUM_THREADS=1
 RANK=$r
 ROLE_NAME=trainer
@@ -43,16 +44,46 @@ ok "environment contract for ranks 0..2"
 # bound and listened on by the worker (the way c10d's TCPStore does, with SO_REUSEADDR).
 worker listen <<'SH'
 #!/bin/sh
-echo "$OMP_NUM_THREADS $TORCH_NCCL_ASYNC_ERROR_HANDLING $MASTER_PORT" > "$T/inherited"
+echo "$OMP_NUM_THREADS $TORCH_NCCL_ASYNC_ERROR_HANDLING $NCCL_ASYNC_ERROR_HANDLING $MASTER_PORT" > "$T/inherited"
 exec /usr/bin/python3 -c '
 import os, socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))); s.listen()'
 SH
-OMP_NUM_THREADS=4 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 "$DDPRUN" --master_port=29876 "$T/listen"
-expect_eq "$(cat "$T/inherited")" "4 0 29876" "inherited variables and given port"
+OMP_NUM_THREADS=4 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 NCCL_ASYNC_ERROR_HANDLING=2 "$DDPRUN" --master_port=29876 "$T/listen"
+expect_eq "$(cat "$T/inherited")" "4 0 2 29876" "inherited variables and given port"
 "$DDPRUN" "$T/listen" || fail "the worker could not listen on the reserved MASTER_PORT"
 ok "inherited variables, given port, reserved port is bindable"
+
+# One node, static backend (the default): --rdzv_endpoint is MASTER_ADDR:MASTER_PORT, as with
+# torchrun (PyTorch's run_example.sh: --rdzv_id=100 --rdzv_endpoint=localhost:29400). It
+# replaces --master_port, is held like a picked port, and rank 0 can listen on it.
+free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+"$DDPRUN" --rdzv_id=100 --rdzv_endpoint=127.0.0.1:$port --master_port=29876 "$T/listen" \
+  || fail "the worker could not listen on the endpoint's port"
+expect_eq "$(cut -d' ' -f4 "$T/inherited")" "$port" "MASTER_PORT from --rdzv_endpoint"
+rm -f "$T"/env.*
+"$DDPRUN" --rdzv_endpoint=localhost:$port "$T/dump_env"
+expect_in "$T/env.0" "^MASTER_ADDR=localhost$"
+expect_in "$T/env.0" "^MASTER_PORT=$port$"
+expect_in "$T/env.0" "^TORCHELASTIC_USE_AGENT_STORE=False$"
+# The endpoint's port held by another program: exit 69, naming the flag.
+/usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); time.sleep(60)' "$port" "$T" &
+holder=$!
+wait_for 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+run_ddprun taken --rdzv_endpoint=127.0.0.1:$port "$T/dump_env"
+kill "$holder"; wait "$holder" 2>/dev/null || true
+expect_eq "$RC" 69 "endpoint port in use"
+expect_in "$T/taken.err" "^ddprun: .*--rdzv_endpoint=127.0.0.1:$port: port $port is in use by another program"
+# c10d: the endpoint is the rendezvous's, not the workers' (torchrun gives them a free port too).
+rm -f "$T"/env.*
+"$DDPRUN" --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:$port "$T/dump_env"
+expect_in "$T/env.0" "^MASTER_ADDR=127.0.0.1$"
+expect_not_in "$T/env.0" "^MASTER_PORT=$port$"
+ok "one node: static --rdzv_endpoint is MASTER_ADDR:MASTER_PORT, held for rank 0; c10d's is not"
 
 # PET_* variables, --config files and --print_config.
 PET_NPROC_PER_NODE=2 PET_MAX_RESTARTS=1 "$DDPRUN" --print_config prog a b > "$T/pc.json"

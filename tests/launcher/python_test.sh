@@ -14,7 +14,7 @@ keys = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "ROLE_WORL
         "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
         "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-        "OMP_NUM_THREADS"]
+        "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS"]
 env = {k: os.environ.get(k) for k in keys}
 env["unbuffered"] = not sys.stdout.line_buffering and os.environ.get("PYTHONUNBUFFERED") is None
 dist.init_process_group("gloo")
@@ -48,7 +48,7 @@ for rank in (0, 1):
     for k in ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
               "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR",
               "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-              "OMP_NUM_THREADS", "unbuffered"]:
+              "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "unbuffered"]:
         assert d[k] == r[k], f"rank {rank} {k}: ddprun {d[k]!r} torchrun {r[k]!r}"
     for k in ["MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE"]:
         assert d[k] and r[k], f"rank {rank} {k}: ddprun {d[k]!r} torchrun {r[k]!r}"
@@ -58,21 +58,36 @@ print("same environment as torchrun for both ranks")
 PY
 ok "python script under ddprun: torchrun's environment, gloo all_reduce works"
 
-# A @record-decorated script's exception becomes the root cause in the summary.
+# A @record-decorated script's exception becomes the root cause in the summary, with its
+# traceback (as torchrun's summary shows it). Without --log_dir the error file is in ddprun's
+# private folder, gone when ddprun exits: no path is shown. With --log_dir it stays, and is named.
 cat > "$T/fails.py" <<'PY'
 import os
 from torch.distributed.elastic.multiprocessing.errors import record
+def load_shard(n):
+    raise ValueError(f"bad shard {n}")
 @record
 def main():
     if os.environ["RANK"] == "1":
-        raise ValueError("bad shard 17")
+        load_shard(17)
 main()
 PY
 run_ddprun fails --nproc_per_node=2 "$T/fails.py"
 expect_eq "$RC" 1 "exit code of a python exception"
 expect_in "$T/fails.err" "root cause: rank 1 .*exit code 1"
-expect_in "$T/fails.err" "error: .*bad shard 17"
-ok "@record error file shown as the root cause"
+expect_in "$T/fails.err" "^    error: ValueError: bad shard 17$"
+expect_in "$T/fails.err" "^    traceback:$"
+expect_in "$T/fails.err" "^      Traceback \(most recent call last\):$"
+expect_in "$T/fails.err" "^        File \"$T/fails.py\", line 4, in load_shard$"
+expect_in "$T/fails.err" "^          raise ValueError\(f\"bad shard \{n\}\"\)$"
+expect_in "$T/fails.err" "^      ValueError: bad shard 17$"
+expect_not_in "$T/fails.err" "error file"
+run_ddprun fails_logs --nproc_per_node=2 --log_dir "$T/logs" "$T/fails.py"
+expect_eq "$RC" 1 "exit code of a python exception, --log_dir"
+expect_in "$T/fails_logs.err" "^    error file: $T/logs/attempt_0/rank_1/error.json$"
+expect_in "$T/logs/attempt_0/rank_1/error.json" "bad shard 17"
+expect_in "$T/fails_logs.err" "^          raise ValueError"
+ok "@record error file shown as the root cause: message, traceback, the path only when kept"
 
 # -m runs a module.
 mkdir -p "$T/pkg" && echo 'import os; print("module", os.environ["RANK"])' > "$T/pkg/hello.py"

@@ -52,6 +52,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
       {"TORCHELASTIC_ERROR_FILE", "/tmp/e.json"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"OMP_NUM_THREADS", "1"},
   };
   CHECK(env == expected);
@@ -69,4 +70,27 @@ TEST_CASE("inherited OMP_NUM_THREADS and TORCH_NCCL_ASYNC_ERROR_HANDLING are kep
   cfg.nproc_per_node = 1;
   CHECK_FALSE(launcher::sets_omp_num_threads({}, cfg));  // one worker: nothing to oversubscribe
   CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, "")).count("OMP_NUM_THREADS") == 0);
+}
+
+TEST_CASE("NCCL async error handling under both names: inherited, else the other name's value, else 1") {
+  config::LaunchConfig cfg;
+  struct Case {
+    std::map<std::string, std::string> base;
+    std::string current;  // TORCH_NCCL_ASYNC_ERROR_HANDLING, read by PyTorch 2.2 and later
+    std::string old;      // NCCL_ASYNC_ERROR_HANDLING, the only name PyTorch 2.1 and earlier read
+  };
+  const std::vector<Case> cases = {
+      {{}, "1", "1"},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}, {"NCCL_ASYNC_ERROR_HANDLING", "2"}}, "0", "2"},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, "3", "3"},
+      {{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, "0", "0"},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", ""}}, "", ""},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.current);
+    CAPTURE(c.old);
+    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, ""));
+    CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == c.current);
+    CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == c.old);
+  }
 }

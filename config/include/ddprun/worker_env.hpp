@@ -27,7 +27,12 @@ inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 // Where a worker writes its uncaught error, in PyTorch's @record JSON format.
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
+// NCCL watchdog: tear the process down on a NCCL error or timeout instead of hanging ("1").
+// PyTorch 2.2 and later read kNcclAsyncErrorHandling (and still the old name, with a one-time
+// deprecation warning); PyTorch 2.1 and earlier read only kNcclAsyncErrorHandlingOld. ddprun
+// sets both, so that a worker of any PyTorch version gets the setting.
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr const char* kNcclAsyncErrorHandlingOld = "NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 

@@ -43,7 +43,8 @@ struct WorkerFailure {
   int signal = 0;             // the signal that killed it, 0 when it exited
   bool signal_from_outside = false;  // killed by a signal ddprun did not send
   std::string message;        // from the worker's error file, if it wrote one
-  std::string error_file;
+  std::string traceback;      // the end of the error file's traceback, if any (root cause only in a JobOutcome)
+  std::string error_file;     // the error file, when it outlives ddprun (a log folder); else empty
   double timestamp = 0;       // seconds since the epoch when it ended (or its error-file time)
 };
 

@@ -44,12 +44,13 @@ struct RendezvousTimeouts {
 
 struct RendezvousConfig {
   Backend backend = Backend::kStatic;
-  // --rdzv_endpoint as "host[:port]"; empty: the static backend meets at master_addr:master_port.
+  // --rdzv_endpoint as "host[:port]". For the static backend it replaces master_addr and, when it
+  // has a port, master_port (torchrun: the endpoint is master_addr:master_port); empty: the
+  // static backend meets at master_addr:master_port.
   std::string endpoint;
   std::string master_addr = "127.0.0.1";
-  // --master_port; 0: not given. A static rendezvous without an endpoint meets at
-  // master_addr:master_port (29500 when not given, as torchrun); a single-node job gives its
-  // workers master_addr and this port as MASTER_ADDR/MASTER_PORT (a free port when not given).
+  // --master_port; 0: not given. A static rendezvous of several nodes without an endpoint meets
+  // at master_addr:master_port (29500 when not given, as torchrun). See single_node_master().
   int master_port = 0;
   std::string run_id;      // --rdzv_id; required for a multi-node c10d job
   int min_nodes = 1;       // --nnodes=MIN:MAX, or N for both
@@ -67,12 +68,19 @@ struct Endpoint {
   std::string host;
   int port = 0;
 };
-// Throws RendezvousConfigError on an empty host or a bad port.
+// Throws RendezvousConfigError, naming --rdzv_endpoint, on an empty host or a bad port.
 Endpoint parse_endpoint(std::string_view text, int default_port);
 
 // Where the nodes meet: --rdzv_endpoint, or for the static backend without one,
 // --master_addr:--master_port (as torchrun does).
 Endpoint rendezvous_endpoint(const RendezvousConfig& config);
+
+// MASTER_ADDR and MASTER_PORT of a single-node job; port 0: a free port, picked and held by
+// the rendezvous. For the static backend, --rdzv_endpoint when given (its port, or --master_port
+// when it has none), as torchrun does; otherwise --master_addr and --master_port. A job of
+// several nodes instead gives its workers the address of the node with group rank 0 and a
+// free port held there: the endpoint's port is taken by ddprun's own rendezvous server.
+Endpoint single_node_master(const RendezvousConfig& config);
 
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout (seconds), is_host (0|1|true|false), and

@@ -1,6 +1,6 @@
 // The wire format between TcpRendezvous clients and the RendezvousServer: one JSON object per
 // line over TCP, each with a "type".
-//   client -> server  {"type":"join","version":1,"node":{NodeSpec}}  first, then any of
+//   client -> server  {"type":"join","version":2,"node":{NodeSpec}}  first, then any of
 //                     {"type":"worker_failed","round":R,"failure":{WorkerFailure}}
 //                     {"type":"workers_stopped","round":R,"failures":[{WorkerFailure}...]}
 //                     {"type":"workers_succeeded","round":R}
@@ -20,13 +20,14 @@
 
 namespace ddprun::elastic {
 
-inline constexpr int kProtocolVersion = 1;
+// 2: WorkerFailure has a traceback.
+inline constexpr int kProtocolVersion = 2;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, host, pid,
-                                   exit_code, signal, signal_from_outside, message, error_file,
-                                   timestamp)
+                                   exit_code, signal, signal_from_outside, message, traceback,
+                                   error_file, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
                                    master_port, run_id)
