@@ -2,7 +2,8 @@
 # A dead or silent peer gives an exception naming the operation, within the timeout; never a hang.
 # A model that differs across ranks is refused with the first mismatch named. Ranks that make
 # different collective calls (one more backward on one rank) fail with a CommError naming each
-# rank's call, recorded in the error file: not a gloo abort (SIGABRT), not a silent mix.
+# rank's call, recorded in the error file: not a gloo abort (SIGABRT), not a silent mix. A
+# worker killed right after printing still shows its last lines (stdout is line-buffered).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 
@@ -41,3 +42,12 @@ expect_eq "$rc" 1 "ddprun's exit code when rank 0 runs one more backward (an abo
 expect_in "$T/extra.out" "root cause: rank [01] .*exit code 1"
 expect_in "$T/extra.out" "error: ddprun::CommError: collective mismatch .*rank 0: DistributedDataParallel backward \(1 bucket, 484 Float elements\); rank 1: all_reduce \(sum\) of 1 Float element"
 ok "one more backward on rank 0: CommError naming both ranks' calls, in ddprun's summary"
+
+set +e
+"$DDPRUN" --nproc_per_node=1 "$RANK_DRIVER" last_words >"$T/last.out" 2>&1
+rc=$?
+set -e
+expect_eq "$rc" 137 "exit code of a worker killed by SIGKILL"
+expect_in "$T/last.out" "last words from printf"
+expect_in "$T/last.out" "last words from std::cout"
+ok "a worker SIGKILLed right after printing: its last lines reach ddprun"

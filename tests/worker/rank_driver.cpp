@@ -16,6 +16,8 @@
 //   rank_driver extra_backward             DDP training in which rank 0 runs one backward more
 //                                          than the others in step 3; reduce_mean of the loss
 //                                          after each step (run under run_main: error file)
+//   rank_driver last_words                 prints a line with printf and std::cout, then dies
+//                                          of SIGKILL (nothing flushed by hand)
 //   rank_driver resume OUT STEPS SAVE_AT [LOAD]
 //                                          STEPS steps of training with dropout, momentum, a
 //                                          StepLR, a sampler and extra entries, saving a
@@ -417,6 +419,14 @@ int main(int argc, char** argv) {
     if (mode == "peer_hangs" && argc == 3) return peer_fault(argv[2], false);
     if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
     if (mode == "sampler" && argc == 2) return sampler();
+    if (mode == "last_words" && argc == 2) {
+      return ddprun::run_main(argc, argv, [](int, char**) -> int {
+        std::printf("last words from printf\n");
+        std::cout << "last words from std::cout\n";  // "\n", not std::endl: no explicit flush
+        ::raise(SIGKILL);
+        return 0;
+      });
+    }
     if (mode == "extra_backward" && argc == 2) return ddprun::run_main(argc, argv, extra_backward);
     if (mode == "resume" && (argc == 5 || (argc == 6 && std::string(argv[5]) == "LOAD"))) {
       return resume(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), argc == 6);

@@ -1,4 +1,5 @@
 #include "ddprun/error_file.hpp"
+#include "ddprun/launch_env.hpp"
 
 #include <cxxabi.h>
 #include <fcntl.h>
@@ -94,6 +95,7 @@ bool write_error_file(const std::exception_ptr& error) {
 }
 
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& main_fn) {
+  line_buffer_stdout();
   try {
     return main_fn(argc, argv);
   } catch (...) {

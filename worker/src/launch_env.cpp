@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "ddprun/slurm_env.hpp"
@@ -120,6 +121,12 @@ LaunchEnv parse_launch_env(const EnvLookup& env) {
     }
   }
   return out;
+}
+
+void line_buffer_stdout() {
+  // std::cout writes through stdout's buffer while synchronised with stdio (the default), so
+  // this covers it too.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
 }
 
 }  // namespace ddprun

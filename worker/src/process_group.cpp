@@ -68,6 +68,7 @@ bool ProcessGroupOptions::check_collectives_from_env(const EnvLookup& env) {
 }
 
 std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options) {
+  line_buffer_stdout();
   if (options.device != c10::kCPU && options.device != c10::kCUDA) {
     throw ProcessGroupError(std::string("unsupported device type ") +
                             c10::DeviceTypeName(options.device) + "; use cpu or cuda");

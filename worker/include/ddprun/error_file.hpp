@@ -35,6 +35,7 @@ bool write_error_file(const std::exception_ptr& error);
 
 // Runs `main_fn(argc, argv)` and returns its result. An exception escaping it is printed to
 // stderr, recorded in TORCHELASTIC_ERROR_FILE, and turned into kUncaughtExceptionExitCode.
+// Makes stdout line-buffered first (line_buffer_stdout(), launch_env.hpp).
 //
 //   int main(int argc, char** argv) { return ddprun::run_main(argc, argv, real_main); }
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& main_fn);

@@ -68,4 +68,10 @@ LaunchEnv launch_env_from_process();
 // LaunchEnvError naming it when `text` is not a finite number > 0.
 double parse_seconds(const char* variable, const std::string& text);
 
+// Makes stdout line-buffered. Under a launcher it is a pipe, which C and C++ buffer in
+// blocks: the last lines of a worker that is killed would be lost, and ranks' lines would reach
+// the launcher in bursts. run_main() and init_process_group() call it first thing; call it
+// yourself if your program prints before either. Cheap enough to call more than once.
+void line_buffer_stdout();
+
 }  // namespace ddprun
