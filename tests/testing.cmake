@@ -13,15 +13,16 @@ function(ddprun_unit_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS unit)
 endfunction()
 
-# ddprun_script_test(NAME SCRIPT [LABELS ...] [TIMEOUT s]): an integration test written in bash.
+# ddprun_script_test(NAME SCRIPT [LABELS ...] [TIMEOUT s] [ARGS ...]): an integration test
+# written in bash, given ARGS.
 # The script gets DDPRUN, TRAIN and the build/source dirs in its environment and sources
 # tests/lib.sh for its helpers.
 function(ddprun_script_test name script)
-  cmake_parse_arguments(T "" "TIMEOUT" "LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "LABELS;ARGS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${script})
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${script} ${T_ARGS})
   set(env
     DDPRUN=$<TARGET_FILE:ddprun>
     DDPRUN_BUILD_DIR=${CMAKE_BINARY_DIR}

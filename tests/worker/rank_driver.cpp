@@ -1,17 +1,26 @@
 // One rank of a worker-library test, started by ddprun (or alone, as world size 1).
 //
-//   rank_driver collectives OUT            every collective's result, checked on every rank
+//   rank_driver collectives OUT [DEVICE BACKEND]
+//                                          every collective's result, checked on every rank;
+//                                          DEVICE cpu|cuda, BACKEND auto|gloo|nccl (cuda: a real
+//                                          process group even at world size 1)
+//   rank_driver cuda_devices               prints how many GPUs this libtorch sees, and whether
+//                                          it is a CUDA build ("2 cuda-build", "0 cpu-build")
 //   rank_driver train OUT TOTAL B STEPS [nosync] [copy_grads] [set_to_none] [replace=HOW]
 //                                          SGD on a global batch of TOTAL*B split over the ranks;
 //                                          writes OUT/params.<rank>. nosync: half of each batch
 //                                          under no_sync(); copy_grads: gradient_as_bucket_view
 //                                          off; set_to_none: gradients reset, not zeroed;
 //                                          replace: halfway, every rank gives the parameters
-//                                          new storage (see replace_parameters)
+//                                          new storage (see replace_parameters); cuda: on the
+//                                          GPUs (NCCL); cuda_gloo: on the GPU(s) with gloo
+//                                          (ranks may share a GPU)
 //   rank_driver compare A B TOL            max |A-B| of two params files; fails above TOL
 //   rank_driver peer_dies OUT              rank 1 is SIGKILLed during an all_reduce; rank 0
 //                                          writes what it caught and after how long
-//   rank_driver peer_hangs OUT             rank 1 never joins; rank 0 writes what it caught
+//   rank_driver peer_hangs OUT [DEVICE BACKEND]
+//                                          rank 1 never joins; rank 0 writes what it caught
+//                                          (on cuda, of a barrier)
 //   rank_driver mismatch OUT               rank 1's model differs; every rank writes the error
 //   rank_driver extra_backward             DDP training in which rank 0 runs one backward more
 //                                          than the others in step 3; reduce_mean of the loss
@@ -67,37 +76,59 @@ void write_file(const std::string& path, const std::string& text) {
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
-int collectives(const std::string& out) {
-  auto comm = ddprun::init_process_group();
+// DEVICE and BACKEND as on the command line: "cpu"/"cuda" and "auto"/"gloo"/"nccl". On cuda the
+// process group is a real one even at world size 1, so that a backend can be tested on one GPU.
+ddprun::ProcessGroupOptions group_options(const std::string& device, const std::string& backend) {
+  ddprun::ProcessGroupOptions options;
+  if (device == "cuda") {
+    options.device = c10::kCUDA;
+    options.solo_when_alone = false;
+  } else if (device != "cpu") {
+    die("unknown device " + device);
+  }
+  if (backend == "gloo") {
+    options.backend = ddprun::Backend::kGloo;
+  } else if (backend == "nccl") {
+    options.backend = ddprun::Backend::kNccl;
+  } else if (backend != "auto") {
+    die("unknown backend " + backend);
+  }
+  return options;
+}
+
+int collectives(const std::string& out, const ddprun::ProcessGroupOptions& options) {
+  auto comm = ddprun::init_process_group(options);
   const int r = comm->rank();
   const int w = comm->size();
-  auto t = torch::tensor({double(r + 1), double(-r), 2.0 * r});
+  const auto on = [&](torch::Tensor t) { return t.to(comm->device()); };
+  const auto same = [](const torch::Tensor& a, const torch::Tensor& b) { return torch::equal(a.cpu(), b.cpu()); };
+  auto t = on(torch::tensor({double(r + 1), double(-r), 2.0 * r}));
   ddprun::all_reduce(*comm, t, ddprun::ReduceOp::kSum);
   expect(t[0].item<double>() == w * (w + 1) / 2.0, "all_reduce sum");
-  auto mn = torch::tensor({double(r)});
+  auto mn = on(torch::tensor({double(r)}));
   ddprun::all_reduce(*comm, mn, ddprun::ReduceOp::kMin);
   expect(mn.item<double>() == 0, "all_reduce min");
-  auto mx = torch::tensor({double(r)});
+  auto mx = on(torch::tensor({double(r)}));
   ddprun::all_reduce(*comm, mx, ddprun::ReduceOp::kMax);
   expect(mx.item<double>() == w - 1, "all_reduce max");
-  auto mean = torch::full({2, 3}, double(r));
+  auto mean = on(torch::full({2, 3}, double(r)));
   ddprun::reduce_mean(*comm, mean);
-  expect(torch::allclose(mean, torch::full({2, 3}, (w - 1) / 2.0)), "reduce_mean");
-  auto strided = torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (r + 1);  // not contiguous
+  expect(torch::allclose(mean.cpu(), torch::full({2, 3}, (w - 1) / 2.0)), "reduce_mean");
+  auto strided = on(torch::arange(12, torch::kFloat).reshape({3, 4})).t() * (r + 1);  // not contiguous
   ddprun::all_reduce(*comm, strided);
-  expect(torch::equal(strided, torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (w * (w + 1) / 2)),
+  expect(same(strided, torch::arange(12, torch::kFloat).reshape({3, 4}).t() * (w * (w + 1) / 2)),
          "all_reduce of a non-contiguous tensor");
   // Over 2 MiB, so gloo reduces it in parts (gloo_comm.cpp); of odd length, so they differ.
   const auto ramp = torch::arange((int64_t{1} << 19) + 1, torch::kDouble);  // 4 MiB + 8 bytes
-  auto big = ramp * (r + 1);
+  auto big = on(ramp * (r + 1));
   ddprun::all_reduce(*comm, big);
-  expect(torch::equal(big, ramp * (w * (w + 1) / 2)), "all_reduce of a tensor reduced in parts");
-  auto b = torch::full({4}, double(r == 1 % w ? 42 : r));
+  expect(same(big, ramp * (w * (w + 1) / 2)), "all_reduce of a tensor reduced in parts");
+  auto b = on(torch::full({4}, double(r == 1 % w ? 42 : r)));
   ddprun::broadcast(*comm, b, 1 % w);
-  expect(torch::equal(b, torch::full({4}, 42.0, torch::kDouble)), "broadcast from rank 1");
-  const auto gathered = ddprun::all_gather(*comm, torch::full({2}, r, torch::kLong));
+  expect(same(b, torch::full({4}, 42.0, torch::kDouble)), "broadcast from rank 1");
+  const auto gathered = ddprun::all_gather(*comm, on(torch::full({2}, r, torch::kLong)));
   expect(static_cast<int>(gathered.size()) == w, "all_gather size");
-  for (int i = 0; i < w; ++i) expect(torch::equal(gathered[i], torch::full({2}, i, torch::kLong)), "all_gather");
+  for (int i = 0; i < w; ++i) expect(same(gathered[i], torch::full({2}, i, torch::kLong)), "all_gather");
   const auto names = ddprun::all_gather_bytes(*comm, std::string(r + 1, char('a' + r)));
   for (int i = 0; i < w; ++i) expect(names[i] == std::string(i + 1, char('a' + i)), "all_gather_bytes");
   ddprun::barrier(*comm);
@@ -121,7 +152,7 @@ std::string params_text(torch::nn::Module& m) {
   std::ostringstream os;
   os.precision(9);
   for (const auto& p : m.parameters()) {
-    auto flat = p.detach().flatten();
+    auto flat = p.detach().cpu().flatten();
     for (int64_t i = 0; i < flat.numel(); ++i) os << flat[i].item<float>() << "\n";
   }
   return os.str();
@@ -133,6 +164,9 @@ struct TrainVariant {
   bool set_to_none = false;
   // What every rank does to the module's parameters halfway, after the wrapper exists.
   std::string replace;
+  // Model and batches on the GPU: reduced by NCCL (one GPU per rank), or by gloo (ranks may
+  // share a GPU). Empty: on the CPU.
+  std::string cuda_backend;
 };
 
 // Operations that give the module's parameters new storage (or new autograd state) with the
@@ -181,7 +215,9 @@ void check_gradient_memory(const ddprun::DistributedDataParallel& ddp,
 }
 
 int train(const std::string& out, int total, int batch, int steps, TrainVariant variant) {
-  auto comm = ddprun::init_process_group();
+  auto comm = ddprun::init_process_group(variant.cuda_backend.empty()
+                                             ? ddprun::ProcessGroupOptions{}
+                                             : group_options("cuda", variant.cuda_backend));
   const int r = comm->rank();
   const int w = comm->size();
   expect(total % w == 0, "TOTAL must be a multiple of the world size");
@@ -191,6 +227,7 @@ int train(const std::string& out, int total, int batch, int steps, TrainVariant 
     torch::manual_seed(7);
     net = std::make_shared<Net>();
   }
+  net->to(comm->device());
   ddprun::DdpOptions options;
   options.bucket_cap_mb = 0.0005;  // several buckets even for this small model
   options.first_bucket_cap_mb = 0.0002;
@@ -198,8 +235,8 @@ int train(const std::string& out, int total, int batch, int steps, TrainVariant 
   ddprun::DistributedDataParallel ddp(net, comm, options);
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   torch::manual_seed(3);
-  const auto x = torch::randn({steps, total * batch, 8});
-  const auto y = torch::randn({steps, total * batch, 4});
+  const auto x = torch::randn({steps, total * batch, 8}).to(comm->device());
+  const auto y = torch::randn({steps, total * batch, 4}).to(comm->device());
   const int64_t mine = total * batch / w;
   for (int s = 0; s < steps; ++s) {
     const auto xs = x[s].narrow(0, r * mine, mine);
@@ -254,9 +291,9 @@ void report(const std::string& out, const std::chrono::steady_clock::time_point 
   write_file(out + "/result", outcome + "\nseconds " + std::to_string(seconds) + "\n");
 }
 
-int peer_fault(const std::string& out, bool dies) {
+int peer_fault(const std::string& out, bool dies, const ddprun::ProcessGroupOptions& options) {
   ::signal(SIGTERM, SIG_IGN);  // ddprun stops the group when rank 1 dies: rank 0 reports first
-  auto comm = ddprun::init_process_group();
+  auto comm = ddprun::init_process_group(options);
   ddprun::barrier(*comm);
   if (comm->rank() == 1) {
     if (dies) {
@@ -269,7 +306,13 @@ int peer_fault(const std::string& out, bool dies) {
   auto t = torch::ones({1024});
   const auto start = std::chrono::steady_clock::now();
   try {
-    ddprun::all_reduce(*comm, t);
+    // On a GPU an all_reduce returns before it completes (the stream waits, not the CPU);
+    // barrier() blocks the CPU, bounded by the collective timeout.
+    if (comm->device().is_cuda()) {
+      ddprun::barrier(*comm);
+    } else {
+      ddprun::all_reduce(*comm, t);
+    }
     report(out, start, "no error");
   } catch (const ddprun::CommError& e) {
     report(out, start, std::string("CommError: ") + e.what());
@@ -401,7 +444,18 @@ int sampler() {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
-    if (mode == "collectives" && argc == 3) return collectives(argv[2]);
+    if (mode == "collectives" && argc == 3) return collectives(argv[2], {});
+    if (mode == "collectives" && argc == 5) return collectives(argv[2], group_options(argv[3], argv[4]));
+    if (mode == "cuda_devices" && argc == 2) {
+#ifdef USE_C10D_NCCL
+      const bool cuda_build = true;
+#else
+      const bool cuda_build = false;
+#endif
+      std::cout << (torch::cuda::is_available() ? torch::cuda::device_count() : 0) << " "
+                << (cuda_build ? "cuda-build" : "cpu-build") << "\n";
+      return 0;
+    }
     if (mode == "train" && argc >= 6) {
       TrainVariant variant;
       for (int i = 6; i < argc; ++i) {
@@ -410,13 +464,16 @@ int main(int argc, char** argv) {
         else if (word == "copy_grads") variant.copy_grads = true;
         else if (word == "set_to_none") variant.set_to_none = true;
         else if (word.rfind("replace=", 0) == 0) variant.replace = word.substr(8);
+        else if (word == "cuda") variant.cuda_backend = "auto";
+        else if (word == "cuda_gloo") variant.cuda_backend = "gloo";
         else die("unknown train variant: " + word);
       }
       return train(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5]), variant);
     }
     if (mode == "compare" && argc == 5) return compare(argv[2], argv[3], std::stod(argv[4]));
-    if (mode == "peer_dies" && argc == 3) return peer_fault(argv[2], true);
-    if (mode == "peer_hangs" && argc == 3) return peer_fault(argv[2], false);
+    if (mode == "peer_dies" && argc == 3) return peer_fault(argv[2], true, {});
+    if (mode == "peer_hangs" && argc == 3) return peer_fault(argv[2], false, {});
+    if (mode == "peer_hangs" && argc == 5) return peer_fault(argv[2], false, group_options(argv[3], argv[4]));
     if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
     if (mode == "sampler" && argc == 2) return sampler();
     if (mode == "last_words" && argc == 2) {

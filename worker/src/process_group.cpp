@@ -84,13 +84,17 @@ std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGrou
   c10::Device device(c10::kCPU);
   if (options.device == c10::kCUDA) {
     // The generic device guard interface: no CUDA headers, so this file builds everywhere.
-    device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
     const auto* cuda = c10::impl::getDeviceGuardImpl(c10::kCUDA);
-    if (env.local_rank >= cuda->deviceCount()) {
+    const int gpus = cuda->deviceCount();
+    int index = env.local_rank;
+    if (options.backend == Backend::kGloo) {
+      index %= gpus;  // local ranks take turns on the GPUs
+    } else if (index >= gpus) {
       throw ProcessGroupError(fmt::format(
-          "local rank {} has no GPU of its own: {} visible (run at most one worker per GPU, or use "
-          "the gloo backend to share one)", env.local_rank, cuda->deviceCount()));
+          "local rank {} has no GPU of its own ({} visible): NCCL needs one GPU per rank; start at "
+          "most {} workers per node, or choose the gloo backend to share GPUs", env.local_rank, gpus, gpus));
     }
+    device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
     cuda->setDevice(device);
   }
   if (env.world_size == 1 && options.solo_when_alone) {

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <optional>
 
 #include "ddprun/checkpoint.hpp"
@@ -132,13 +134,19 @@ int run(int argc, char** argv) {
   net->to(device);
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(f.lr).momentum(0.9));
 
+  ddprun::DistributedDataParallel ddp(net.ptr(), comm);
+
+  // The best validation loss so far travels in the checkpoint with the model and optimizer.
+  std::map<std::string, c10::IValue> extra{{"best_val_loss", std::numeric_limits<double>::infinity()}};
+  ddprun::CheckpointItems items{net.ptr().get(), &optimizer};
+  items.extra = &extra;
   int start_epoch = 0;
   std::optional<ddprun::Checkpointer> checkpointer;
   if (!f.checkpoint_dir.empty()) {
     checkpointer.emplace(f.checkpoint_dir, comm);
-    if (auto epoch = checkpointer->load_latest(*net, optimizer)) start_epoch = static_cast<int>(*epoch) + 1;
+    // After the wrapper exists, as PyTorch users load into ddp.module: loaded in place.
+    if (auto done = checkpointer->load_latest(items)) start_epoch = static_cast<int>(*done);
   }
-  ddprun::DistributedDataParallel ddp(net.ptr(), comm);
 
   ddprun::SamplerSpec spec{f.samples, comm->size(), comm->rank(), /*shuffle=*/true, f.seed, false};
   ddprun::DistributedSampler sampler(spec);
@@ -159,8 +167,8 @@ int run(int argc, char** argv) {
                   comm->size(), comm->backend(), f.samples, f.batch_size, steps_per_epoch,
                   f.epochs, device.str()));
   if (start_epoch > 0) {
-    log(fmt::format("resumed from the checkpoint of epoch {} (attempt {})", start_epoch,
-                    env.restart_count));
+    log(fmt::format("resumed from the checkpoint after epoch {} (attempt {}; best val_loss {:.4f})",
+                    start_epoch, env.restart_count, extra.at("best_val_loss").toDouble()));
   }
 
   for (int epoch = start_epoch; epoch < f.epochs; ++epoch) {
@@ -203,7 +211,8 @@ int run(int argc, char** argv) {
     auto val_loss = torch::tensor(val_sum / static_cast<double>(val_batches), torch::kDouble).to(device);
     ddprun::reduce_mean(*comm, val_loss);
 
-    if (checkpointer) checkpointer->save(epoch, *net, optimizer);
+    extra["best_val_loss"] = std::min(extra.at("best_val_loss").toDouble(), val_loss.item<double>());
+    if (checkpointer) checkpointer->save(epoch + 1, items);  // epochs completed
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     log(fmt::format("epoch {}/{}  loss {:.4f}  val_loss {:.4f}  {:.2f} s", epoch + 1, f.epochs,

@@ -33,8 +33,9 @@ struct ProcessGroupOptions {
   // Defaults read once from DDPRUN_STORE_TIMEOUT / DDPRUN_COLLECTIVE_TIMEOUT; a value set
   // here in code wins over the environment.
   Timeouts timeouts = Timeouts::from_env();
-  // Where the collectives' tensors live. kCUDA: GPU LOCAL_RANK, which becomes the current
-  // device; needs a CUDA build of libtorch and a visible GPU.
+  // Where the collectives' tensors live. kCUDA: GPU LOCAL_RANK (with gloo: LOCAL_RANK modulo
+  // the GPUs visible), which becomes the current device; needs a CUDA build of libtorch and a
+  // visible GPU.
   c10::DeviceType device = c10::kCPU;
   Backend backend = Backend::kAuto;
   // Before each of the library's collectives and each DDP backward pass, the ranks exchange
