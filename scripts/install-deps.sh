@@ -50,14 +50,13 @@ fi
 # wheels are kept in TORCH2_WHEELS and installed from there without the index, so a second
 # install (a new clone, a CI run) downloads nothing.
 source "$here/torch2-env.sh"
-installed=$("$TORCH2_PYTHON" -m pip show torch 2>/dev/null | sed -n 's/^Version: //p') || true
-[[ "$installed" == "${TORCH2_SPEC#torch==}" ]] && exit 0
-echo "install-deps: installing $TORCH2_SPEC into $TORCH2_VENV"
-rm -rf "$TORCH2_VENV"
-mkdir -p "$TORCH2_WHEELS" "$(dirname "$TORCH2_VENV")"
-/usr/bin/python3 -m venv "$TORCH2_VENV"
+requirements=$here/torch2-requirements.txt
+[[ -x "$TORCH2_PYTHON" ]] || { mkdir -p "$(dirname "$TORCH2_VENV")"; /usr/bin/python3 -m venv "$TORCH2_VENV"; }
+mkdir -p "$TORCH2_WHEELS"
 pip=("$TORCH2_PYTHON" -m pip --disable-pip-version-check --no-input -q)
-if ! "${pip[@]}" install --no-index --find-links "$TORCH2_WHEELS" "$TORCH2_SPEC" 2>/dev/null; then
-  "${pip[@]}" download --dest "$TORCH2_WHEELS" "$TORCH2_SPEC"
-  "${pip[@]}" install --no-index --find-links "$TORCH2_WHEELS" "$TORCH2_SPEC"
+# Already installed: a second or two, no network. Wheels kept: no download.
+if ! "${pip[@]}" install --no-index --find-links "$TORCH2_WHEELS" -r "$requirements" 2>/dev/null; then
+  echo "install-deps: downloading $TORCH2_SPEC (and what it needs) into $TORCH2_WHEELS"
+  "${pip[@]}" download --dest "$TORCH2_WHEELS" -r "$requirements"
+  "${pip[@]}" install --no-index --find-links "$TORCH2_WHEELS" -r "$requirements"
 fi
