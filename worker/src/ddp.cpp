@@ -134,8 +134,7 @@ void DistributedDataParallel::Impl::hook(std::size_t i, std::shared_ptr<torch::a
 }
 
 // libtorch replaces parameters in ways that drop the autograd node our hook sits on: Tensor::set_()
-// (which Module::load(), torch::load() and Checkpointer-less restores use), set_data() with
-// another dtype, Module::to(). Backward then accumulates into a new node that nobody hooked, and
+// (which Module::load() and torch::load() use), set_data() with another dtype, Module::to(). Backward then accumulates into a new node that nobody hooked, and
 // without this check every rank would go on stepping with its own local gradients, silently.
 // So before each forward pass: the same parameters (names, dtypes, shapes, devices) must still be
 // there, and every parameter's current gradient accumulator gets our hook.
