@@ -2,18 +2,45 @@
 """PyTorch's Python DDP on the model of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py.
 
 Same model (4 Linear layers of 1024 with ReLU), batch 64 per rank, MSE loss, SGD(0.01), one
-thread; run under ddprun (or torchrun) like the C++ one. Rank 0 prints
-"<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU time of all the
-process's threads per step).
+intra-op and one inter-op thread; run under ddprun (or torchrun) like the C++ one. Rank 0 prints
+"threads intra_op=<n> inter_op=<n> openmp=<n> mkl=<n|none> openblas=<n|none>" (what this process
+really uses), then "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU
+time of all the process's threads per step).
 """
 import argparse
+import ctypes
 import os
+import re
 import statistics
 import time
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+def openblas_threads():
+    """OpenBLAS's own thread count, if this process loaded OpenBLAS (Debian's 1.13 does)."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "libopenblas" in line}
+    for path in sorted(paths):
+        try:
+            return str(ctypes.CDLL(path).openblas_get_num_threads())
+        except (OSError, AttributeError):
+            continue
+    return "none"
+
+
+def thread_line():
+    """The thread counts this process runs with, in the C++ program's format."""
+    info = torch.__config__.parallel_info()
+
+    def reported(name):
+        m = re.search(rf"{name}\(\) : (\d+)", info)
+        return m.group(1) if m else "none"
+
+    return (f"threads intra_op={torch.get_num_threads()} "
+            f"inter_op={torch.get_num_interop_threads()} openmp={reported('omp_get_max_threads')} "
+            f"mkl={reported('mkl_get_max_threads')} openblas={openblas_threads()}")
 
 
 def main():
@@ -24,7 +51,10 @@ def main():
     ap.add_argument("--gradient-as-bucket-view", choices=["true", "false"], default="false",
                     help="DDP's gradient_as_bucket_view (PyTorch's default: false)")
     args = ap.parse_args()
+    # Debian's 1.13 does not pass this on to OpenBLAS, which keeps a thread per core unless
+    # OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
     torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
     launched = "WORLD_SIZE" in os.environ
     if launched:
         dist.init_process_group("gloo")
@@ -63,8 +93,11 @@ def main():
     if launched:
         dist.barrier()
     if rank == 0:
+        print(thread_line(), flush=True)
         print(f"{args.mode} world={world} steps={args.steps} median_ms={statistics.median(ms):.3f} "
               f"mean_ms={statistics.fmean(ms):.3f} cpu_ms={cpu_ms:.3f}", flush=True)
+    if launched:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
 // Per-step time of one fixed model with DistributedDataParallel, with no gradient sync, and
 // alone. scripts/bench-ddp.py starts it (and scripts/bench_ddp.py, the same measurement with
-// PyTorch's Python DDP) and prints the table; see worker/README.md.
+// PyTorch's Python DDP) and prints the table.
 //
 // A step is zero_grad, forward, MSE loss, backward (with the gradient sync in ddp mode) and an
-// SGD step. Rank 0 prints one line: "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a>
-// cpu_ms=<c>" (c: CPU time of all its threads per step).
+// SGD step. Rank 0 prints two lines: "threads intra_op=<n> inter_op=<n> openmp=<n>
+// mkl=<n|none> openblas=<n|none>" (what the process really uses) and "<mode> world=<W>
+// steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU time of all its threads per step).
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
+#include <torch/utils.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -25,6 +27,7 @@
 #include "ddprun/ddp.hpp"
 #include "ddprun/error_file.hpp"
 #include "ddprun/process_group.hpp"
+#include "bench_host.hpp"
 
 namespace {
 
@@ -62,7 +65,10 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  at::set_num_threads(1);
+  // Debian's 1.13 does not pass this on to OpenBLAS, which keeps a thread per core unless
+  // OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
+  torch::set_num_threads(1);
+  at::set_num_interop_threads(1);
   const auto comm = ddprun::init_process_group();
   torch::manual_seed(0);
   torch::nn::Sequential net(torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
@@ -99,6 +105,7 @@ int run(int argc, char** argv) {
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+    fmt::print("{}\n", ddprun::bench::thread_line());
     fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f} cpu_ms={:.3f}\n", mode,
                comm->size(), steps, median, mean, cpu_per_step);
   }
