@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 """DDP step time: ddprun's C++ DDP against PyTorch's Python DDP on the same model and data.
 
-    scripts/bench-ddp.py [--steps 100] [--rounds 5] [--rows single,ddp,nosync,ddp_other_view]
+    scripts/bench-ddp.py [--steps 100] [--rounds 5]
+                         [--rows single,ddp,nosync,ddp_other_view,small_ddp,small_nosync]
 
-The model is worker/bench/bench_ddp.cpp and scripts/bench_ddp.py: 4 Linear layers of 1024,
-batch 64 per rank, MSE loss, SGD, gloo on the CPU, 2 ranks under ddprun (single: 1, no
-launcher); C++ from build/ (DDPRUN_BUILD_DIR), Python DDP from Debian's python3-torch 1.13.
-Both sides run one intra-op thread (torch.set_num_threads(1) / torch::set_num_threads(1), and
-OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS=1), and each prints the thread counts it
-really runs with, which the table's header repeats. Each run prints the median step time of rank 0 and the
+The models are worker/bench/bench_ddp.cpp and scripts/bench_ddp.py: mlp, 4 Linear layers of
+1024 (the rows single to ddp_other_view); many_small, 200 Linear layers of 64 (the small_ rows),
+where per-parameter and per-operator work counts more than the all-reduce. Batch 64 per rank,
+MSE loss, SGD, gloo on the CPU, 2 ranks under ddprun (single: 1, no launcher); C++ from build/
+(DDPRUN_BUILD_DIR), Python DDP from Debian's python3-torch 1.13. Both sides run one intra-op
+thread (torch.set_num_threads(1) / torch::set_num_threads(1), and OMP_NUM_THREADS,
+OPENBLAS_NUM_THREADS, MKL_NUM_THREADS=1), and each prints the thread counts it really runs
+with, which the table's header repeats. Each run prints the median step time of rank 0 and the
 CPU time per step of its process (all threads).
 
 A virtual machine's speed drifts from one run to the next by more than the differences measured
@@ -29,6 +32,7 @@ PYTHON = "/usr/bin/python3"  # Debian's python3-torch
 
 # (label, language, mode, extra arguments); C++ runs with its defaults (gradient_as_bucket_view
 # on), Python with PyTorch's (off); one more row each shows the other setting.
+SMALL = ["--model", "many_small"]
 CONFIGS = [
     ("single", "cpp", "single", []),
     ("single", "py", "single", []),
@@ -38,6 +42,10 @@ CONFIGS = [
     ("nosync", "py", "nosync", []),
     ("ddp_other_view", "cpp", "ddp", ["--gradient-as-bucket-view", "false"]),
     ("ddp_other_view", "py", "ddp", ["--gradient-as-bucket-view", "true"]),
+    ("small_ddp", "cpp", "ddp", SMALL),
+    ("small_ddp", "py", "ddp", SMALL),
+    ("small_nosync", "cpp", "nosync", SMALL),
+    ("small_nosync", "py", "nosync", SMALL),
 ]
 ROWS = list(dict.fromkeys(c[0] for c in CONFIGS))
 
@@ -130,7 +138,11 @@ def main():
     row("world size 2, no sync", "nosync")
     overhead("DDP overhead over no sync", "ddp", "nosync")
     row("DDP, other gradient_as_bucket_view", "ddp_other_view")
-    print("(C++/Py: median of the rounds' ratios; range: their smallest and largest.")
+    row("many_small: world size 2, DDP", "small_ddp")
+    row("many_small: world size 2, no sync", "small_nosync")
+    overhead("many_small: DDP overhead over no sync", "small_ddp", "small_nosync")
+    print("(mlp unless the row says many_small. C++/Py: median of the rounds' ratios; range: "
+          "their smallest and largest.")
     print(" gradient_as_bucket_view: on by default in C++, off in PyTorch"
           + ("; the other-view row swaps them: C++ off, Python on.)" if "ddp_other_view" in rows
              else ".)"))

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch's Python DDP on the model of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py.
+"""PyTorch's Python DDP on the models of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py.
 
-Same model (4 Linear layers of 1024 with ReLU), batch 64 per rank, MSE loss, SGD(0.01), one
-intra-op and one inter-op thread; run under ddprun (or torchrun) like the C++ one. Rank 0 prints
+Same models (--model mlp: 4 Linear layers of 1024 with ReLU between; many_small: 200 Linear
+layers of 64 with ReLU between), batch 64 per rank, MSE loss, SGD(0.01), one intra-op and one
+inter-op thread, denormals flushed; run under ddprun (or torchrun) like the C++ one. Rank 0 prints
 "threads intra_op=<n> inter_op=<n> openmp=<n> mkl=<n|none> openblas=<n|none>" (what this process
 really uses), then "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU
 time of all the process's threads per step).
@@ -17,6 +18,11 @@ import time
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+# (width, Linear layers) of each model; ReLU between the layers.
+MODELS = {"mlp": (1024, 4), "many_small": (64, 200)}
+BATCH = 64
+
 
 def openblas_threads():
     """OpenBLAS's own thread count, if this process loaded OpenBLAS (Debian's 1.13 does)."""
@@ -46,6 +52,7 @@ def thread_line():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["ddp", "nosync", "single"], default="ddp")
+    ap.add_argument("--model", choices=list(MODELS), default="mlp")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gradient-as-bucket-view", choices=["true", "false"], default="false",
@@ -55,24 +62,29 @@ def main():
     # OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
+    # 200 layers shrink the gradients of the first ones into denormals, whose arithmetic is slow
+    # on x86 and would be timed instead of DDP; both sides flush them (no measurable change on mlp).
+    torch.set_flush_denormal(True)
     launched = "WORLD_SIZE" in os.environ
     if launched:
         dist.init_process_group("gloo")
     rank = dist.get_rank() if launched else 0
     world = dist.get_world_size() if launched else 1
     torch.manual_seed(0)
-    width, batch = 1024, 64
-    net = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
-                              torch.nn.Linear(width, width), torch.nn.ReLU(),
-                              torch.nn.Linear(width, width), torch.nn.ReLU(),
-                              torch.nn.Linear(width, width))
+    width, layers = MODELS[args.model]
+    modules = []
+    for i in range(layers):
+        if i > 0:
+            modules.append(torch.nn.ReLU())
+        modules.append(torch.nn.Linear(width, width))
+    net = torch.nn.Sequential(*modules)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     model = net
     if args.mode == "ddp":
         model = DDP(net, gradient_as_bucket_view=args.gradient_as_bucket_view == "true")
     torch.manual_seed(1 + rank)
-    x = torch.randn(batch, width)
-    y = torch.randn(batch, width)
+    x = torch.randn(BATCH, width)
+    y = torch.randn(BATCH, width)
 
     def step():
         opt.zero_grad()
