@@ -1,15 +1,19 @@
 #!/usr/bin/python3
 """DDP step time: ddprun's C++ DDP against PyTorch's Python DDP on the same model and data.
 
-    scripts/bench-ddp.py [--steps 100] [--rounds 5]
+    scripts/bench-ddp.py [--torch 1.13|2] [--steps 100] [--rounds 5]
                          [--rows single,ddp,nosync,ddp_other_view,small_ddp,small_nosync]
+
+--torch picks the pair compared, the same PyTorch on both sides: 1.13 (default) is build/
+(DDPRUN_BUILD_DIR) against Debian's python3-torch; 2 is build-torch2/ (DDPRUN_TORCH2_BUILD_DIR,
+scripts/build.sh --torch2) against the python of the virtual environment that
+scripts/torch2-env.sh names. Each side's launcher is its build's ddprun.
 
 The models are worker/bench/bench_ddp.cpp and scripts/bench_ddp.py: mlp, 4 Linear layers of
 1024 (the rows single to ddp_other_view); many_small, 200 Linear layers of 64 (the small_ rows),
 where per-parameter and per-operator work counts more than the all-reduce. Batch 64 per rank,
-MSE loss, SGD, gloo on the CPU, 2 ranks under ddprun (single: 1, no launcher); C++ from build/
-(DDPRUN_BUILD_DIR), Python DDP from Debian's python3-torch 1.13. Both sides run one intra-op
-thread (torch.set_num_threads(1) / torch::set_num_threads(1), and OMP_NUM_THREADS,
+MSE loss, SGD, gloo on the CPU, 2 ranks under ddprun (single: 1, no launcher). Both sides run
+one intra-op thread (torch.set_num_threads(1) / torch::set_num_threads(1), and OMP_NUM_THREADS,
 OPENBLAS_NUM_THREADS, MKL_NUM_THREADS=1), and each prints the thread counts it really runs
 with, which the table's header repeats. Each run prints the median step time of rank 0 and the
 CPU time per step of its process (all threads).
@@ -26,9 +30,7 @@ import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("DDPRUN_BUILD_DIR", os.path.join(ROOT, "build"))
-PYTHON = "/usr/bin/python3"  # Debian's python3-torch
+from benchlib import ROOT, TORCH_VERSIONS, torch_pair
 
 # (label, language, mode, extra arguments); C++ runs with its defaults (gradient_as_bucket_view
 # on), Python with PyTorch's (off); one more row each shows the other setting.
@@ -72,6 +74,9 @@ def run(build, python, lang, mode, extra, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--torch", choices=TORCH_VERSIONS, default="1.13",
+                    help="the PyTorch on both sides: 1.13 (build/, Debian's python3) or 2 "
+                         "(build-torch2/, the venv's python)")
     ap.add_argument("--steps", type=int, default=100, help="timed steps per run")
     ap.add_argument("--rounds", type=int, default=5, help="runs of every configuration")
     ap.add_argument("--rows", default=",".join(ROWS),
@@ -82,7 +87,10 @@ def main():
         if label not in ROWS:
             sys.exit(f"bench-ddp: --rows: unknown row {label!r}; rows are {','.join(ROWS)}")
     configs = [c for c in CONFIGS if c[0] in rows]
-    build, python = BUILD, PYTHON
+    build, python = torch_pair(args.torch)
+    if not os.access(os.path.join(build, "worker", "bench_ddp"), os.X_OK):
+        sys.exit(f"bench-ddp: no {build}/worker/bench_ddp; build it (scripts/build.sh"
+                 f"{' --torch2' if args.torch == '2' else ''})")
     py_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
                                 check=True, capture_output=True, text=True).stdout.strip()
 
