@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch's Python DDP on the models of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py.
+"""PyTorch's Python DDP on the models of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py
+(CPU, gloo) and scripts/bench-gpu.py (--device cuda, NCCL).
 
 Same models (--model mlp: 4 Linear layers of 1024 with ReLU between; many_small: 200 Linear
 layers of 64 with ReLU between), batch 64 per rank, MSE loss, SGD(0.01), one intra-op and one
@@ -53,6 +54,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["ddp", "nosync", "single"], default="ddp")
     ap.add_argument("--model", choices=list(MODELS), default="mlp")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the GPU LOCAL_RANK, NCCL (default: cpu, gloo)")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--gradient-as-bucket-view", choices=["true", "false"], default="false",
@@ -65,9 +68,14 @@ def main():
     # 200 layers shrink the gradients of the first ones into denormals, whose arithmetic is slow
     # on x86 and would be timed instead of DDP; both sides flush them (no measurable change on mlp).
     torch.set_flush_denormal(True)
+    cuda = args.device == "cuda"
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
     launched = "WORLD_SIZE" in os.environ
     if launched:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if cuda else "gloo")
     rank = dist.get_rank() if launched else 0
     world = dist.get_world_size() if launched else 1
     torch.manual_seed(0)
@@ -77,19 +85,22 @@ def main():
         if i > 0:
             modules.append(torch.nn.ReLU())
         modules.append(torch.nn.Linear(width, width))
-    net = torch.nn.Sequential(*modules)
+    net = torch.nn.Sequential(*modules).to(device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     model = net
     if args.mode == "ddp":
-        model = DDP(net, gradient_as_bucket_view=args.gradient_as_bucket_view == "true")
+        model = DDP(net, device_ids=[local_rank] if cuda else None,
+                    gradient_as_bucket_view=args.gradient_as_bucket_view == "true")
     torch.manual_seed(1 + rank)
-    x = torch.randn(BATCH, width)
-    y = torch.randn(BATCH, width)
+    x = torch.randn(BATCH, width).to(device)
+    y = torch.randn(BATCH, width).to(device)
 
     def step():
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
 
     for _ in range(args.warmup):
         step()

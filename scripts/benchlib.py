@@ -1,4 +1,5 @@
-"""Pieces shared by the benchmark scripts (bench-launcher.py, bench-rendezvous.py, bench-ddp.py)."""
+"""Pieces shared by the benchmark scripts (bench-launcher.py, bench-rendezvous.py, bench-ddp.py,
+bench-gpu.py)."""
 import os
 import socket
 import subprocess

@@ -1,17 +1,20 @@
 // Per-step time of one model with DistributedDataParallel, with no gradient sync, and alone.
-// scripts/bench-ddp.py starts it (and scripts/bench_ddp.py, the same measurement with PyTorch's
-// Python DDP) on the CPU with gloo and prints the table.
+// scripts/bench-ddp.py starts it on the CPU with gloo (and scripts/bench_ddp.py, the same
+// measurement with PyTorch's Python DDP) and prints the table; scripts/bench-gpu.py starts both
+// with --device cuda (NCCL).
 //
 // Models (--model): mlp, 4 Linear layers of 1024 with ReLU between, where the time goes to the
 // matrix products and the 16 MiB all-reduce; many_small, 200 Linear layers of 64 with ReLU
 // between, 400 small parameters (3.3 MB) where the per-parameter and per-operator work counts
 // more than the all-reduce. Batch 64 per rank. A step is zero_grad, forward, MSE loss, backward
-// (with the gradient sync in ddp mode) and an SGD step. Rank 0 prints two lines: "threads
-// intra_op=<n> inter_op=<n> openmp=<n> mkl=<n|none> openblas=<n|none>" (what the process really
-// uses) and "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU time of
-// all its threads per step).
+// (with the gradient sync in ddp mode) and an SGD step; on a GPU it ends with a device
+// synchronize, so that the whole step is timed. Rank 0 prints two lines: "threads intra_op=<n>
+// inter_op=<n> openmp=<n> mkl=<n|none> openblas=<n|none>" (what the process really uses) and
+// "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU time of all its
+// threads per step).
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -68,14 +71,22 @@ double process_cpu_ms() {
 int run(int argc, char** argv) {
   std::string mode = "ddp";
   std::string model = "mlp";
+  std::string device = "cpu";
   int steps = 50;
   int warmup = 5;
   ddprun::DdpOptions ddp_options;
+  ddprun::ProcessGroupOptions pg_options;
   CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.py)"};
   app.add_option("--mode", mode, "ddp: DDP; nosync: no gradient sync; single: world size 1")
       ->check(CLI::IsMember({"ddp", "nosync", "single"}));
   app.add_option("--model", model, "mlp: 4 Linear of 1024; many_small: 200 Linear of 64")
       ->check(CLI::IsMember({"mlp", "many_small"}))
+      ->capture_default_str();
+  app.add_option("--device", device, "cpu (gloo) or cuda (the GPU LOCAL_RANK, NCCL)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--solo-when-alone", pg_options.solo_when_alone,
+                 "world size 1 without a process group (false: a real one, as PyTorch has)")
       ->capture_default_str();
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first");
@@ -93,6 +104,14 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
 
+  const bool cuda = device == "cuda";
+  if (cuda) {
+    if (const auto why = ddprun::bench::why_no_gpu()) {
+      fmt::print(stderr, "bench_ddp: --device cuda: {}\n", *why);
+      return ddprun::bench::kNoGpuExitCode;
+    }
+    pg_options.device = c10::kCUDA;
+  }
   // Debian's 1.13 does not pass this on to OpenBLAS, which keeps a thread per core unless
   // OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
   torch::set_num_threads(1);
@@ -100,22 +119,24 @@ int run(int argc, char** argv) {
   // 200 layers shrink the gradients of the first ones into denormals, whose arithmetic is slow
   // on x86 and would be timed instead of DDP; both sides flush them (no measurable change on mlp).
   at::globalContext().setFlushDenormal(true);
-  const auto comm = ddprun::init_process_group();
+  const auto comm = ddprun::init_process_group(pg_options);
   torch::manual_seed(0);
   const ModelShape shape = model_shape(model);
   auto net = make_model(shape);
+  net->to(comm->device());
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01));
   std::optional<ddprun::DistributedDataParallel> ddp;
   if (mode == "ddp") ddp.emplace(net.ptr(), comm, ddp_options);
 
   torch::manual_seed(1 + comm->rank());
-  const auto x = torch::randn({kBatch, shape.width});
-  const auto y = torch::randn({kBatch, shape.width});
+  const auto x = torch::randn({kBatch, shape.width}).to(comm->device());
+  const auto y = torch::randn({kBatch, shape.width}).to(comm->device());
   auto step = [&] {
     optimizer.zero_grad();
     const auto out = ddp ? ddp->forward([&] { return net->forward(x); }) : net->forward(x);
     torch::nn::functional::mse_loss(out, y).backward();
     optimizer.step();
+    if (cuda) torch::cuda::synchronize();
   };
 
   for (int i = 0; i < warmup; ++i) step();

@@ -1,12 +1,15 @@
-// What the machine gives a benchmark program: the thread counts it really runs with. Shared by
-// the programs in worker/bench/; not part of the library.
+// What the machine gives a benchmark program: the thread counts it really runs with, and
+// whether it can use a GPU. Shared by the programs in worker/bench/; not part of the library.
 #pragma once
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 
 namespace ddprun::bench {
@@ -33,5 +36,25 @@ inline std::string thread_line() {
                      at::get_num_threads(), at::get_num_interop_threads(),
                      reported("omp_get_max_threads"), reported("mkl_get_max_threads"), openblas);
 }
+
+// Why this program cannot run on a GPU with NCCL, or nothing when it can: this libtorch was
+// built without CUDA and NCCL (Debian's 1.13), or it has them but sees no GPU.
+inline std::optional<std::string> why_no_gpu() {
+#ifndef USE_C10D_NCCL
+  return fmt::format(
+      "this program is built against libtorch {} without NCCL (a build without CUDA, like "
+      "Debian's); build it against a CUDA libtorch: scripts/build.sh --torch2",
+      TORCH_VERSION);
+#else
+  if (!torch::cuda::is_available()) {
+    return fmt::format("libtorch {} has CUDA but sees no GPU (torch::cuda::device_count() is 0)",
+                       TORCH_VERSION);
+  }
+  return std::nullopt;
+#endif
+}
+
+// The exit status of a benchmark asked to run on a GPU it cannot use.
+inline constexpr int kNoGpuExitCode = 2;
 
 }  // namespace ddprun::bench
