@@ -1,7 +1,13 @@
 #!/usr/bin/python3
-"""Launcher benchmark: ddprun next to torchrun (Debian's python3-torch), same machine, same run.
+"""Launcher benchmark: ddprun next to torchrun, same machine, same run.
 
-  scripts/bench-launcher.py [--ddprun build/launcher/ddprun] [--runs 30]
+  scripts/bench-launcher.py [--torch 1.13|2] [--ddprun build/launcher/ddprun] [--runs 30]
+
+--torch picks the torchrun: 1.13 (default) is Debian's python3-torch, run with
+--redirects 9:1 --tee 9:1 (it fails under Python 3.11 without them; they redirect nothing) and
+--monitor_interval 0.1 (its default is 5 s); 2 is the one in the PyTorch 2.x virtual environment
+(scripts/torch2-env.sh), run with its defaults: it needs no workaround and its
+--monitor-interval already defaults to 0.1 s.
 
 Prints three tables:
   1. start-to-exit time for N trivial workers (/bin/true): launch, supervise, exit;
@@ -18,9 +24,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, TORCH_VERSIONS, compile_worker, free_port, read_stamp, torchrun
 
 
 def env_for_runs():
@@ -33,13 +37,13 @@ def timed(cmd, env):
     return time.perf_counter() - t0
 
 
-def start_to_exit(ddprun, runs, torch_runs):
+def start_to_exit(ddprun, torchrun_cmd, runs, torch_runs):
     env = env_for_runs()
     rows = []
     for n in (1, 2, 4, 8):
         d = [timed([ddprun, f"--nproc_per_node={n}", "/bin/true"], env) for _ in range(runs)]
-        t = [timed(TORCHRUN + [f"--nproc_per_node={n}", f"--master_port={free_port()}", "--no_python"]
-                   + TORCHRUN_FIXES + ["/bin/true"], env) for _ in range(torch_runs)]
+        t = [timed(torchrun_cmd + [f"--nproc_per_node={n}", f"--master_port={free_port()}",
+                                   "--no_python", "/bin/true"], env) for _ in range(torch_runs)]
         rows.append((n, statistics.median(d) * 1e3, statistics.median(t) * 1e3))
     print("\n1. start-to-exit time, N workers of /bin/true (median)")
     print(f"{'workers':>8} {'ddprun ms':>10} {'torchrun ms':>12} {'ratio':>7}")
@@ -47,7 +51,7 @@ def start_to_exit(ddprun, runs, torch_runs):
         print(f"{n:>8} {d:>10.2f} {t:>12.1f} {t / d:>6.0f}x")
 
 
-def restart_latency(ddprun, worker, runs, torch_runs):
+def restart_latency(ddprun, torchrun_cmd, worker, runs, torch_runs):
     env = env_for_runs()
     bare = []
     for _ in range(runs):
@@ -70,9 +74,9 @@ def restart_latency(ddprun, worker, runs, torch_runs):
         return statistics.median(lat)
 
     d = measure(lambda d: [ddprun, "--nproc_per_node=2", "--max_restarts=1", worker, d], runs)
-    t = measure(lambda d: TORCHRUN + ["--nproc_per_node=2", "--max_restarts=1",
-                                      f"--master_port={free_port()}", "--no_python"]
-                + TORCHRUN_FIXES + [worker, d], torch_runs)
+    t = measure(lambda d: torchrun_cmd + ["--nproc_per_node=2", "--max_restarts=1",
+                                          f"--master_port={free_port()}", "--no_python", worker, d],
+                torch_runs)
     print("\n2. crash-to-restarted latency, 2 workers (median; worker start-up "
           f"{startup * 1e3:.2f} ms subtracted)")
     print(f"{'':>8} {'ddprun ms':>10} {'torchrun ms':>12} {'ratio':>7}")
@@ -80,7 +84,7 @@ def restart_latency(ddprun, worker, runs, torch_runs):
           f"{(t - startup) / max(d - startup, 1e-6):>6.0f}x")
 
 
-def peak_memory(ddprun):
+def peak_memory(ddprun, torchrun_cmd):
     def hwm_kib(cmd):
         p = subprocess.Popen(cmd, env=env_for_runs(), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
@@ -102,8 +106,8 @@ def peak_memory(ddprun):
             p.wait()
 
     d = hwm_kib([ddprun, "--nproc_per_node=8", "sleep", "2"])
-    t = hwm_kib(TORCHRUN + ["--nproc_per_node=8", f"--master_port={free_port()}", "--no_python"]
-                + TORCHRUN_FIXES + ["sleep", "2"])
+    t = hwm_kib(torchrun_cmd + ["--nproc_per_node=8", f"--master_port={free_port()}",
+                                "--no_python", "sleep", "2"])
     print("\n3. peak memory of the launcher process (VmHWM), 8 workers")
     print(f"{'':>8} {'ddprun MiB':>10} {'torchrun MiB':>12} {'ratio':>7}")
     print(f"{'':>8} {d / 1024:>10.1f} {t / 1024:>12.1f} {t / d:>6.0f}x")
@@ -111,18 +115,28 @@ def peak_memory(ddprun):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--torch", choices=TORCH_VERSIONS, default="1.13",
+                    help="whose torchrun: 1.13 (Debian's python3) or 2 (the venv's python)")
     ap.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
     ap.add_argument("--runs", type=int, default=30, help="runs per ddprun figure")
     ap.add_argument("--torch-runs", type=int, default=3, help="runs per torchrun figure (slow)")
     args = ap.parse_args()
     if shutil.which("gcc") is None:
         sys.exit("bench-launcher: needs gcc for the crash-latency worker")
+    command, fixes = torchrun(args.torch)
+    torchrun_cmd = command + fixes
+    version = subprocess.run([command[0], "-c", "import torch; print(torch.__version__)"],
+                             check=True, capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         worker = compile_worker(tmp)
-        print(f"machine: {os.cpu_count()} cores, {os.uname().release}; ddprun {args.ddprun}")
-        start_to_exit(args.ddprun, args.runs, args.torch_runs)
-        restart_latency(args.ddprun, worker, args.runs, args.torch_runs)
-        peak_memory(args.ddprun)
+        load = os.getloadavg()[0]
+        print(f"machine: {os.cpu_count()} cores, {os.uname().release}, load average {load:.2f}; "
+              f"ddprun {args.ddprun}")
+        print(f"torchrun: torch {version}, {' '.join(torchrun_cmd)}")
+        start_to_exit(args.ddprun, torchrun_cmd, args.runs, args.torch_runs)
+        restart_latency(args.ddprun, torchrun_cmd, worker, args.runs, args.torch_runs)
+        peak_memory(args.ddprun, torchrun_cmd)
+        print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

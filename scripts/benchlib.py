@@ -1,12 +1,41 @@
-"""Pieces shared by the benchmark scripts (bench-launcher.py, bench-rendezvous.py)."""
+"""Pieces shared by the benchmark scripts (bench-launcher.py, bench-rendezvous.py, bench-ddp.py,
+bench-gpu.py)."""
 import os
 import socket
 import subprocess
 
-TORCHRUN = ["/usr/bin/python3", "-m", "torch.distributed.run"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON_113 = "/usr/bin/python3"  # Debian's python3-torch 1.13
+
+TORCHRUN = [PYTHON_113, "-m", "torch.distributed.run"]
 # Debian's torchrun 1.13 fails under Python 3.11 without these (see shared notes); they redirect
 # nothing for up to 9 workers. Its default --monitor_interval is 5 s; 0.1 s is the newer default.
 TORCHRUN_FIXES = ["--redirects", "9:1", "--tee", "9:1", "--monitor_interval", "0.1"]
+
+TORCH_VERSIONS = ("1.13", "2")
+
+
+def torch2_python():
+    """The PyTorch 2.x virtual environment's python, located as scripts/torch2-env.sh does
+    (DDPRUN_TORCH2_VENV, else ~/.cache/ddprun/venv-<pinned version>)."""
+    env_sh = os.path.join(ROOT, "scripts", "torch2-env.sh")
+    return subprocess.run(["bash", "-c", 'source "$1" && echo "$TORCH2_PYTHON"', "-", env_sh],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def torch_pair(version):
+    """(build folder, python) whose libtorch and torch are the same PyTorch: "1.13" is build/
+    (DDPRUN_BUILD_DIR) and Debian's python3; "2" is build-torch2/ (DDPRUN_TORCH2_BUILD_DIR) and
+    the venv's python. Exits with a message naming the missing piece."""
+    if version == "1.13":
+        build = os.environ.get("DDPRUN_BUILD_DIR", os.path.join(ROOT, "build"))
+        python, how = PYTHON_113, "scripts/install-deps.sh"
+    else:
+        build = os.environ.get("DDPRUN_TORCH2_BUILD_DIR", os.path.join(ROOT, "build-torch2"))
+        python, how = torch2_python(), "scripts/install-deps.sh --torch2"
+    if not os.access(python, os.X_OK):
+        raise SystemExit(f"no {python} for torch {version}; run {how}")
+    return build, python
 
 # A worker that stamps the wall-clock time of its main() in DIR/start.<restart>.<rank>; in the
 # first attempt rank $CRASH_RANK (default 0) stamps DIR/crash.0.x and fails after 0.2 s, the
@@ -35,6 +64,14 @@ int main(int argc, char** argv) {
   return 0;
 }
 """
+
+
+def torchrun(version):
+    """(torchrun command, options every run adds) for "1.13" or "2". torchrun 2.x needs no
+    workaround and already defaults to --monitor-interval 0.1, so it runs with its defaults."""
+    if version == "1.13":
+        return TORCHRUN, TORCHRUN_FIXES
+    return [torch2_python(), "-m", "torch.distributed.run"], []
 
 
 def free_port():

@@ -1,16 +1,26 @@
-// Per-step time of one fixed model with DistributedDataParallel, with no gradient sync, and
-// alone. scripts/bench-ddp.py starts it (and scripts/bench_ddp.py, the same measurement with
-// PyTorch's Python DDP) and prints the table; see worker/README.md.
+// Per-step time of one model with DistributedDataParallel, with no gradient sync, and alone.
+// scripts/bench-ddp.py starts it on the CPU with gloo (and scripts/bench_ddp.py, the same
+// measurement with PyTorch's Python DDP) and prints the table; scripts/bench-gpu.py starts both
+// with --device cuda (NCCL).
 //
-// A step is zero_grad, forward, MSE loss, backward (with the gradient sync in ddp mode) and an
-// SGD step. Rank 0 prints one line: "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a>
-// cpu_ms=<c>" (c: CPU time of all its threads per step).
+// Models (--model): mlp, 4 Linear layers of 1024 with ReLU between, where the time goes to the
+// matrix products and the 16 MiB all-reduce; many_small, 200 Linear layers of 64 with ReLU
+// between, 400 small parameters (3.3 MB) where the per-parameter and per-operator work counts
+// more than the all-reduce. Batch 64 per rank. A step is zero_grad, forward, MSE loss, backward
+// (with the gradient sync in ddp mode) and an SGD step; on a GPU it ends with a device
+// synchronize, so that the whole step is timed. Rank 0 prints two lines: "threads intra_op=<n>
+// inter_op=<n> openmp=<n> mkl=<n|none> openblas=<n|none>" (what the process really uses) and
+// "<mode> world=<W> steps=<n> median_ms=<m> mean_ms=<a> cpu_ms=<c>" (c: CPU time of all its
+// threads per step).
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
+#include <torch/utils.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -25,11 +35,31 @@
 #include "ddprun/ddp.hpp"
 #include "ddprun/error_file.hpp"
 #include "ddprun/process_group.hpp"
+#include "bench_host.hpp"
 
 namespace {
 
-constexpr int64_t kWidth = 1024;
 constexpr int64_t kBatch = 64;
+
+struct ModelShape {
+  int64_t width;
+  int layers;
+};
+
+ModelShape model_shape(const std::string& name) {
+  return name == "mlp" ? ModelShape{1024, 4} : ModelShape{64, 200};
+}
+
+// `layers` Linear layers of `width` with ReLU between, created in the same order as
+// scripts/bench_ddp.py's, so that seed 0 gives the same weights.
+torch::nn::Sequential make_model(const ModelShape& shape) {
+  torch::nn::Sequential net;
+  for (int i = 0; i < shape.layers; ++i) {
+    if (i > 0) net->push_back(torch::nn::ReLU());
+    net->push_back(torch::nn::Linear(shape.width, shape.width));
+  }
+  return net;
+}
 
 // CPU time of every thread of this process (compute, gloo's threads, the kernel on their behalf).
 double process_cpu_ms() {
@@ -40,12 +70,24 @@ double process_cpu_ms() {
 
 int run(int argc, char** argv) {
   std::string mode = "ddp";
+  std::string model = "mlp";
+  std::string device = "cpu";
   int steps = 50;
   int warmup = 5;
   ddprun::DdpOptions ddp_options;
+  ddprun::ProcessGroupOptions pg_options;
   CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.py)"};
   app.add_option("--mode", mode, "ddp: DDP; nosync: no gradient sync; single: world size 1")
       ->check(CLI::IsMember({"ddp", "nosync", "single"}));
+  app.add_option("--model", model, "mlp: 4 Linear of 1024; many_small: 200 Linear of 64")
+      ->check(CLI::IsMember({"mlp", "many_small"}))
+      ->capture_default_str();
+  app.add_option("--device", device, "cpu (gloo) or cuda (the GPU LOCAL_RANK, NCCL)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--solo-when-alone", pg_options.solo_when_alone,
+                 "world size 1 without a process group (false: a real one, as PyTorch has)")
+      ->capture_default_str();
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--bucket-cap-mb", ddp_options.bucket_cap_mb, "DDP bucket cap (MiB)")
@@ -62,25 +104,39 @@ int run(int argc, char** argv) {
     return app.exit(e);
   }
 
-  at::set_num_threads(1);
-  const auto comm = ddprun::init_process_group();
+  const bool cuda = device == "cuda";
+  if (cuda) {
+    if (const auto why = ddprun::bench::why_no_gpu()) {
+      fmt::print(stderr, "bench_ddp: --device cuda: {}\n", *why);
+      return ddprun::bench::kNoGpuExitCode;
+    }
+    pg_options.device = c10::kCUDA;
+  }
+  // Debian's 1.13 does not pass this on to OpenBLAS, which keeps a thread per core unless
+  // OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
+  torch::set_num_threads(1);
+  at::set_num_interop_threads(1);
+  // 200 layers shrink the gradients of the first ones into denormals, whose arithmetic is slow
+  // on x86 and would be timed instead of DDP; both sides flush them (no measurable change on mlp).
+  at::globalContext().setFlushDenormal(true);
+  const auto comm = ddprun::init_process_group(pg_options);
   torch::manual_seed(0);
-  torch::nn::Sequential net(torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
-                            torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
-                            torch::nn::Linear(kWidth, kWidth), torch::nn::ReLU(),
-                            torch::nn::Linear(kWidth, kWidth));
+  const ModelShape shape = model_shape(model);
+  auto net = make_model(shape);
+  net->to(comm->device());
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01));
   std::optional<ddprun::DistributedDataParallel> ddp;
   if (mode == "ddp") ddp.emplace(net.ptr(), comm, ddp_options);
 
   torch::manual_seed(1 + comm->rank());
-  const auto x = torch::randn({kBatch, kWidth});
-  const auto y = torch::randn({kBatch, kWidth});
+  const auto x = torch::randn({kBatch, shape.width}).to(comm->device());
+  const auto y = torch::randn({kBatch, shape.width}).to(comm->device());
   auto step = [&] {
     optimizer.zero_grad();
     const auto out = ddp ? ddp->forward([&] { return net->forward(x); }) : net->forward(x);
     torch::nn::functional::mse_loss(out, y).backward();
     optimizer.step();
+    if (cuda) torch::cuda::synchronize();
   };
 
   for (int i = 0; i < warmup; ++i) step();
@@ -99,6 +155,7 @@ int run(int argc, char** argv) {
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+    fmt::print("{}\n", ddprun::bench::thread_line());
     fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f} cpu_ms={:.3f}\n", mode,
                comm->size(), steps, median, mean, cpu_per_step);
   }
