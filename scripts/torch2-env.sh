@@ -3,10 +3,12 @@
 #   DDPRUN_TORCH2_VENV   the virtual environment (default: ~/.cache/ddprun/venv-<pinned version>)
 #   DDPRUN_WHEELS        downloaded wheels, kept so that a second install downloads nothing
 #                        (default: ~/.cache/ddprun/wheels)
+#   DDPRUN_TORCH2_PYTHON an interpreter that already has torch 2.x, used instead of the venv's
+#                        by the benchmarks (scripts/gpu-check.sh sets it to the GPU machine's)
 TORCH2_SPEC=$(grep -v '^#' "$(dirname "${BASH_SOURCE[0]}")/torch2-requirements.txt" | grep -m1 .)
 _cache=${XDG_CACHE_HOME:-$HOME/.cache}/ddprun
 TORCH2_VENV=${DDPRUN_TORCH2_VENV:-$_cache/venv-${TORCH2_SPEC//=/}}
-TORCH2_PYTHON=$TORCH2_VENV/bin/python
+TORCH2_PYTHON=${DDPRUN_TORCH2_PYTHON:-$TORCH2_VENV/bin/python}
 TORCH2_WHEELS=${DDPRUN_WHEELS:-$_cache/wheels}
 unset _cache
 
