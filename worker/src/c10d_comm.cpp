@@ -159,6 +159,10 @@ void C10dComm::fail(const char* op, const std::exception& error, Clock::time_poi
   const std::string text = exception_text(error);
   const std::string message = describe_comm_failure(
       op, rank_, size_, looks_like_timeout(text, elapsed, timeout_), elapsed, timeout_, text);
+  give_up(message);
+}
+
+void C10dComm::give_up(const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (healthy_.exchange(false)) first_error_ = message;
@@ -245,12 +249,7 @@ void C10dComm::check_agreement(const CollectiveCall& call) {
     calls.push_back({static_cast<CollectiveKind>(v[0]), v[1], static_cast<c10::ScalarType>(v[2]), v[3]});
   }
   if (auto mismatch = describe_disagreement(calls)) {
-    const std::string message = fmt::format("collective mismatch seen on rank {} of {}: {}", rank_, size_, *mismatch);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (healthy_.exchange(false)) first_error_ = message;
-    }
-    throw CommError(message);
+    give_up(fmt::format("collective mismatch seen on rank {} of {}: {}", rank_, size_, *mismatch));
   }
 }
 

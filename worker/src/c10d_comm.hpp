@@ -41,6 +41,9 @@ class C10dComm : public Comm, public std::enable_shared_from_this<C10dComm> {
   // caller reads the result on the CPU next (see wait_work).
   void finish(const char* op, c10d::Work& work, std::chrono::steady_clock::time_point started,
               bool block_cpu);
+  // Marks this communicator unhealthy (keeping the first failure's message) and throws
+  // CommError(message).
+  [[noreturn]] void give_up(const std::string& message);
   // all_gather(), with failures reported as failures of `op`.
   std::vector<at::Tensor> gather(const char* op, const at::Tensor& flat);
   // Turns an exception thrown by `op` into a CommError and marks this communicator unhealthy.
