@@ -33,6 +33,40 @@ constexpr const char* kFooter =
     "Exit codes: the failed worker's own code (128+N for signal N), 64 usage error,\n"
     "69 rendezvous error, 70 internal error, 126/127 program not executable/not found.";
 
+// CLI11 reads "--log_dir=" (an empty value) as "--log_dir" and takes the next argument as its
+// value: "--log_dir= --nproc_per_node=2 prog" ran one worker and made a folder named
+// "--nproc_per_node=2". So empty values are taken out of `args` before CLI11 sees them and
+// returned as key -> "", for the options before PROGRAM only.
+std::map<std::string, std::string> take_empty_values(std::vector<std::string>& args) {
+  std::map<std::string, const config::OptionSpec*> by_name;
+  for (const auto& spec : config::option_specs()) {
+    by_name["--" + std::string(spec.key)] = &spec;
+    by_name["--" + dashed(spec.key)] = &spec;
+    if (spec.short_flag != nullptr) by_name[spec.short_flag] = &spec;
+  }
+  std::map<std::string, std::string> empty;
+  for (std::size_t i = 0; i < args.size();) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.empty() || arg[0] != '-') break;  // PROGRAM starts here
+    const auto eq = arg.find('=');
+    const auto it = by_name.find(arg.substr(0, eq));
+    if (it != by_name.end() && it->second->kind != config::OptionKind::kFlag) {
+      if (eq == arg.size() - 1) {
+        empty[it->second->key] = "";
+        args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      if (eq == std::string::npos) ++i;  // "--opt VALUE": skip the value
+    } else if (arg == "--config=") {
+      throw config::UsageError("--config=: expected the path of a JSON file of options");
+    } else if (arg == "--config") {
+      ++i;
+    }
+    ++i;
+  }
+  return empty;
+}
+
 }  // namespace
 
 std::optional<CommandLine> parse_command_line(int argc, const char* const* argv) {
@@ -68,6 +102,7 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
       ->group("Configuration");
 
   std::vector<std::string> args(argv + 1, argv + argc);
+  const auto empty_values = take_empty_values(args);
   std::reverse(args.begin(), args.end());  // CLI11 consumes a reversed vector
   try {
     app.parse(args);
@@ -90,6 +125,8 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
         "unknown option {} (see ddprun --help; put -- before a PROGRAM that starts with -)",
         unknown.substr(0, unknown.find('='))));
   }
+  // An option given empty and again with a value: the value (CLI11 keeps the last one too).
+  for (const auto& [key, value] : empty_values) cl.options[key] = value;
   for (const auto& spec : config::option_specs()) {
     if (given[spec.key]->count() == 0) continue;
     cl.options[spec.key] =

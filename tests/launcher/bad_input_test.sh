@@ -19,6 +19,10 @@ check() {
   [[ ! -s "$T/bad.out" ]] || fail "stdout not empty for: $*"
 }
 check "unknown option --bogus" --bogus "$T/marker"
+# An empty value is that option's value, never the next argument's.
+check "--nproc_per_node=: expected" --nproc_per_node= "$T/marker"
+check "--max_restarts=: expected" --max_restarts= --nproc_per_node=2 "$T/marker"
+check "--config=: expected the path of a JSON file" --config= "$T/marker"
 check "unknown option --nproc_per_nodes" --nproc_per_nodes=2 "$T/marker"
 check "--nproc_per_node=0: expected" --nproc_per_node=0 "$T/marker"
 check "--nproc_per_node=-1: expected" --nproc_per_node=-1 "$T/marker"
@@ -48,3 +52,13 @@ ok "every bad input is one line, exit 64, nothing started"
 "$DDPRUN" "$T/marker" --bogus --nproc_per_node=0
 [[ -e "$T/started" ]] || fail "options after PROGRAM were not passed through"
 ok "options after PROGRAM pass through untouched"
+
+# "--log_dir=" is an empty value (no log folder), not a swallowed "--nproc_per_node=2".
+worker count <<'SH'
+#!/bin/sh
+touch "$T/rank.$RANK"
+SH
+(cd "$T" && "$DDPRUN" --log_dir= --nproc_per_node=2 "$T/count")
+[[ -e "$T/rank.1" ]] || fail "--log_dir= swallowed --nproc_per_node=2: $(ls "$T")"
+[[ ! -e "$T/--nproc_per_node=2" ]] || fail "--log_dir= made a folder named after the next argument"
+ok "an empty --log_dir= leaves the next option alone"
