@@ -23,7 +23,14 @@ fi
 [[ $("$cluster_sh" run "$dir" srun -N1 hostname) == n1 ]] || fail "srun hostname did not print n1"
 mkdir -p "$DDPRUN_SLURM_WORK/harness_lifecycle"
 cd "$DDPRUN_SLURM_WORK/harness_lifecycle"
-"$cluster_sh" run "$dir" sbatch --parsable -o /dev/null --wrap "srun sleep 600" > /dev/null
+# Submit once the node is idle again after that srun (it passes through COMPLETING): a job that
+# finds it busy waits for slurmctld's next scheduling pass, up to a minute later.
+deadline=$((SECONDS + 60))
+until [[ $("$cluster_sh" run "$dir" sinfo -h -n n1 -o %T 2>/dev/null) == idle ]]; do
+  ((SECONDS < deadline)) || fail "n1 not idle 60 s after srun: $("$cluster_sh" run "$dir" sinfo -h -n n1 -o %T 2>&1)"
+  sleep 0.1
+done
+job=$("$cluster_sh" run "$dir" sbatch --parsable -o /dev/null --wrap "srun sleep 600")
 
 # What must be gone afterwards: munged (outside the namespaces), everything inside them
 # (slurmctld, slurmd, the job's slurmstepd and tasks), the mounts.
@@ -38,9 +45,9 @@ in_namespaces() {
     if [[ $state != Z ]] && grep -qxF "$link" <<< "$namespaces"; then cat "$p/comm"; fi
   done
 }
-deadline=$((SECONDS + 60))
+deadline=$((SECONDS + 90))
 until in_namespaces | grep -qx sleep; do
-  ((SECONDS < deadline)) || fail "the job's task never ran in the cluster's namespaces"
+  ((SECONDS < deadline)) || fail "the job's task never ran in the cluster's namespaces within 90 s: $("$cluster_sh" run "$dir" squeue -h -j "$job" -o '%T %r' 2>&1)"
   sleep 0.1
 done
 
