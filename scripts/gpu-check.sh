@@ -14,8 +14,11 @@ python=${PYTHON:-python3}
 build=${DDPRUN_GPU_BUILD_DIR:-$root/build-gpu}
 mkdir -p "$out"
 [[ -d "$bundle/usr/include" ]] || { echo "gpu-check: no $bundle; run scripts/gpu-prepare.sh where Debian's packages can be had" >&2; exit 1; }
-torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))') \
-  || { echo "gpu-check: $python has no torch" >&2; exit 1; }
+# The benchmarks and torch2_cmake_prefix_path take this interpreter instead of a venv.
+export DDPRUN_TORCH2_PYTHON
+DDPRUN_TORCH2_PYTHON=$(command -v "$python") || { echo "gpu-check: no $python" >&2; exit 1; }
+source "$root/scripts/torch2-env.sh"
+prefix_path=$(torch2_cmake_prefix_path) || { echo "gpu-check: $python has no torch" >&2; exit 1; }
 {
   nvidia-smi || echo "nvidia-smi: not available"
   "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
@@ -28,22 +31,19 @@ cat "$out/machine.txt"
 config_dir() { dirname "$(find "$bundle" -name "$1" -print -quit)"; }
 set -e
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_PREFIX_PATH="$torch_dir;$torch_dir/share/cmake;$bundle/usr" \
+  -DCMAKE_PREFIX_PATH="$prefix_path;$bundle/usr" \
   -Dfmt_DIR="$(config_dir fmt-config.cmake)" \
   -Dnlohmann_json_DIR="$(config_dir nlohmann_jsonConfig.cmake)" \
   -DCLI11_DIR="$(config_dir CLI11Config.cmake)" \
   -Ddoctest_DIR="$(config_dir doctestConfig.cmake)" \
-  -DDDPRUN_TORCH_PYTHON="$(command -v "$python")" -DDDPRUN_LAUNCHER_TESTS=OFF \
+  -DDDPRUN_TORCH_PYTHON="$DDPRUN_TORCH2_PYTHON" -DDDPRUN_LAUNCHER_TESTS=OFF \
   2>&1 | tee "$out/configure.txt" | tail -3
 ninja -C "$build" 2>&1 | tee "$out/build.txt" | tail -3
 set +e
 status=0
 (cd "$build" && ctest --output-on-failure -j 4 --output-junit "$out/ctest.xml") 2>&1 | tee "$out/ctest.txt" || status=1
 "$python" "$root/scripts/test-summary.py" "gpu machine=$out/ctest.xml" | tee -a "$out/ctest.txt" || status=1
-if [[ -f "$root/scripts/bench-gpu.py" ]]; then
-  DDPRUN_BUILD_DIR="$build" DDPRUN_TORCH2_BUILD_DIR="$build" DDPRUN_TORCH2_PYTHON="$(command -v "$python")" \
-    "$python" "$root/scripts/bench-gpu.py" \
-    2>&1 | tee "$out/bench-gpu.txt" || status=1
-fi
+DDPRUN_BUILD_DIR="$build" DDPRUN_TORCH2_BUILD_DIR="$build" "$python" "$root/scripts/bench-gpu.py" \
+  2>&1 | tee "$out/bench-gpu.txt" || status=1
 echo "gpu-check: results in $out"
 exit $status

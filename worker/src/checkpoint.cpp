@@ -256,15 +256,14 @@ void Checkpointer::save(int64_t step, const CheckpointItems& items) {
     extra.write("names", c10::IValue(c10::List<std::string>(names)));
     archive.write("extra", extra);
   }
-  std::ostringstream bytes;
-  archive.save_to(bytes);
+  const std::string bytes = to_bytes(archive);
 
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw std::runtime_error("checkpoint: cannot create " + dir_.string() + ": " + ec.message());
   const fs::path final_path = dir_ / checkpoint_file_name(step);
   const fs::path tmp_path = dir_ / ("." + checkpoint_file_name(step) + ".tmp." + std::to_string(::getpid()));
-  write_durably(tmp_path, bytes.str());
+  write_durably(tmp_path, bytes);
   if (std::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
     ::unlink(tmp_path.c_str());
     io_error("cannot rename into", final_path);
