@@ -282,6 +282,16 @@ std::vector<std::string> LaunchConfig::worker_argv(const std::string& python) co
   return argv;
 }
 
+PythonInterpreter python_interpreter(const std::map<std::string, std::string>& environ) {
+  const auto chosen = [&](const char* name) -> const std::string* {
+    const auto it = environ.find(name);
+    return it != environ.end() && !it->second.empty() ? &it->second : nullptr;
+  };
+  if (const auto* python = chosen(env::kPythonExec)) return {*python, "set by PYTHON_EXEC"};
+  if (const auto* python = chosen(env::kDefaultPython)) return {*python, "the Python ddprun was installed with"};
+  return {"python3", "the first python3 in PATH"};
+}
+
 int count_gpus(const std::map<std::string, std::string>& environ) {
   int physical = 0;
   if (auto listing = read_command_output("nvidia-smi -L 2>/dev/null")) {

@@ -77,6 +77,10 @@ bool sent_by_slurmstepd(pid_t sender) {
   return std::getline(comm, name) && name == "slurmstepd";
 }
 
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
 // One stream (stdout or stderr) of one worker: read from its pipe, split into lines, written
 // with the rank prefix to the console and as-is to the log file.
 struct OutputStream {
@@ -89,6 +93,9 @@ struct OutputStream {
   std::array<char, 16 * 1024> buffer{};
   std::string pending;  // lines of one read, written with one write()
   bool console_broken = false;
+  // A Python worker's stderr: the last line that reported a failed import, if any.
+  bool watch_imports = false;
+  std::string import_error;
 
   void consume(std::string_view data) {
     splitter.feed(data, [this](std::string_view line) { add_line(line); });
@@ -99,6 +106,9 @@ struct OutputStream {
     emit();
   }
   void add_line(std::string_view line) {
+    if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
+      import_error = line;
+    }
     if (console_fd >= 0 && !console_broken) {
       pending += prefix;
       pending += line;
@@ -130,10 +140,14 @@ struct OutputStream {
       return ReadResult::kClosed;
     }
   }
-  // Reads what the pipe holds right now, without waiting for more, then closes it.
-  void drain() {
+  // Reads what the pipe holds right now, without waiting for more.
+  void read_available() {
     while (pipe.is_open() && read_once() == ReadResult::kData) {
     }
+  }
+  // The same, then closes it.
+  void drain() {
+    read_available();
     close();
   }
   void close() {
@@ -183,8 +197,8 @@ class Agent::Impl {
         signals_(io),
         grace_timer_(io),
         host_(host_name()) {
-    const auto python_it = environ_.find("PYTHON_EXEC");
-    argv_ = config_.worker_argv(python_it != environ_.end() ? python_it->second : "python3");
+    if (config_.runs_python()) python_ = config::python_interpreter(environ_);
+    argv_ = config_.worker_argv(python_.program);
   }
 
   int run() {
@@ -348,6 +362,7 @@ class Agent::Impl {
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     auto s = std::make_shared<OutputStream>(io_, fd);
     s->prefix = fmt::format("[rank{}]: ", w.rank);
+    s->watch_imports = stream_bit == 2 && config_.runs_python();
     const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
     const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
     const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);
@@ -404,6 +419,20 @@ class Agent::Impl {
     });
   }
 
+  // A Python worker could not import a module: most often ddprun ran another Python than the
+  // one the user installed the module into (a venv, conda), so the message names the one it ran.
+  std::string import_failure_message(const std::string& import_error, const std::string& message) const {
+    const std::string path = find_program(python_.program, environ_value("PATH")).path;
+    return fmt::format("{}{}{} (ran under {}, {}; set PYTHON_EXEC to choose another)",
+                       message, message.empty() ? "" : ": ", import_error,
+                       path.empty() ? python_.program : path, python_.chosen_by);
+  }
+
+  std::string environ_value(const char* name) const {
+    const auto it = environ_.find(name);
+    return it != environ_.end() ? it->second : std::string();
+  }
+
   elastic::WorkerFailure base_failure(const Worker& w) const {
     elastic::WorkerFailure f;
     f.rank = w.rank;
@@ -456,6 +485,10 @@ class Agent::Impl {
     if (stopped_by_us) {
       dispatch(Occurrence(Event::kWorkerSucceeded));
       return;
+    }
+    if (w.err && w.err->watch_imports) {
+      w.err->read_available();  // the traceback a worker printed before it exited
+      if (!w.err->import_error.empty()) f.message = import_failure_message(w.err->import_error, f.message);
     }
     f.exit_code = code;
     f.signal = sig;
@@ -533,6 +566,7 @@ class Agent::Impl {
   asio::posix::stream_descriptor signals_;
   asio::steady_timer grace_timer_;
   std::string host_;
+  config::PythonInterpreter python_;  // runs_python() only
   std::vector<std::string> argv_;
 
   Phase phase_ = Phase::kWaitingForRound;

@@ -74,7 +74,7 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
   app.footer(kFooter);
   app.formatter(std::make_shared<Formatter>());
   app.prefix_command();  // PROGRAM and everything after it are left untouched
-  app.set_version_flag("--version", "ddprun 0.1.0");
+  app.set_version_flag("--version", "ddprun " DDPRUN_VERSION);
 
   std::map<std::string, std::string> text_values;
   std::map<std::string, bool> flag_values;

@@ -58,7 +58,7 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
     std::exit(error == ENOENT || error == ENOTDIR ? exit_code::kNotFound : exit_code::kCannotExecute);
   };
   if (cfg.runs_python()) {
-    const std::string python = get(vars, env::kPythonExec, "python3");
+    const std::string python = config::python_interpreter(vars).program;
     const auto found = launcher::find_program(python, path);
     if (found.error != 0) fail(python, found.error, " (set PYTHON_EXEC to the interpreter to use)");
     if (!cfg.module && ::access(cfg.program.c_str(), R_OK) != 0) fail(cfg.program, errno, "");

@@ -34,6 +34,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
                                             const elastic::RoundAssignment& round, int local_rank,
                                             const std::string& error_file) {
   std::map<std::string, std::string> vars = base;
+  vars.erase(env::kDefaultPython);  // a ddprun started by a worker makes its own choice
   const int rank = round.base_rank + local_rank;
   vars[env::kRank] = std::to_string(rank);
   vars[env::kLocalRank] = std::to_string(local_rank);

@@ -3,7 +3,8 @@
 #   scripts/build.sh [extra cmake -D options]            against Debian's libtorch 1.13, in build/
 #   scripts/build.sh --torch2 [extra cmake -D options]   against PyTorch 2.x from the venv that
 #       `scripts/install-deps.sh --torch2` makes, in build-torch2/; registers only the worker
-#       library's tests (the launcher's do not depend on libtorch and run in build/)
+#       library's tests (the launcher's do not depend on libtorch and run in build/), with the
+#       worker library shared (build/ has it static: CI builds and installs both kinds)
 # DDPRUN_BUILD_DIR / DDPRUN_TORCH2_BUILD_DIR override the folders; DDPRUN_JOBS the parallel jobs
 # (default: cores).
 set -euo pipefail
@@ -15,7 +16,7 @@ if [[ "${1:-}" == "--torch2" ]]; then
   [[ -x "$TORCH2_PYTHON" ]] || { echo "build: no $TORCH2_PYTHON; run scripts/install-deps.sh --torch2" >&2; exit 1; }
   build=${DDPRUN_TORCH2_BUILD_DIR:-$root/build-torch2}
   options=(-DCMAKE_PREFIX_PATH="$(torch2_cmake_prefix_path)" -DDDPRUN_TORCH_PYTHON="$TORCH2_PYTHON"
-           -DDDPRUN_LAUNCHER_TESTS=OFF)
+           -DDDPRUN_LAUNCHER_TESTS=OFF -DBUILD_SHARED_LIBS=ON)
 else
   build=${DDPRUN_BUILD_DIR:-$root/build}
 fi

@@ -7,7 +7,7 @@ set(DDPRUN_SKIP_CODE 77)
 # ddprun_unit_test(NAME SOURCES... LIBS libs...): a doctest executable, one CTest entry.
 function(ddprun_unit_test name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
-  add_executable(${name} ${CMAKE_SOURCE_DIR}/tests/doctest_main.cpp ${T_SOURCES})
+  add_executable(${name} ${PROJECT_SOURCE_DIR}/tests/doctest_main.cpp ${T_SOURCES})
   target_link_libraries(${name} PRIVATE doctest::doctest ${T_LIBS})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT 120 LABELS unit)
@@ -25,9 +25,9 @@ function(ddprun_script_test name script)
   add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${script} ${T_ARGS})
   set(env
     DDPRUN=$<TARGET_FILE:ddprun>
-    DDPRUN_BUILD_DIR=${CMAKE_BINARY_DIR}
-    DDPRUN_SOURCE_DIR=${CMAKE_SOURCE_DIR}
-    DDPRUN_TESTS_DIR=${CMAKE_SOURCE_DIR}/tests
+    DDPRUN_BUILD_DIR=${PROJECT_BINARY_DIR}
+    DDPRUN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+    DDPRUN_TESTS_DIR=${PROJECT_SOURCE_DIR}/tests
     DDPRUN_SKIP_CODE=${DDPRUN_SKIP_CODE})
   if(TARGET train)
     list(APPEND env TRAIN=$<TARGET_FILE:train> TORCH_PYTHON=${DDPRUN_TORCH_PYTHON})

@@ -134,6 +134,16 @@ TEST_CASE("python programs run under the interpreter, as with torchrun") {
   CHECK(c.worker_argv("py") == std::vector<std::string>{"./train", "-m"});
 }
 
+TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else python3 from PATH") {
+  using Env = std::map<std::string, std::string>;
+  CHECK(python_interpreter(Env{}).program == "python3");
+  CHECK(python_interpreter(Env{{"DDPRUN_DEFAULT_PYTHON", "/venv/bin/python"}}).program == "/venv/bin/python");
+  const auto both = python_interpreter(Env{{"DDPRUN_DEFAULT_PYTHON", "/venv/bin/python"}, {"PYTHON_EXEC", "/opt/py"}});
+  CHECK(both.program == "/opt/py");
+  CHECK(both.chosen_by == "set by PYTHON_EXEC");
+  CHECK(python_interpreter(Env{{"PYTHON_EXEC", ""}}).program == "python3");  // empty: unset
+}
+
 TEST_CASE("bad input names the option and what is accepted") {
   struct Case {
     RawOptions cli;

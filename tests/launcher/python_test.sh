@@ -94,3 +94,15 @@ mkdir -p "$T/pkg" && echo 'import os; print("module", os.environ["RANK"])' > "$T
 (cd "$T" && "$DDPRUN" --nproc_per_node=2 -m pkg.hello > "$T/m.out")
 expect_in "$T/m.out" '^\[rank1\]: module 1$'
 ok "-m module"
+
+# The interpreter: PYTHON_EXEC, else DDPRUN_DEFAULT_PYTHON (set by the pip package's `ddprun`
+# command to its own Python), which the workers do not inherit. A worker that cannot import a
+# module gets a summary line naming the interpreter that ran it.
+printf 'import os, sys\nprint(sys.executable, os.environ.get("DDPRUN_DEFAULT_PYTHON"))\n' > "$T/which.py"
+env -u PYTHON_EXEC DDPRUN_DEFAULT_PYTHON=/usr/bin/python3 "$DDPRUN" "$T/which.py" > "$T/which.out"
+expect_in "$T/which.out" '^\[rank0\]: /usr/bin/python3 None$'
+echo 'import ddprun_test_no_such_module' > "$T/imports.py"
+run_ddprun imports --nproc_per_node=2 "$T/imports.py"
+expect_eq "$RC" 1 "exit code of a failed import"
+expect_in "$T/imports.err" "^    error: ModuleNotFoundError: No module named 'ddprun_test_no_such_module' \(ran under /usr/bin/python3, set by PYTHON_EXEC; set PYTHON_EXEC to choose another\)$"
+ok "the interpreter: PYTHON_EXEC, else DDPRUN_DEFAULT_PYTHON; named when an import fails"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "ddprun/comm.hpp"
-#include "ddprun/compat.hpp"
+#include "compat.hpp"
 
 namespace ddprun::detail {
 

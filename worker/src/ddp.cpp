@@ -20,7 +20,7 @@
 #include <unordered_set>
 
 #include "ddprun/collectives.hpp"
-#include "ddprun/param_signature.hpp"
+#include "param_signature.hpp"
 
 namespace ddprun {
 
@@ -50,7 +50,7 @@ bool is_bucket_view(const at::Tensor& grad, const at::Tensor& view) {
 
 }  // namespace
 
-struct DistributedDataParallel::Impl {
+struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
   struct BucketState {
     at::Tensor flat;
     std::size_t pending = 0;

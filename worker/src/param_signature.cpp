@@ -1,4 +1,4 @@
-#include "ddprun/param_signature.hpp"
+#include "param_signature.hpp"
 
 #include <sstream>
 

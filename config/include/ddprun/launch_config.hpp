@@ -95,9 +95,18 @@ struct LaunchConfig {
   bool multi_node() const { return max_nodes > 1; }
   // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.
   bool runs_python() const;
-  // The argv each worker execs. `python` is PYTHON_EXEC or python3.
+  // The argv each worker execs. `python` is python_interpreter()'s.
   std::vector<std::string> worker_argv(const std::string& python) const;
 };
+
+// The interpreter that runs a Python PROGRAM, and where that choice came from (for messages):
+// PYTHON_EXEC; else DDPRUN_DEFAULT_PYTHON, the Python the pip-installed ddprun belongs to; else
+// python3 from PATH.
+struct PythonInterpreter {
+  std::string program;
+  std::string chosen_by;  // e.g. "the first python3 in PATH"
+};
+PythonInterpreter python_interpreter(const std::map<std::string, std::string>& environ);
 
 // Counts GPUs without linking CUDA: nvidia-smi -L, else /proc/driver/nvidia/gpus, then
 // narrowed by CUDA_VISIBLE_DEVICES when set. 0 when there are none.

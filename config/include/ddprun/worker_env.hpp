@@ -38,6 +38,9 @@ inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 
 // Read by the launcher.
 inline constexpr const char* kPythonExec = "PYTHON_EXEC";      // interpreter for .py programs
+// The interpreter when PYTHON_EXEC is unset: the pip-installed `ddprun` command sets it to the
+// Python it was installed with, as torchrun uses its own. Not passed on to the workers.
+inline constexpr const char* kDefaultPython = "DDPRUN_DEFAULT_PYTHON";
 inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
 // SIGTERM -> SIGKILL grace period in seconds (torchrun's name, also a ddprun flag).
 inline constexpr const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";

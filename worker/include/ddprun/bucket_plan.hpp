@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "ddprun/export.hpp"
+
 namespace ddprun {
 
 // PyTorch's defaults (kDefaultFirstBucketBytes, kDefaultBucketBytesCap in reducer.hpp).
@@ -30,10 +32,10 @@ struct Bucket {
 // bucket (small, so that the first all-reduce starts early in backward), `cap_bytes` after
 // that. Buckets are ordered by their first parameter. This is the assignment PyTorch's DDP
 // settles on after its first iteration for such a model.
-std::vector<Bucket> plan_buckets(const std::vector<ParamSlot>& params, std::size_t first_cap_bytes,
+DDPRUN_API std::vector<Bucket> plan_buckets(const std::vector<ParamSlot>& params, std::size_t first_cap_bytes,
                                  std::size_t cap_bytes);
 
 // Megabytes (2^20 bytes, as PyTorch's bucket_cap_mb) to bytes.
-std::size_t megabytes_to_bytes(double mb);
+DDPRUN_API std::size_t megabytes_to_bytes(double mb);
 
 }  // namespace ddprun

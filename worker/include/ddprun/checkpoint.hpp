@@ -17,15 +17,16 @@
 
 #include "ddprun/comm.hpp"
 #include "ddprun/distributed_sampler.hpp"
+#include "ddprun/export.hpp"
 
 namespace ddprun {
 
 // "checkpoint-<step, 9 digits>.pt"
-std::string checkpoint_file_name(int64_t step);
+DDPRUN_API std::string checkpoint_file_name(int64_t step);
 
 // The newest step among `file_names` of complete checkpoints; temporaries and unrelated files
 // are ignored.
-std::optional<int64_t> newest_checkpoint(const std::vector<std::string>& file_names);
+DDPRUN_API std::optional<int64_t> newest_checkpoint(const std::vector<std::string>& file_names);
 
 // What a checkpoint holds besides its step. `model` is required; every other item is saved
 // and restored only when given. Pointers, not copies: load_latest() restores into them.
@@ -45,7 +46,7 @@ struct CheckpointItems {
   std::map<std::string, c10::IValue>* extra = nullptr;
 };
 
-class Checkpointer {
+class DDPRUN_API Checkpointer {
  public:
   // Only rank 0 touches `dir` (creating it if needed); the other ranks receive what it reads
   // over `comm`, so the directory need not be visible from every node.

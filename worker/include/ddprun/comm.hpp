@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/export.hpp"
+
 namespace ddprun {
 
 enum class ReduceOp { kSum, kMin, kMax };
@@ -46,18 +48,18 @@ struct CollectiveCall {
 };
 
 // "all_reduce (sum) of 12 float elements", for error messages.
-std::string describe(const CollectiveCall& call);
+DDPRUN_API std::string describe(const CollectiveCall& call);
 
 // A collective failed: a peer died or closed its connection, a peer did not take part within
 // the collective timeout, or an earlier collective on the same communicator already failed.
 // The message names the operation, the rank and the timeout.
-class CommError : public std::runtime_error {
+class DDPRUN_API CommError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 // A collective in flight. wait() must be called before the tensor it works on is read.
-class PendingOp {
+class DDPRUN_API PendingOp {
  public:
   virtual ~PendingOp() = default;
   // Blocks until the collective has completed on this rank (on NCCL: until the current CUDA
@@ -65,7 +67,7 @@ class PendingOp {
   virtual void wait() = 0;
 };
 
-class Comm {
+class DDPRUN_API Comm {
  public:
   virtual ~Comm() = default;
 

@@ -25,6 +25,7 @@
 
 #include "ddprun/bucket_plan.hpp"
 #include "ddprun/comm.hpp"
+#include "ddprun/export.hpp"
 
 namespace ddprun {
 
@@ -52,7 +53,7 @@ struct DdpOptions {
   bool gradient_as_bucket_view = true;
 };
 
-class DistributedDataParallel {
+class DDPRUN_API DistributedDataParallel {
  public:
   // Collective. Checks that every rank has the same parameter names, dtypes and shapes (throws
   // std::runtime_error naming the first mismatch and the rank), copies rank 0's parameters and
@@ -115,7 +116,7 @@ class DistributedDataParallel {
   void set_sync(bool enabled);
   bool sync_enabled() const;
 
-  struct Impl;
+  struct DDPRUN_NO_EXPORT Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "ddprun/export.hpp"
+
 namespace ddprun {
 
 struct SamplerSpec {
@@ -23,13 +25,13 @@ struct SamplerSpec {
 };
 
 // Indices per rank per epoch: floor(N / W) with drop_last, ceil(N / W) without.
-int64_t samples_per_rank(const SamplerSpec& spec);
+DDPRUN_API int64_t samples_per_rank(const SamplerSpec& spec);
 
 // The indices `spec.rank` visits in `epoch`, exactly as torch.utils.data.DistributedSampler
 // gives them: randperm(N) with a CPU generator seeded seed + epoch (or 0..N-1 without
 // shuffle); padded cyclically from the start, or truncated with drop_last, to
 // samples_per_rank * W; then every W-th index starting at the rank.
-std::vector<int64_t> distributed_indices(const SamplerSpec& spec, int64_t epoch);
+DDPRUN_API std::vector<int64_t> distributed_indices(const SamplerSpec& spec, int64_t epoch);
 
 // A sampler for torch::data::make_data_loader. libtorch's loader takes its sampler by value
 // and resets it at the start of every pass; copies of a DistributedSampler share their epoch,
@@ -38,7 +40,7 @@ std::vector<int64_t> distributed_indices(const SamplerSpec& spec, int64_t epoch)
 //   DistributedSampler sampler(spec);
 //   auto loader = torch::data::make_data_loader(dataset, sampler, options);
 //   for (int64_t epoch = 0; ...) { sampler.set_epoch(epoch); for (auto& batch : *loader) ... }
-class DistributedSampler : public torch::data::samplers::Sampler<> {
+class DDPRUN_API DistributedSampler : public torch::data::samplers::Sampler<> {
  public:
   explicit DistributedSampler(SamplerSpec spec);
 

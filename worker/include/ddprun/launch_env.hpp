@@ -11,11 +11,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "ddprun/export.hpp"
+
 namespace ddprun {
 
 // A missing or malformed launcher variable. `variable()` names it; what() says what was
 // found and what was expected.
-class LaunchEnvError : public std::runtime_error {
+class DDPRUN_API LaunchEnvError : public std::runtime_error {
  public:
   LaunchEnvError(std::string variable, const std::string& message);
   const std::string& variable() const { return variable_; }
@@ -28,7 +30,7 @@ class LaunchEnvError : public std::runtime_error {
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 
 // The process's real environment (getenv).
-EnvLookup process_env();
+DDPRUN_API EnvLookup process_env();
 
 struct LaunchEnv {
   // False when none of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT is set: the program was
@@ -47,7 +49,7 @@ struct LaunchEnv {
   bool use_agent_store = false;
 };
 
-// Reads the launcher's variables (names in ddprun/worker_env.hpp).
+// Reads the variables ddprun and torchrun give their workers (README: "What each worker gets").
 // - None of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: a standalone LaunchEnv.
 // - Otherwise all four are required; RANK in [0, WORLD_SIZE), MASTER_PORT in [1, 65535].
 // - LOCAL_RANK and LOCAL_WORLD_SIZE are optional and default to RANK and WORLD_SIZE (one
@@ -55,23 +57,23 @@ struct LaunchEnv {
 // - TORCHELASTIC_RESTART_COUNT defaults to 0; TORCHELASTIC_USE_AGENT_STORE is "True" or
 //   "False" (torchrun's spelling), unset meaning False.
 // Throws LaunchEnvError naming the first missing or malformed variable.
-LaunchEnv parse_launch_env(const EnvLookup& env);
+DDPRUN_API LaunchEnv parse_launch_env(const EnvLookup& env);
 
 // This process's place in the job: the launcher's variables, as parse_launch_env(process_env())
 // reads them; or, when there are none and srun started every worker itself
 // (srun --ntasks-per-node=4 ./train), SLURM's: SLURM_PROCID, SLURM_LOCALID, the step's task
 // count, MASTER_ADDR from the step's first host and MASTER_PORT from the job id (both unless
 // set). Throws LaunchEnvError, or slurm::SlurmEnvError for a malformed SLURM variable.
-LaunchEnv launch_env_from_process();
+DDPRUN_API LaunchEnv launch_env_from_process();
 
 // Parses a positive duration in seconds ("300", "1.5") read from `variable`; throws
 // LaunchEnvError naming it when `text` is not a finite number > 0.
-double parse_seconds(const char* variable, const std::string& text);
+DDPRUN_API double parse_seconds(const char* variable, const std::string& text);
 
 // Makes stdout line-buffered. Under a launcher it is a pipe, which C and C++ buffer in
 // blocks: the last lines of a worker that is killed would be lost, and ranks' lines would reach
 // the launcher in bursts. run_main() and init_process_group() call it first thing; call it
 // yourself if your program prints before either. Cheap enough to call more than once.
-void line_buffer_stdout();
+DDPRUN_API void line_buffer_stdout();
 
 }  // namespace ddprun

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ddprun/comm.hpp"
+#include "ddprun/export.hpp"
 #include "ddprun/launch_env.hpp"
 #include "ddprun/timeouts.hpp"
 
@@ -14,7 +15,7 @@ namespace ddprun {
 
 // The ranks could not be connected: the store could not be hosted or reached, the other
 // ranks did not join within the store timeout, or the requested backend is not built in.
-class ProcessGroupError : public std::runtime_error {
+class DDPRUN_API ProcessGroupError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -29,7 +30,7 @@ enum class Backend {
   kNccl,  // CUDA tensors only
 };
 
-struct ProcessGroupOptions {
+struct DDPRUN_API ProcessGroupOptions {
   // Defaults read once from DDPRUN_STORE_TIMEOUT / DDPRUN_COLLECTIVE_TIMEOUT; a value set
   // here in code wins over the environment.
   Timeouts timeouts = Timeouts::from_env();
@@ -59,10 +60,10 @@ struct ProcessGroupOptions {
 // - otherwise rank 0 hosts a c10d TCPStore on MASTER_PORT and the other ranks connect to it.
 // Returns once every rank has joined. Throws ProcessGroupError (naming the address, the rank
 // and the store timeout) when that does not happen within options.timeouts.store.
-std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options);
+DDPRUN_API std::shared_ptr<Comm> init_process_group(const LaunchEnv& env, const ProcessGroupOptions& options);
 
 // The same, with the environment of this process. Also throws LaunchEnvError naming a
 // missing or malformed variable.
-std::shared_ptr<Comm> init_process_group(const ProcessGroupOptions& options = {});
+DDPRUN_API std::shared_ptr<Comm> init_process_group(const ProcessGroupOptions& options = {});
 
 }  // namespace ddprun

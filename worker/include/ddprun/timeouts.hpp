@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "ddprun/export.hpp"
 #include "ddprun/launch_env.hpp"
 
 namespace ddprun {
@@ -19,7 +20,7 @@ inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{std::chrono::sec
 // reported within minutes rather than the half hour c10d waits by default.
 inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout{std::chrono::seconds(300)};
 
-struct Timeouts {
+struct DDPRUN_API Timeouts {
   // Connecting to the rendezvous store and waiting for the other ranks to join it.
   std::chrono::milliseconds store = kDefaultStoreTimeout;
   // One collective (all-reduce, broadcast, all-gather, barrier): a peer that neither takes

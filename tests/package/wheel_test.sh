@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The launcher's wheel (issue 14): scripts/build-wheel.sh gives one manylinux wheel; installed
+# into a fresh venv (which sees PyTorch 2.x through a .pth file, rather than a 2.5 GB copy of
+# it), `ddprun` and `python -m ddprun` work from there, without the venv on PATH, and run a
+# Python DDP script (gloo, 2 workers, a crash and a restart) with the venv's own interpreter,
+# not the python3 on PATH; PYTHON_EXEC still chooses another.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+: "${TORCH_PYTHON:?}"
+
+PYTHON=$TORCH_PYTHON bash "$DDPRUN_SOURCE_DIR/scripts/build-wheel.sh" "$T/dist" >"$T/build.log" 2>&1 \
+  || { cat "$T/build.log"; fail "the wheel did not build"; }
+wheels=("$T"/dist/*.whl)
+expect_eq "${#wheels[@]}" 1 "wheels built"
+wheel=$(basename "${wheels[0]}")
+[[ "$wheel" =~ ^ddprun-[0-9.]+-py3-none-manylinux_2_[0-9]+_x86_64\.whl$ ]] || fail "unexpected wheel name $wheel"
+ok "built $wheel"
+
+/usr/bin/python3 -m venv "$T/venv"
+V=$T/venv/bin
+site=$("$V/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$TORCH_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$site/torch2.pth"
+"$V/python" -m pip install --disable-pip-version-check -q --no-index --no-deps "${wheels[0]}"
+version=$(sed -nE 's/^project\(ddprun VERSION ([0-9.]+).*/\1/p' "$DDPRUN_SOURCE_DIR/CMakeLists.txt")
+expect_eq "$("$V/ddprun" --version)" "ddprun $version" "ddprun --version"
+expect_eq "$("$V/python" -m ddprun --version)" "ddprun $version" "python -m ddprun --version"
+ok "ddprun and python -m ddprun run from the venv"
+
+cat >"$T/train.py" <<'PY'
+import os, sys
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+assert torch.__version__.startswith("2."), f"{sys.executable} has torch {torch.__version__}"
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
+    sys.exit("crashing on purpose in attempt 0")
+dist.init_process_group("gloo")
+torch.manual_seed(dist.get_rank())  # different replicas: DDP's broadcast must unify them
+model = DistributedDataParallel(torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(7 + dist.get_rank())
+for _ in range(5):
+    x = torch.randn(8, 4, generator=g)
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True)).backward()
+    opt.step()
+flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
+dist.all_gather(gathered, flat)
+assert all(torch.equal(flat, other) for other in gathered), "replicas differ"
+print(f"identical after restart {os.environ['TORCHELASTIC_RESTART_COUNT']} under {sys.executable}")
+dist.destroy_process_group()
+PY
+# PATH without the venv: the python3 found there is not the venv's.
+PATH=/usr/bin:/bin "$V/ddprun" --nproc_per_node=2 --max_restarts=1 "$T/train.py" >"$T/run.out" 2>"$T/run.err" \
+  || { cat "$T/run.out" "$T/run.err"; fail "the DDP script failed under the installed ddprun"; }
+expect_in "$T/run.err" 'crashing on purpose in attempt 0'
+expect_in "$T/run.out" "^\[rank1\]: identical after restart 1 under $T/venv/bin/python3?\$"
+ok "a Python DDP script restarts and trains under the venv's Python"
+
+printf 'import sys\nprint(sys.executable)\n' >"$T/which.py"
+PATH=/usr/bin:/bin PYTHON_EXEC=/usr/bin/python3 "$V/ddprun" "$T/which.py" >"$T/which.out" 2>&1 \
+  || { cat "$T/which.out"; fail "which.py failed"; }
+expect_in "$T/which.out" '^\[rank0\]: /usr/bin/python3$'
+ok "PYTHON_EXEC still chooses the interpreter"
