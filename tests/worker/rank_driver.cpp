@@ -33,6 +33,12 @@
 //                                          checkpoint in OUT after SAVE_AT; with LOAD, first
 //                                          resumes from OUT's checkpoint; writes OUT/params.<rank>
 //                                          (.resumed with LOAD) and the restored entries
+//   rank_driver hooks OUT HOOK STEPS       STEPS of SGD on a small model with the communication
+//                                          hook HOOK (none, allreduce, fp16, bf16, fp16_wrapper,
+//                                          bf16_wrapper: the wrappers around allreduce); weights
+//                                          and data from formulas that hooks_reference.py repeats
+//                                          in Python; writes OUT/params.<rank>, and OUT/late.<rank>:
+//                                          the error of registering a hook after training
 //   rank_driver sampler                    reads "N W SEED EPOCH DROP_LAST SHUFFLE" lines, prints
 //                                          each rank's indices as torch's DistributedSampler would
 #include <signal.h>
@@ -41,7 +47,9 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -426,6 +434,46 @@ int resume(const std::string& out, int steps, int save_at, bool load) {
   return 0;
 }
 
+// The same model, weights and batches as tests/worker/hooks_reference.py builds in Python.
+int hooks(const std::string& out, const std::string& hook, int steps) {
+  auto comm = ddprun::init_process_group();
+  const int r = comm->rank();
+  auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::Tanh(), torch::nn::Linear(5, 3));
+  {
+    torch::NoGradGuard no_grad;
+    int k = 0;
+    for (auto& p : net->parameters()) {
+      p.copy_((torch::sin(torch::arange(p.numel(), torch::kFloat) * 0.7 + k) * 0.5).reshape(p.sizes()));
+      ++k;
+    }
+  }
+  ddprun::DistributedDataParallel ddp(net.ptr(), comm);
+  const std::map<std::string, std::function<ddprun::CommHook()>> hooks = {
+      {"allreduce", ddprun::allreduce_hook},
+      {"fp16", ddprun::fp16_compress_hook},
+      {"bf16", ddprun::bf16_compress_hook},
+      {"fp16_wrapper", [] { return ddprun::fp16_compress_wrapper(ddprun::allreduce_hook()); }},
+      {"bf16_wrapper", [] { return ddprun::bf16_compress_wrapper(ddprun::allreduce_hook()); }},
+  };
+  if (hook != "none") ddp.register_comm_hook(hooks.at(hook)());
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  for (int s = 0; s < steps; ++s) {
+    const auto x = torch::cos(torch::arange(24, torch::kFloat) * 0.37 + (r * 1.3 + s * 0.11)).reshape({4, 6});
+    const auto y = torch::sin(torch::arange(12, torch::kFloat) * 0.21 + (r * 0.9 + s * 0.05)).reshape({4, 3});
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward([&] { return net->forward(x); }), y).backward();
+    opt.step();
+  }
+  write_file(out + "/params." + std::to_string(r), params_text(*net));
+  try {  // too late: after a backward pass, and (with HOOK) a second hook
+    ddp.register_comm_hook(ddprun::allreduce_hook());
+    die("register_comm_hook after a backward pass was accepted");
+  } catch (const std::logic_error& e) {
+    write_file(out + "/late." + std::to_string(r), e.what());
+  }
+  return 0;
+}
+
 int sampler() {
   int64_t n, w, seed, epoch, drop_last, shuffle;
   while (std::cin >> n >> w >> seed >> epoch >> drop_last >> shuffle) {
@@ -476,6 +524,7 @@ int main(int argc, char** argv) {
     if (mode == "peer_hangs" && argc == 5) return peer_fault(argv[2], false, group_options(argv[3], argv[4]));
     if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
     if (mode == "sampler" && argc == 2) return sampler();
+    if (mode == "hooks" && argc == 5) return hooks(argv[2], argv[3], std::stoi(argv[4]));
     if (mode == "last_words" && argc == 2) {
       return ddprun::run_main(argc, argv, [](int, char**) -> int {
         std::printf("last words from printf\n");

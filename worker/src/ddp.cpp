@@ -54,13 +54,31 @@ struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
   struct BucketState {
     at::Tensor flat;
     std::size_t pending = 0;
-    std::unique_ptr<PendingOp> op;
+    std::unique_ptr<PendingOp> op;          // without a comm hook
+    std::unique_ptr<GradFuture> future;     // with one
+
+    // The reduced bucket, in `flat`.
+    void wait() {
+      if (op) op->wait();
+      if (!future) return;
+      const at::Tensor result = future->wait();
+      if (result.is_same(flat)) return;
+      if (result.numel() != flat.numel()) {
+        throw std::runtime_error(fmt::format(
+            "DistributedDataParallel: the communication hook returned {} elements for a bucket of {}",
+            result.numel(), flat.numel()));
+      }
+      at::NoGradGuard no_grad;
+      flat.copy_(result.reshape({-1}));
+    }
   };
 
   std::shared_ptr<torch::nn::Module> module;
   std::shared_ptr<Comm> comm;
   DdpOptions options;
   int world = 1;
+  CommHook comm_hook;          // empty: the built-in average
+  bool backward_seen = false;  // a synchronised backward pass has started
 
   // Parameters that require a gradient, in registration order; the ones DDP averages.
   std::vector<at::Tensor> params;
@@ -195,11 +213,13 @@ void DistributedDataParallel::Impl::arm() {
   // another rank, a reduce_mean here) gets an error naming both, not mixed-up buckets.
   comm->check_agreement(backward_call);
   armed = true;
+  backward_seen = true;
   next_launch = 0;
   std::fill(ready.begin(), ready.end(), 0);
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     buckets[b].pending = plan[b].params.size();
     buckets[b].op.reset();
+    buckets[b].future.reset();
   }
   torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
   if (graph_walked) {
@@ -223,8 +243,12 @@ void DistributedDataParallel::Impl::mark_ready(std::size_t index) {
       throw std::runtime_error("DistributedDataParallel does not support sparse gradients (" +
                                names[index] + ")");
     } else if (options.gradient_as_bucket_view && is_bucket_view(grad, views[index])) {
-      // AccumulateGrad has added this pass's gradient into the bucket itself.
-      views[index].div_(divisor);
+      // AccumulateGrad has added this pass's gradient into the bucket itself. A comm hook
+      // gets the sum and averages itself, as in PyTorch.
+      if (!comm_hook) views[index].div_(divisor);
+    } else if (comm_hook) {
+      views[index].copy_(grad);
+      if (options.gradient_as_bucket_view) grad = views[index];
     } else {
       // Dividing while copying into the bucket saves one pass over the gradients.
       at::div_out(views[index], grad, divisor);
@@ -240,7 +264,14 @@ void DistributedDataParallel::Impl::launch_ready_buckets() {
   // Strictly in plan order: every rank must issue the same all-reduces in the same order,
   // whatever order its gradients happened to become ready in.
   while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-    buckets[next_launch].op = comm->start_all_reduce(buckets[next_launch].flat, ReduceOp::kSum);
+    BucketState& bucket = buckets[next_launch];
+    if (comm_hook) {
+      GradBucket view{next_launch, bucket.flat, {}, next_launch + 1 == buckets.size()};
+      for (std::size_t i : plan[next_launch].params) view.parameters.push_back(params[i]);
+      bucket.future = std::make_unique<GradFuture>(comm_hook(*comm, view));
+    } else {
+      bucket.op = comm->start_all_reduce(bucket.flat, ReduceOp::kSum);
+    }
     ++next_launch;
   }
 }
@@ -281,7 +312,7 @@ void DistributedDataParallel::Impl::finalize() {
     used = used.to(comm->device());
     used_op = comm->start_all_reduce(used, ReduceOp::kMax);
   }
-  for (auto& b : buckets) b.op->wait();
+  for (auto& b : buckets) b.wait();
   std::vector<char> keep_undefined(params.size(), 0);
   if (used_op) {
     used_op->wait();
@@ -447,6 +478,22 @@ void DistributedDataParallel::set_sync(bool enabled) {
 bool DistributedDataParallel::sync_enabled() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->sync;
+}
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!hook) throw std::logic_error("DistributedDataParallel::register_comm_hook: the hook is empty");
+  if (impl_->comm_hook) {
+    throw std::logic_error(
+        "DistributedDataParallel::register_comm_hook: a hook is already registered; a wrapper takes "
+        "one, registered once (compose hooks inside it, e.g. fp16_compress_wrapper(hook))");
+  }
+  if (impl_->backward_seen) {
+    throw std::logic_error(
+        "DistributedDataParallel::register_comm_hook: register the hook before the first backward "
+        "pass, right after constructing the wrapper");
+  }
+  impl_->comm_hook = std::move(hook);
 }
 
 torch::nn::Module& DistributedDataParallel::module() { return *impl_->module; }

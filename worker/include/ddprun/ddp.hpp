@@ -25,6 +25,7 @@
 
 #include "ddprun/bucket_plan.hpp"
 #include "ddprun/comm.hpp"
+#include "ddprun/comm_hook.hpp"
 #include "ddprun/export.hpp"
 
 namespace ddprun {
@@ -94,6 +95,11 @@ class DDPRUN_API DistributedDataParallel {
     bool previous_;
   };
   [[nodiscard]] NoSync no_sync();
+
+  // Reduces each bucket with `hook` instead of the built-in average (comm_hook.hpp), as
+  // PyTorch's register_comm_hook. One hook per wrapper, registered before the first backward
+  // pass; otherwise throws std::logic_error saying so.
+  void register_comm_hook(CommHook hook);
 
   torch::nn::Module& module();
   Comm& comm();
