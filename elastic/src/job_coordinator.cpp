@@ -376,6 +376,7 @@ void JobCoordinator::start_round(Messages& out) {
     a.world_size = world_size;
     a.master_addr = master.addr;
     a.master_port = master.master_port;
+    a.agent_store = master.agent_store;
     a.run_id = settings_.run_id;
     out.push_back(Assign{id, a});
     parts_[id] = Part::kRunning;

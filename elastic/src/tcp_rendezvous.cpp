@@ -48,7 +48,7 @@ void TcpRendezvous::post(F handler) {
 void TcpRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
   try {
-    master_port_.emplace(io_);
+    master_port_.emplace(io_, 0, config_.agent_store);
   } catch (const std::system_error& e) {
     return end(rendezvous_failure(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()), 0));
   }
@@ -181,6 +181,7 @@ void TcpRendezvous::on_message(const nlohmann::json& message) {
       state_ = State::kRunning;
       round_ = assignment.round;
       restarts_ = assignment.restart_count;
+      master_port_->round_started(assignment.group_rank == 0 && assignment.agent_store);
       post([assignment](Handlers& h) { h.start_round(assignment); });
     } else if (type == "stop") {
       const int round = message.at("round");
@@ -241,6 +242,7 @@ void TcpRendezvous::worker_failed(int round, const WorkerFailure& failure) {
 
 void TcpRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
   if (state_ != State::kStopping || round != round_) return;
+  master_port_->round_ended();
   if (finish_after_stop_) {
     state_ = State::kIdle;
     return end(*std::exchange(finish_after_stop_, std::nullopt));
@@ -251,6 +253,7 @@ void TcpRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>&
 
 void TcpRendezvous::workers_succeeded(int round) {
   if (state_ != State::kRunning || round != round_) return;
+  master_port_->round_ended();
   state_ = State::kIdle;
   send({{"type", "workers_succeeded"}, {"round", round}});
 }

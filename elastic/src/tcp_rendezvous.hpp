@@ -10,7 +10,7 @@
 #include "channel.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "event_loop.hpp"
-#include "port_reservation.hpp"
+#include "master_port.hpp"
 #include "rendezvous_server.hpp"
 
 namespace ddprun::elastic {
@@ -54,7 +54,7 @@ class TcpRendezvous final : public Rendezvous {
   int round_ = 0;
   int restarts_ = 0;
   std::optional<JobOutcome> finish_after_stop_;
-  std::optional<PortReservation> master_port_;
+  std::optional<MasterPort> master_port_;
   std::unique_ptr<RendezvousServer> server_;
   std::optional<asio::ip::address> bind_address_;  // --local_addr, as this node's source address
   asio::ip::tcp::resolver resolver_;

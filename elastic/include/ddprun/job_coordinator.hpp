@@ -55,6 +55,7 @@ struct NodeSpec {
   std::string hostname;  // for messages
   int master_port = 0;   // a port it holds free on addr, MASTER_PORT when it gets group rank 0
   bool hosts_rendezvous = false;
+  bool agent_store = false;  // it serves the workers' store on master_port when it gets group rank 0
 };
 
 using NodeId = std::uint64_t;
