@@ -11,6 +11,14 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 export PYTHON_EXEC=$TORCH_PYTHON
 torch_version=$("$TORCH_PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 unset TORCH_DISABLE_SHARE_RDZV_TCP_STORE
+# A store that never answers would leave PyTorch's clients waiting forever: give each ddprun
+# two minutes (then it stops its workers and the test fails with its exit code).
+cat > "$T/ddprun" <<SH
+#!/bin/sh
+exec timeout -k 10 120 "$DDPRUN" "\$@"
+SH
+chmod +x "$T/ddprun"
+DDPRUN=$T/ddprun
 
 # Who listens on MASTER_PORT: "NAME PID" of every process with the listening socket open (from
 # /proc: the socket's inode, then the processes' descriptors), "nobody" if none.
@@ -203,17 +211,18 @@ two_nodes() {  # NAME PROGRAM ARGS...: both nodes, static backend, one worker ea
   "$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$@" >"$T/$name.b.out" 2>"$T/$name.b.err" &
   local b=$!
   "$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 "$@" >"$T/$name.a.out" 2>"$T/$name.a.err" &
-  PID_a=$!
+  local a=$!
   local rc_a=0 rc_b=0
-  wait "$PID_a" || rc_a=$?
+  wait "$a" || rc_a=$?
   wait "$b" || rc_b=$?
   [[ "$rc_a $rc_b" == "0 0" ]] || { cat "$T/$name".?.err; fail "$name on two nodes: exit codes $rc_a $rc_b"; }
 }
 rm -f "$T"/ops.[01] "$T"/store_ops.[01]
 two_nodes py "$T/ops.py" "$T"
+read -r _ _ _ node0 < "$T/ops.0"  # rank 0's parent: node 0's ddprun
 for r in 0 1; do
   read -r use name pid ppid < "$T/ops.$r"
-  expect_eq "$use $name $pid" "True ddprun $PID_a" "rank $r: a client of node 0's ddprun"
+  expect_eq "$use $name $pid" "True ddprun $node0" "rank $r: a client of node 0's ddprun"
 done
 two_nodes cxx "$RANK_DRIVER" store_ops "$T"
 expect_eq "$(cat "$T/store_ops.0" "$T/store_ops.1")" "okok" "c10d::TCPStore calls across two nodes"
