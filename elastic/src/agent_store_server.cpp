@@ -151,8 +151,12 @@ void AgentStoreServer::read_next(const std::shared_ptr<Connection>& connection) 
     if (!well_formed) {
       asio::error_code ignored;
       const auto peer = connection->socket.remote_endpoint(ignored);
+      asio::ip::address address = peer.address();
+      if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+        address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+      }
       say(fmt::format("ddprun: the workers' store closed the connection from {}:{}: it sent {}\n",
-                      peer.address().to_string(), peer.port(), why));
+                      address.to_string(), peer.port(), why));
       return close(connection->id);
     }
     read_next(connection);

@@ -70,6 +70,27 @@ TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "$DDPRUN" "$T/listen" || fail "the worker c
 expect_eq "$(cut -d' ' -f1 "$T/inherited")" "False" "TORCHELASTIC_USE_AGENT_STORE with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
 ok "inherited variables, given port, ddprun's store answers there; or the reserved port is bindable"
 
+# Garbage, and a length beyond the limits, close that connection only: the store answers the
+# next client, and ddprun says what it refused.
+worker garbage <<'SH'
+#!/bin/sh
+exec /usr/bin/python3 -c '
+import os, socket, struct
+at = (os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))
+for junk in (b"\x2a" * 20, b"\x00" + struct.pack("=Q", 1 << 40)):
+    s = socket.create_connection(at)
+    s.sendall(junk)
+    assert s.recv(10) == b"", "a malformed query got an answer"
+s = socket.create_connection(at)
+s.sendall(b"\0" + struct.pack("=I", 0x3C85F7CE) + b"\x0d" + struct.pack("=I", 7))
+assert s.makefile("rb").read(4) == struct.pack("=I", 7)'
+SH
+run_ddprun garbage "$T/garbage"
+expect_eq "$RC" 0 "a client after malformed ones"
+expect_in "$T/garbage.err" "^ddprun: the workers' store closed the connection from 127.0.0.1:[0-9]+: it sent query type 42, which no torch 1.x client sends$"
+expect_in "$T/garbage.err" "it sent a key of 1099511627776 bytes"
+ok "malformed queries close their connection only"
+
 # One node, static backend (the default): --rdzv_endpoint is MASTER_ADDR:MASTER_PORT, as with
 # torchrun (PyTorch's run_example.sh: --rdzv_id=100 --rdzv_endpoint=localhost:29400). It
 # replaces --master_port, is served like a picked port, or held for rank 0 to listen on.
