@@ -180,4 +180,34 @@ expect_in "$T/wrong.err" "right"
 expect_in "$T/wrong.err" "wrong"
 kill -TERM "$PID_a"; finish a
 ok "mismatched run id refused: $(grep -m1 ddprun "$T/wrong.err")"
+
+# 9. The workers' store is served by the ddprun of rank 0's node, and moves with rank 0: node b
+# has rank 0; once it is killed, rank 0 of the survivors' round is on node a, which serves its
+# own MASTER_PORT from then on. Each worker asks the store at MASTER_ADDR:MASTER_PORT for a
+# torch 2.x PING.
+next_port
+worker ping_store <<'SH'
+#!/bin/sh
+/usr/bin/python3 -c '
+import os, socket, struct
+s = socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), timeout=20)
+s.sendall(b"\0" + struct.pack("=I", 0x3C85F7CE) + b"\x0d" + struct.pack("=I", 9))
+assert s.makefile("rb").read(4) == struct.pack("=I", 9)' || exit 1
+echo "$GROUP_WORLD_SIZE $MASTER_ADDR" >> "$T/ping.$GROUP_RANK.$$"
+[ "$GROUP_WORLD_SIZE" = 3 ] && exec sleep 60
+exit 0
+SH
+c10d=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=move
+      --rdzv_conf=last_call_timeout=5,heartbeat_timeout=3)
+node 127.0.0.2 a "${c10d[@]}" "$T/ping_store"
+node 127.0.0.3 b "${c10d[@]}" --node_rank=0 "$T/ping_store"
+node 127.0.0.4 c "${c10d[@]}" "$T/ping_store"
+three_pinged() { [[ $(cat "$T"/ping.* 2>/dev/null | grep -c '^3 ') == 3 ]]; }
+wait_for 30 three_pinged
+expect_eq "$(cat "$T"/ping.* | sort -u)" "3 127.0.0.3" "round 1: every worker reached node b's store"
+kill -KILL "$PID_b"; finish b
+finish a; finish c
+expect_eq "$RC_a $RC_c" "0 0" "survivors after rank 0's node was killed"
+expect_eq "$(cat "$T"/ping.* | grep '^2 ' | sort | uniq -c | tr -s ' ')" " 2 2 127.0.0.2" "round 2: both reached node a's store"
+ok "the store moves with rank 0: node b's, then, b killed, node a's"
 wait_for 10 no_leftovers
