@@ -132,8 +132,8 @@ for r in 0 1; do
 done
 ok "libtorch C++ clients: every c10d::TCPStore call; the worker library joins at ddprun's store"
 
-# 3. A restart: the attempt before left keys (and, for torch 2.x, which uses no per-attempt
-# prefix, gloo's own rendezvous keys); the next attempt must find the store empty.
+# 3. A restart: the attempt before left keys; the next attempt must find the store empty (a
+# torch 2.x worker uses no per-attempt prefix: a counter of attempt 0 would go on counting).
 cat > "$T/restart.py" <<'PY'
 import datetime, os, signal, sys, torch
 import torch.distributed as dist
