@@ -42,7 +42,6 @@ void LocalRendezvous::workers_stopped(int round, const std::vector<WorkerFailure
 }
 
 void LocalRendezvous::workers_succeeded(int round) {
-  master_port_->round_ended();
   deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_now()));
 }
 

@@ -16,14 +16,14 @@ namespace ddprun::elastic {
 // take, and the store outlives any worker. Without it, the port is only held, and rank 0 of
 // the workers binds it for its own store.
 //
-// The rounds: round_started() before the node's workers start, round_ended() once they have
-// all ended, before the rendezvous hears of it (so before any node can start the next round).
-// A round's store starts empty, and connections made after this node's workers of the previous
-// round ended (by workers of the next round, on any node) wait until it is emptied: a restarted
-// job never sees the keys of the previous attempt, even where its clients use no per-attempt
-// prefix (torch 2.x). The cost: on several nodes, a worker elsewhere that opens a new
-// connection after every worker of this node has ended waits for a next round. PyTorch's
-// clients connect as the workers start, and keep their connection.
+// The rounds: round_started() before the node's workers start; round_ended() once the round is
+// over for this node and before the rendezvous hears of it, so before any node can start the
+// next round: when its workers have stopped, or when, after they succeeded, the round is
+// stopped anyway (a failure elsewhere). A round's store starts empty, and connections made
+// after round_ended() (by workers of the next round, on any node) wait until it is emptied: a
+// restarted job never sees the keys of the previous attempt, even where its clients use no
+// per-attempt prefix (torch 2.x). Workers that succeeded end nothing: other nodes' workers may
+// still connect.
 class MasterPort {
  public:
   // Holds `port`, or a free port when it is 0. Throws std::system_error when it cannot be held

@@ -31,8 +31,9 @@ class TcpRendezvous final : public Rendezvous {
 
  private:
   // This node as the launcher sees it: joining (not yet connected, or no round yet), idle
-  // between rounds, its workers running, being stopped, or the job has ended for it.
-  enum class State { kJoining, kIdle, kRunning, kStopping, kDone };
+  // between rounds, its workers running, being stopped, succeeded (waiting for the others), or
+  // the job has ended for it.
+  enum class State { kJoining, kIdle, kRunning, kStopping, kSucceeded, kDone };
 
   void host_if_chosen();
   void connect();

@@ -380,8 +380,22 @@ TEST_CASE("success needs every node (the exit barrier); a failure elsewhere firs
         {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
                     "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
         {"succeeded 1 1", {}},
-        {"fail 2 1", {}},  // n1 has no workers to stop
-        {"stopped 2 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+        // n1 has no workers to stop, but may serve the round's store: it must report too.
+        {"fail 2 1", {"n1 stop round=1 worker_failed: " + kFail2}},
+        {"stopped 2 1", {}},
+        {"stopped 1 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                         "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+    });
+  }
+  SUBCASE("success that crosses the stop: the node's report of the stop ends its part") {
+    play(job(2, 2, 3), {
+        {"join 1", {}},
+        {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"fail 2 1", {"n1 stop round=1 worker_failed: " + kFail2}},
+        {"stopped 2 1", {}},
+        {"succeeded 1 1", {}},
+        {"stopped 1 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
                          "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
     });
   }

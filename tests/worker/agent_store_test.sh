@@ -226,7 +226,31 @@ for r in 0 1; do
 done
 two_nodes cxx "$RANK_DRIVER" store_ops "$T"
 expect_eq "$(cat "$T/store_ops.0" "$T/store_ops.1")" "okok" "c10d::TCPStore calls across two nodes"
-ok "two nodes: Python and C++ workers of both meet at node 0's ddprun"
+# Node 0's only worker, rank 0, is done and reaped before rank 1 on node 1 first connects.
+mkfifo "$T/late.fifo"
+cat > "$T/late.py" <<'PY'
+import os, select, sys, time
+from common import client, rank
+fifo = os.path.join(sys.argv[1], "late.fifo")
+if rank == 0:
+    client().set("from rank 0", "1")
+    with open(fifo, "w") as f:  # until rank 1 reads
+        f.write(str(os.getpid()))
+    sys.exit(0)
+pid = int(open(fifo).read())
+try:
+    select.select([os.pidfd_open(pid)], [], [], 60)  # until rank 0 has exited
+except ProcessLookupError:
+    pass
+deadline = time.monotonic() + 30
+while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:  # until its ddprun reaped it
+    time.sleep(0.01)
+s = client()
+open(os.path.join(sys.argv[1], "late"), "w").write(s.get("from rank 0").decode())
+PY
+two_nodes late "$T/late.py" "$T"
+expect_eq "$(cat "$T/late")" "1" "rank 1's first store call after node 0's workers all ended"
+ok "two nodes: Python and C++ workers of both meet at node 0's ddprun, also after its workers ended"
 
 # 6. TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, as with torchrun: rank 0 of the workers hosts the store.
 cat > "$T/optout.py" <<'PY'

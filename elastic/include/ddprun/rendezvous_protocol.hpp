@@ -9,7 +9,8 @@
 //                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
 //   both ways         {"type":"heartbeat"} every heartbeat_interval
-// The server refuses a join of another version with a "finish", whose shape therefore never
+// A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
+// server refuses a join of another version with a "finish", whose shape therefore never
 // changes. Field names are those of the C++ structs.
 #pragma once
 
@@ -20,7 +21,8 @@
 
 namespace ddprun::elastic {
 
-// 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store.
+// 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
+// whose workers succeeded answers a stop.
 inline constexpr int kProtocolVersion = 3;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
