@@ -72,7 +72,8 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
 }
 
 // The rendezvous side of the configuration. Throws UsageError when it cannot work.
-elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg) {
+elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
+                                                const std::map<std::string, std::string>& vars) {
   elastic::RendezvousConfig r;
   r.backend = cfg.rdzv_backend == "c10d" ? elastic::Backend::kC10d : elastic::Backend::kStatic;
   r.endpoint = cfg.rdzv_endpoint;
@@ -84,6 +85,8 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg)
   r.nproc = cfg.nproc_per_node;
   r.local_addr = cfg.local_addr;
   r.max_restarts = cfg.max_restarts;
+  // As torchrun reads it: "1" turns the agent store off, anything else leaves it on.
+  r.agent_store = get(vars, env::kDisableAgentStore, "0") != std::string("1");
   try {
     for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
       std::cerr << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
@@ -151,7 +154,7 @@ int run(int argc, char** argv) {
     std::cout << config::to_json(cfg).dump(2) << "\n";
     return exit_code::kSuccess;
   }
-  const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg);
+  const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg, vars);
   check_program(cfg, vars);
   if (slurm_job.in_slurm) {
     // Where the nodes meet; on one node, MASTER_ADDR[:MASTER_PORT] (no port: a free one).

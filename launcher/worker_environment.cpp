@@ -50,7 +50,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
   vars[env::kRestartCount] = std::to_string(round.restart_count);
   vars[env::kMaxRestarts] = std::to_string(config.max_restarts);
   vars[env::kRunId] = round.run_id;
-  vars[env::kUseAgentStore] = "False";
+  vars[env::kUseAgentStore] = round.agent_store ? "True" : "False";
   vars[env::kErrorFile] = error_file;
   set_nccl_async_error_handling(base, vars);
   if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";

@@ -222,17 +222,17 @@ Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<Wor
   return out;
 }
 
-Messages JobCoordinator::workers_succeeded(NodeId node, int round, double now) {
+Messages JobCoordinator::workers_succeeded(NodeId node, int round, double /*now*/) {
   Messages out;
   const auto part = parts_.find(node);
   if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end() ||
       (part->second != Part::kRunning && part->second != Part::kStopping)) {
     return out;
   }
+  // Finished before the stop reached it: its report that it stopped follows the stop.
+  if (phase_ == Phase::kStopping) return out;
   part->second = Part::kSucceeded;
-  if (phase_ == Phase::kStopping) {
-    end_round_if_stopped(now, out);  // finished before the stop reached it: as good as stopped
-  } else if (std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second == Part::kSucceeded; })) {
+  if (std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second == Part::kSucceeded; })) {
     JobOutcome success;
     success.restarts = restart_count_;
     finish(success, out);
@@ -376,6 +376,7 @@ void JobCoordinator::start_round(Messages& out) {
     a.world_size = world_size;
     a.master_addr = master.addr;
     a.master_port = master.master_port;
+    a.agent_store = master.agent_store;
     a.run_id = settings_.run_id;
     out.push_back(Assign{id, a});
     parts_[id] = Part::kRunning;
@@ -388,8 +389,10 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
   phase_ = Phase::kStopping;
   close_deadline_ = now + settings_.close_timeout;
   stop_why_ = why;
+  // Nodes whose workers succeeded have none to stop, but their launcher may serve the round's
+  // store (MASTER_PORT): the next round waits until it has stopped taking new connections.
   for (auto& [id, part] : parts_) {
-    if (part == Part::kRunning) {
+    if (part == Part::kRunning || part == Part::kSucceeded) {
       out.push_back(Stop{id, round_, reason, why});
       part = Part::kStopping;
     }

@@ -15,7 +15,7 @@ void LocalRendezvous::join(Handlers handlers) {
   // given), as with torchrun.
   const Endpoint master = single_node_master(config_);
   try {
-    master_port_.emplace(io_, master.port);
+    master_port_.emplace(io_, master.port, config_.agent_store);
   } catch (const std::system_error& e) {
     const bool endpoint_has_port = config_.backend == Backend::kStatic && !config_.endpoint.empty() &&
                                    parse_endpoint(config_.endpoint, -1).port >= 0;
@@ -37,6 +37,7 @@ void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {
 }
 
 void LocalRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
+  master_port_->round_ended();
   deliver(coordinator_.workers_stopped(kThisNode, round, failures, monotonic_now()));
 }
 
@@ -51,6 +52,7 @@ void LocalRendezvous::deliver(const Messages& messages) {
     asio::post(io_, [this, alive = lifetime_.token(), message] {
       if (alive.expired() || left_) return;
       if (const auto* assign = std::get_if<Assign>(&message)) {
+        master_port_->round_started(assign->assignment.agent_store);
         handlers_.start_round(assign->assignment);
       } else if (const auto* stop = std::get_if<Stop>(&message)) {
         handlers_.stop_round(stop->reason, stop->why);

@@ -9,7 +9,7 @@
 #include "ddprun/job_coordinator.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "event_loop.hpp"
-#include "port_reservation.hpp"
+#include "master_port.hpp"
 
 namespace ddprun::elastic {
 
@@ -34,7 +34,7 @@ class LocalRendezvous final : public Rendezvous {
   // Deadlines are never due: the round starts as this node joins, and the launcher reporting
   // its workers stopped is in this process.
   JobCoordinator coordinator_;
-  std::optional<PortReservation> master_port_;
+  std::optional<MasterPort> master_port_;
   bool left_ = false;
   Lifetime lifetime_;
 };

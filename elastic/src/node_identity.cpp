@@ -36,6 +36,7 @@ NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_
   spec.hostname = this_hostname();
   spec.master_port = master_port;
   spec.hosts_rendezvous = hosts_rendezvous;
+  spec.agent_store = config.agent_store;
   return spec;
 }
 

@@ -1,5 +1,7 @@
 #include "port_reservation.hpp"
 
+#include <fcntl.h>
+
 namespace ddprun::elastic {
 
 namespace {
@@ -25,6 +27,10 @@ asio::ip::tcp::acceptor bind_wildcard(asio::io_context& io, unsigned short port)
 }  // namespace
 
 PortReservation::PortReservation(asio::io_context& io, int port)
-    : socket_(bind_wildcard(io, static_cast<unsigned short>(port))) {}
+    : socket_(bind_wildcard(io, static_cast<unsigned short>(port))),
+      protocol_(socket_.local_endpoint().protocol()),
+      port_(socket_.local_endpoint().port()) {
+  ::fcntl(socket_.native_handle(), F_SETFD, FD_CLOEXEC);
+}
 
 }  // namespace ddprun::elastic

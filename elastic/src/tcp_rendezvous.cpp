@@ -48,7 +48,7 @@ void TcpRendezvous::post(F handler) {
 void TcpRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
   try {
-    master_port_.emplace(io_);
+    master_port_.emplace(io_, 0, config_.agent_store);
   } catch (const std::system_error& e) {
     return end(rendezvous_failure(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()), 0));
   }
@@ -177,15 +177,22 @@ void TcpRendezvous::on_message(const nlohmann::json& message) {
     const std::string type = message.at("type");
     if (type == "assign") {
       const RoundAssignment assignment = message.at("assignment");
-      if (state_ != State::kIdle) return;
+      if (state_ != State::kIdle && state_ != State::kSucceeded) return;
       state_ = State::kRunning;
       round_ = assignment.round;
       restarts_ = assignment.restart_count;
+      master_port_->round_started(assignment.group_rank == 0 && assignment.agent_store);
       post([assignment](Handlers& h) { h.start_round(assignment); });
     } else if (type == "stop") {
       const int round = message.at("round");
       const StopReason reason = parse_stop_reason(message.at("reason").get<std::string>());
       const std::string why = message.at("why");
+      if (state_ == State::kSucceeded && round == round_) {
+        // No workers to stop: the round's store takes no new connections, and that is all.
+        master_port_->round_ended();
+        state_ = State::kIdle;
+        return send({{"type", "workers_stopped"}, {"round", round}, {"failures", nlohmann::json::array()}});
+      }
       if (state_ != State::kRunning || round != round_) return;  // stopping already, or a past round
       state_ = State::kStopping;
       post([reason, why](Handlers& h) { h.stop_round(reason, why); });
@@ -221,6 +228,7 @@ void TcpRendezvous::end(JobOutcome outcome) {
       return;
     case State::kJoining:
     case State::kIdle:
+    case State::kSucceeded:
       state_ = State::kDone;
       join_timer_.cancel();
       retry_timer_.cancel();
@@ -241,6 +249,7 @@ void TcpRendezvous::worker_failed(int round, const WorkerFailure& failure) {
 
 void TcpRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
   if (state_ != State::kStopping || round != round_) return;
+  master_port_->round_ended();
   if (finish_after_stop_) {
     state_ = State::kIdle;
     return end(*std::exchange(finish_after_stop_, std::nullopt));
@@ -251,7 +260,7 @@ void TcpRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>&
 
 void TcpRendezvous::workers_succeeded(int round) {
   if (state_ != State::kRunning || round != round_) return;
-  state_ = State::kIdle;
+  state_ = State::kSucceeded;  // the store goes on serving: workers elsewhere may still use it
   send({{"type", "workers_succeeded"}, {"round", round}});
 }
 

@@ -10,7 +10,7 @@
 #include "channel.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "event_loop.hpp"
-#include "port_reservation.hpp"
+#include "master_port.hpp"
 #include "rendezvous_server.hpp"
 
 namespace ddprun::elastic {
@@ -31,8 +31,9 @@ class TcpRendezvous final : public Rendezvous {
 
  private:
   // This node as the launcher sees it: joining (not yet connected, or no round yet), idle
-  // between rounds, its workers running, being stopped, or the job has ended for it.
-  enum class State { kJoining, kIdle, kRunning, kStopping, kDone };
+  // between rounds, its workers running, being stopped, succeeded (waiting for the others), or
+  // the job has ended for it.
+  enum class State { kJoining, kIdle, kRunning, kStopping, kSucceeded, kDone };
 
   void host_if_chosen();
   void connect();
@@ -54,7 +55,7 @@ class TcpRendezvous final : public Rendezvous {
   int round_ = 0;
   int restarts_ = 0;
   std::optional<JobOutcome> finish_after_stop_;
-  std::optional<PortReservation> master_port_;
+  std::optional<MasterPort> master_port_;
   std::unique_ptr<RendezvousServer> server_;
   std::optional<asio::ip::address> bind_address_;  // --local_addr, as this node's source address
   asio::ip::tcp::resolver resolver_;

@@ -26,9 +26,9 @@ using Lines = std::vector<std::string>;
 std::string render(const Message& message) {
   if (const auto* a = std::get_if<Assign>(&message)) {
     const RoundAssignment& r = a->assignment;
-    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}", a->node, r.round,
+    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}{}", a->node, r.round,
                        r.restart_count, r.group_rank, r.group_world_size, r.base_rank, r.world_size, r.master_addr,
-                       r.master_port);
+                       r.master_port, r.agent_store ? " agent_store" : "");
   }
   if (const auto* s = std::get_if<Stop>(&message)) {
     return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
@@ -43,7 +43,7 @@ std::string render(const Message& message) {
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
-//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host]
+//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host] [agent_store]
 //   fail N ROUND [exit=E] [at=T] [rank=R] [tb]    worker_failed (tb: with a traceback)
 //   stopped N ROUND [fail=RANK:EXIT:AT[:tb]]...    workers_stopped
 //   succeeded N ROUND
@@ -122,6 +122,7 @@ class Script {
       std::sscanf(option.c_str(), "max_restarts=%d", &s.max_restarts);
       if (option.rfind("run=", 0) == 0) s.run_id = option.substr(4);
       if (option == "host") s.hosts_rendezvous = true;
+      if (option == "agent_store") s.agent_store = true;
     }
     return s;
   }
@@ -189,6 +190,20 @@ TEST_CASE("node_rank is honoured and names the master; nodes may differ in nproc
       {"join 3 rank=1 nproc=2", {"n2 assign round=1 restarts=0 group=0/3 ranks=0/7 master=10.0.0.2:1002",
                                  "n3 assign round=1 restarts=0 group=1/3 ranks=4/7 master=10.0.0.2:1002",
                                  "n1 assign round=1 restarts=0 group=2/3 ranks=6/7 master=10.0.0.2:1002"}},
+  });
+}
+
+TEST_CASE("the node of rank 0 decides whether the workers use its launcher's store") {
+  play(job(2, 2), {
+      {"join 1 rank=1", {}},
+      {"join 2 rank=0 agent_store",
+       {"n2 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.2:1002 agent_store",
+        "n1 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.2:1002 agent_store"}},
+  });
+  play(job(2, 2), {
+      {"join 1 rank=1 agent_store", {}},
+      {"join 2 rank=0", {"n2 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.2:1002",
+                         "n1 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.2:1002"}},
   });
 }
 
@@ -365,8 +380,22 @@ TEST_CASE("success needs every node (the exit barrier); a failure elsewhere firs
         {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
                     "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
         {"succeeded 1 1", {}},
-        {"fail 2 1", {}},  // n1 has no workers to stop
-        {"stopped 2 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+        // n1 has no workers to stop, but may serve the round's store: it must report too.
+        {"fail 2 1", {"n1 stop round=1 worker_failed: " + kFail2}},
+        {"stopped 2 1", {}},
+        {"stopped 1 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                         "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+    });
+  }
+  SUBCASE("success that crosses the stop: the node's report of the stop ends its part") {
+    play(job(2, 2, 3), {
+        {"join 1", {}},
+        {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"fail 2 1", {"n1 stop round=1 worker_failed: " + kFail2}},
+        {"stopped 2 1", {}},
+        {"succeeded 1 1", {}},
+        {"stopped 1 1", {"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001",
                          "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
     });
   }

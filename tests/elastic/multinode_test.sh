@@ -180,4 +180,65 @@ expect_in "$T/wrong.err" "right"
 expect_in "$T/wrong.err" "wrong"
 kill -TERM "$PID_a"; finish a
 ok "mismatched run id refused: $(grep -m1 ddprun "$T/wrong.err")"
+
+# 9. The workers' store is served by the ddprun of rank 0's node, and moves with rank 0: node b
+# has rank 0; once it is killed, rank 0 of the survivors' round is on node a, which serves its
+# own MASTER_PORT from then on. Each worker asks the store at MASTER_ADDR:MASTER_PORT for a
+# torch 2.x PING.
+next_port
+worker ping_store <<'SH'
+#!/bin/sh
+/usr/bin/python3 -c '
+import os, socket, struct
+s = socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])), timeout=20)
+s.sendall(b"\0" + struct.pack("=I", 0x3C85F7CE) + b"\x0d" + struct.pack("=I", 9))
+assert s.makefile("rb").read(4) == struct.pack("=I", 9)' || exit 1
+echo "$GROUP_WORLD_SIZE $MASTER_ADDR" >> "$T/ping.$GROUP_RANK.$$"
+[ "$GROUP_WORLD_SIZE" = 3 ] && exec sleep 60
+exit 0
+SH
+c10d=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=move
+      --rdzv_conf=last_call_timeout=5,heartbeat_timeout=3)
+node 127.0.0.2 a "${c10d[@]}" "$T/ping_store"
+node 127.0.0.3 b "${c10d[@]}" --node_rank=0 "$T/ping_store"
+node 127.0.0.4 c "${c10d[@]}" "$T/ping_store"
+three_pinged() { [[ $(cat "$T"/ping.* 2>/dev/null | grep -c '^3 ') == 3 ]]; }
+wait_for 30 three_pinged
+expect_eq "$(cat "$T"/ping.* | sort -u)" "3 127.0.0.3" "round 1: every worker reached node b's store"
+kill -KILL "$PID_b"; finish b
+finish a; finish c
+expect_eq "$RC_a $RC_c" "0 0" "survivors after rank 0's node was killed"
+expect_eq "$(cat "$T"/ping.* | grep '^2 ' | sort | uniq -c | tr -s ' ')" " 2 2 127.0.0.2" "round 2: both reached node a's store"
+ok "the store moves with rank 0: node b's, then, b killed, node a's"
+
+# 10. Node 0's worker succeeds (and is reaped by its ddprun) before node 1's worker fails: the
+# round is stopped on node 0 too (its ddprun reports it, closing the round's store to new
+# connections), and both nodes restart; the next round's store answers.
+next_port; rm -f "$T"/ping.*
+mkfifo "$T/node0.fifo"
+worker succeed_then_fail <<'SH'
+#!/bin/sh
+"$T/ping_store" || exit 1
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || exit 0
+if [ "$GROUP_RANK" = 0 ]; then echo $$ > "$T/node0.fifo"; exit 0; fi
+exec /usr/bin/python3 -c '
+import os, select, sys, time
+pid = int(open(sys.argv[1]).read())
+try:
+    select.select([os.pidfd_open(pid)], [], [], 30)  # until node 0 worker has exited
+except ProcessLookupError:
+    pass
+deadline = time.monotonic() + 30
+while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:  # until its ddprun reaped it
+    time.sleep(0.01)
+sys.exit(3)' "$T/node0.fifo"
+SH
+c10d=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=late_fail --max_restarts=1)
+node 127.0.0.2 a "${c10d[@]}" "$T/succeed_then_fail"
+node 127.0.0.3 b "${c10d[@]}" "$T/succeed_then_fail"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "a failure after node 0 succeeded, then a restart ($(cat "$T/a.err" "$T/b.err"))"
+expect_eq "$(cat "$T"/ping.* | sort | uniq -c | tr -s ' ')" " 4 2 127.0.0.2" "both workers of both rounds reached node 0's store"
+expect_in "$T/a.err" "restarting workers \(restart 1 of 1\)"
+ok "a failure after node 0's workers succeeded restarts both nodes; the store serves the next round"
 wait_for 10 no_leftovers

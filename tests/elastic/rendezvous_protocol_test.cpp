@@ -33,12 +33,12 @@ TEST_CASE("every message survives the wire") {
   CHECK(f2.error_file == "/tmp/e.json");
   CHECK(f2.timestamp == 1700000000.25);
 
-  RoundAssignment a{3, 1, 2, 4, 8, 16, "10.0.0.1", 4567, "job"};
+  RoundAssignment a{3, 1, 2, 4, 8, 16, "10.0.0.1", 4567, "job", true};
   const RoundAssignment a2 = nlohmann::json(a).get<RoundAssignment>();
   CHECK(nlohmann::json(a2) == nlohmann::json(a));
   CHECK(nlohmann::json(a) == nlohmann::json::parse(R"({"round":3,"restart_count":1,"group_rank":2,
       "group_world_size":4,"base_rank":8,"world_size":16,"master_addr":"10.0.0.1","master_port":4567,
-      "run_id":"job"})"));
+      "run_id":"job","agent_store":true})"));
 
   JobOutcome o;
   o.exit_code = 137;
@@ -59,6 +59,7 @@ TEST_CASE("every message survives the wire") {
   s.hostname = "vm";
   s.master_port = 4000;
   s.hosts_rendezvous = true;
+  s.agent_store = true;
   CHECK(nlohmann::json(nlohmann::json(s).get<NodeSpec>()) == nlohmann::json(s));
 }
 

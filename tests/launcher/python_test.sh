@@ -5,6 +5,7 @@ set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || skip "python3-torch is not installed"
 export PYTHON_EXEC=/usr/bin/python3
+unset TORCH_DISABLE_SHARE_RDZV_TCP_STORE
 
 cat > "$T/train.py" <<'PY'
 import json, os, sys
@@ -43,14 +44,16 @@ for rank in (0, 1):
     d = json.load(open(f"{t}/ddprun/env.{rank}"))
     r = json.load(open(f"{t}/torchrun/env.{rank}"))
     assert d["allreduce"] == r["allreduce"] == 3.0, (d, r)
-    # Values that are the same by contract (the port and the error file path are per run;
-    # torchrun 1.13's static rendezvous hands its own store to workers, ddprun's workers host one).
+    # Values that are the same by contract (the port and the error file path are per run). Both
+    # launchers serve the workers' store themselves (TORCHELASTIC_USE_AGENT_STORE=True).
     for k in ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
               "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR",
               "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-              "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS", "unbuffered"]:
+              "TORCHELASTIC_USE_AGENT_STORE", "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
+              "unbuffered"]:
         assert d[k] == r[k], f"rank {rank} {k}: ddprun {d[k]!r} torchrun {r[k]!r}"
-    for k in ["MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE"]:
+    assert d["TORCHELASTIC_USE_AGENT_STORE"] == "True", d
+    for k in ["MASTER_PORT", "TORCHELASTIC_ERROR_FILE"]:
         assert d[k] and r[k], f"rank {rank} {k}: ddprun {d[k]!r} torchrun {r[k]!r}"
     # torchrun sets it from 2.x on; 1.13 predates it.
     assert d["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1", d

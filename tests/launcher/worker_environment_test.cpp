@@ -31,6 +31,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
   round.master_addr = "node0";
   round.master_port = 29555;
   round.run_id = "job42";
+  round.agent_store = true;
   const auto env = as_map(launcher::worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, cfg,
                                                         round, 3, "/tmp/e.json"));
   const std::map<std::string, std::string> expected = {
@@ -49,13 +50,15 @@ TEST_CASE("every worker gets torchrun's environment contract") {
       {"TORCHELASTIC_RESTART_COUNT", "1"},
       {"TORCHELASTIC_MAX_RESTARTS", "3"},
       {"TORCHELASTIC_RUN_ID", "job42"},
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
       {"TORCHELASTIC_ERROR_FILE", "/tmp/e.json"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"OMP_NUM_THREADS", "1"},
   };
   CHECK(env == expected);
+  round.agent_store = false;  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 on the node of rank 0
+  CHECK(as_map(launcher::worker_environment({}, cfg, round, 3, "")).at("TORCHELASTIC_USE_AGENT_STORE") == "False");
 }
 
 TEST_CASE("inherited OMP_NUM_THREADS and TORCH_NCCL_ASYNC_ERROR_HANDLING are kept") {

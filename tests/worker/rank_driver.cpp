@@ -41,13 +41,19 @@
 //                                          the error of registering a hook after training
 //   rank_driver sampler                    reads "N W SEED EPOCH DROP_LAST SHUFFLE" lines, prints
 //                                          each rank's indices as torch's DistributedSampler would
+//   rank_driver store_ops OUT              (2 ranks) every call of libtorch's c10d::TCPStore client
+//                                          against the store at MASTER_ADDR:MASTER_PORT (the
+//                                          launcher's): the 1.x API with watchKey on libtorch 1.x,
+//                                          the extended API on 2.x; writes OUT/store_ops.<rank>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <set>
@@ -55,13 +61,16 @@
 #include <string>
 #include <thread>
 
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "ddprun/checkpoint.hpp"
 #include "ddprun/collectives.hpp"
 #include "ddprun/ddp.hpp"
 #include "ddprun/distributed_sampler.hpp"
 #include "ddprun/error_file.hpp"
+#include "ddprun/launch_env.hpp"
 #include "ddprun/process_group.hpp"
 
 namespace {
@@ -487,6 +496,67 @@ int sampler() {
   return 0;
 }
 
+std::vector<uint8_t> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text_of(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
+
+// Two ranks, each with its own client of the store at MASTER_ADDR:MASTER_PORT, and keys of its
+// own, so that the results do not depend on which rank runs first.
+int store_ops(const std::string& out) {
+  const ddprun::LaunchEnv env = ddprun::launch_env_from_process();
+  expect(env.world_size == 2 && env.use_agent_store, "2 ranks using the launcher's store");
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.master_port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(60);
+  c10d::TCPStore store(env.master_addr, options);
+  const std::string me = "r" + std::to_string(env.rank) + "/";
+  const std::string peer = "r" + std::to_string(1 - env.rank) + "/";
+
+  store.set(me + "hello", bytes_of("from " + me));
+  store.wait({peer + "hello"});
+  expect(text_of(store.get(peer + "hello")) == "from " + peer, "get the peer's key");
+  expect(store.add(me + "n", 5) == 5 && store.add(me + "n", -2) == 3, "add");
+  expect(text_of(store.get(me + "n")) == "3", "an added key reads as its decimal text");
+  expect(text_of(store.compareSet(me + "n", bytes_of("3"), bytes_of("x"))) == "x", "compare_set swaps");
+  expect(text_of(store.compareSet(me + "n", bytes_of("3"), bytes_of("y"))) == "x", "compare_set keeps");
+  expect(text_of(store.compareSet(me + "new", {}, bytes_of("z"))) == "z", "compare_set creates");
+  expect(store.check({me + "new", peer + "hello"}) && !store.check({me + "absent"}), "check");
+  expect(store.deleteKey(me + "new") && !store.deleteKey(me + "new"), "delete_key");
+  expect(store.getNumKeys() >= 3, "getNumKeys counts the keys");
+  bool timed_out = false;
+  try {
+    store.wait({me + "absent"}, std::chrono::milliseconds(200));
+  } catch (const c10::Error&) {
+    timed_out = true;
+  }
+  expect(timed_out, "a wait for a missing key times out");
+#if TORCH_VERSION_MAJOR >= 2
+  store.append(me + "log", bytes_of("a"));
+  store.append(me + "log", bytes_of("b"));
+  store.multiSet({me + "m1", me + "m2"}, {bytes_of("1"), bytes_of("22")});
+  const auto values = store.multiGet({me + "log", me + "m1", me + "m2"});
+  expect(text_of(values.at(0)) == "ab" && text_of(values.at(1)) == "1" && text_of(values.at(2)) == "22", "append, multi");
+  store.queuePush(peer + "q", bytes_of("for " + peer));
+  expect(text_of(store.queuePop(me + "q", /*block=*/true)) == "for " + me, "queue_push, blocking queue_pop");
+  expect(store.queueLen(me + "q") == 0, "queue_len");
+  const auto keys = store.listKeys();
+  expect(std::find(keys.begin(), keys.end(), me + "log") != keys.end(), "list_keys");
+#else
+  std::promise<std::string> changed;
+  store.watchKey(me + "watched", [&changed](c10::optional<std::string> old_value, c10::optional<std::string> new_value) {
+    changed.set_value((old_value ? *old_value : "-") + ">" + (new_value ? *new_value : "-"));
+  });
+  store.set(me + "watched", bytes_of("w"));
+  auto change = changed.get_future();
+  expect(change.wait_for(std::chrono::seconds(30)) == std::future_status::ready && change.get() == "->w", "watchKey");
+#endif
+  store.set(me + "done", bytes_of("1"));
+  store.wait({peer + "done"});  // the peer's keys stay until it has read them
+  write_file(out + "/store_ops." + std::to_string(env.rank), "ok");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -525,6 +595,7 @@ int main(int argc, char** argv) {
     if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
     if (mode == "sampler" && argc == 2) return sampler();
     if (mode == "hooks" && argc == 5) return hooks(argv[2], argv[3], std::stoi(argv[4]));
+    if (mode == "store_ops" && argc == 3) return store_ops(argv[2]);
     if (mode == "last_words" && argc == 2) {
       return ddprun::run_main(argc, argv, [](int, char**) -> int {
         std::printf("last words from printf\n");

@@ -15,8 +15,9 @@ namespace ddprun {
 
 namespace {
 
-// The store the ranks meet at. PyTorch's workers under torchrun use the agent's store under
-// this prefix, so that keys of a restarted attempt never collide with the previous one's.
+// The store the ranks meet at. Under the launcher's store, PyTorch 1.x's workers use this
+// prefix, so that keys of a restarted attempt never collide with the previous one's (ddprun
+// empties its store between attempts anyway; torchrun 1.x does not).
 c10::intrusive_ptr<c10d::Store> connect_store(const LaunchEnv& env, const Timeouts& timeouts) {
   c10d::TCPStoreOptions options;
   options.port = env.master_port;

@@ -22,8 +22,9 @@ inline constexpr const char* kMasterPort = "MASTER_PORT";           // free port
 inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
-// "True" when workers must use the agent's store (torchrun's c10d agent store); ddprun
-// always sets "False": rank 0 of the workers hosts the store.
+// "True" when every worker, rank 0 included, is a client of the store the launcher of rank 0's
+// node serves at MASTER_ADDR:MASTER_PORT (torchrun's agent store; ddprun's default); "False"
+// when rank 0 of the workers hosts the store (kDisableAgentStore).
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 // Where a worker writes its uncaught error, in PyTorch's @record JSON format.
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
@@ -44,6 +45,8 @@ inline constexpr const char* kDefaultPython = "DDPRUN_DEFAULT_PYTHON";
 inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
 // SIGTERM -> SIGKILL grace period in seconds (torchrun's name, also a ddprun flag).
 inline constexpr const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
+// "1": no agent store; the workers get TORCHELASTIC_USE_AGENT_STORE=False (torchrun's name).
+inline constexpr const char* kDisableAgentStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE";
 
 // Set by SLURM; read by ddprun (to infer its options) and by the worker library (srun without ddprun).
 inline constexpr const char* kSlurmJobId = "SLURM_JOB_ID";

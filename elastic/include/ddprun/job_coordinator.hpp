@@ -10,10 +10,12 @@
 //              the job knows is connected, nobody else to wait for). Fewer than MIN when
 //              join_timeout passes: the job finishes with a rendezvous error.
 //   running    the round's workers run. A worker failure, a lost node or an admissible new node
-//              stops the round on every node (stopping); when every node succeeded, the job
-//              finishes with success (the exit barrier).
+//              stops the round on every node (stopping), also on the nodes whose workers already
+//              succeeded; when every node succeeded, the job finishes with success (the exit
+//              barrier).
 //   stopping   waiting for every node of the round to report its workers stopped (lost nodes
-//              count as stopped). Then: after a worker failure, a new round while the job-wide
+//              count as stopped; a node whose workers succeeded reports too, so that no next
+//              round starts before its launcher has closed the round's store). Then: after a worker failure, a new round while the job-wide
 //              restart budget lasts, otherwise the job finishes with the root cause (the earliest
 //              failure); after a membership change alone, a new round that uses no budget.
 //   finished   every node got the same JobOutcome; new nodes are refused.
@@ -55,6 +57,7 @@ struct NodeSpec {
   std::string hostname;  // for messages
   int master_port = 0;   // a port it holds free on addr, MASTER_PORT when it gets group rank 0
   bool hosts_rendezvous = false;
+  bool agent_store = false;  // it serves the workers' store on master_port when it gets group rank 0
 };
 
 using NodeId = std::uint64_t;

@@ -59,6 +59,7 @@ struct RoundAssignment {
   std::string master_addr;    // host of global rank 0
   int master_port = 0;        // free port picked there
   std::string run_id;
+  bool agent_store = false;   // the launcher there serves the workers' store at master_port
 };
 
 // Why a round ends early: a worker failed (here or on another node; uses the restart budget),

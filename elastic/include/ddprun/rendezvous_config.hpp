@@ -59,6 +59,11 @@ struct RendezvousConfig {
   int nproc = 1;           // --nproc_per_node, already resolved to a number
   std::string local_addr;  // --local_addr; empty: the address this node uses to reach the endpoint
   int max_restarts = 0;    // job-wide budget of restarts after worker failures
+  // The launcher of the node that hosts global rank 0 serves the workers' c10d store at
+  // MASTER_ADDR:MASTER_PORT, and every worker is a client of it (torchrun's agent store,
+  // TORCHELASTIC_USE_AGENT_STORE=True). False (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1): rank 0 of
+  // the workers hosts it. The setting of the node of rank 0 decides for each round.
+  bool agent_store = true;
   std::optional<bool> is_host;  // --rdzv_conf is_host=0|1; unset: see hosts_rendezvous()
   RendezvousTimeouts timeouts;
 };

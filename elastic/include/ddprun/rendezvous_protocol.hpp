@@ -1,6 +1,6 @@
 // The wire format between TcpRendezvous clients and the RendezvousServer: one JSON object per
 // line over TCP, each with a "type".
-//   client -> server  {"type":"join","version":2,"node":{NodeSpec}}  first, then any of
+//   client -> server  {"type":"join","version":3,"node":{NodeSpec}}  first, then any of
 //                     {"type":"worker_failed","round":R,"failure":{WorkerFailure}}
 //                     {"type":"workers_stopped","round":R,"failures":[{WorkerFailure}...]}
 //                     {"type":"workers_succeeded","round":R}
@@ -9,7 +9,8 @@
 //                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
 //   both ways         {"type":"heartbeat"} every heartbeat_interval
-// The server refuses a join of another version with a "finish", whose shape therefore never
+// A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
+// server refuses a join of another version with a "finish", whose shape therefore never
 // changes. Field names are those of the C++ structs.
 #pragma once
 
@@ -20,8 +21,9 @@
 
 namespace ddprun::elastic {
 
-// 2: WorkerFailure has a traceback.
-inline constexpr int kProtocolVersion = 2;
+// 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
+// whose workers succeeded answers a stop.
+inline constexpr int kProtocolVersion = 3;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -30,10 +32,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, 
                                    error_file, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
-                                   master_port, run_id)
+                                   master_port, run_id, agent_store)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobOutcome, exit_code, failures, error, restarts)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts,
-                                   node_rank, nproc, addr, hostname, master_port, hosts_rendezvous)
+                                   node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
+                                   agent_store)
 
 // Throws std::invalid_argument for a name to_string(StopReason) does not give.
 StopReason parse_stop_reason(std::string_view name);

@@ -44,8 +44,9 @@ struct LaunchEnv {
   std::uint16_t master_port = 0;
   // Which attempt this is (0 on the first start, +1 per restart of the job).
   int restart_count = 0;
-  // torchrun's agent hosts the store at MASTER_ADDR:MASTER_PORT and every worker, rank 0
-  // included, connects to it as a client under the prefix /worker/attempt_<restart_count>.
+  // The launcher (ddprun, torchrun's agent) hosts the store at MASTER_ADDR:MASTER_PORT and every
+  // worker, rank 0 included, connects to it as a client under the prefix
+  // /worker/attempt_<restart_count>.
   bool use_agent_store = false;
 };
 

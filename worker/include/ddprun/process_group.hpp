@@ -55,7 +55,7 @@ struct DDPRUN_API ProcessGroupOptions {
 
 // Connects this process to the other ranks of the job that `env` describes:
 // - standalone or world size 1: a solo communicator, no sockets;
-// - TORCHELASTIC_USE_AGENT_STORE=True (torchrun): a client of the agent's store at
+// - TORCHELASTIC_USE_AGENT_STORE=True (ddprun, torchrun): a client of the launcher's store at
 //   MASTER_ADDR:MASTER_PORT, under the prefix /worker/attempt_<TORCHELASTIC_RESTART_COUNT>;
 // - otherwise rank 0 hosts a c10d TCPStore on MASTER_PORT and the other ranks connect to it.
 // Returns once every rank has joined. Throws ProcessGroupError (naming the address, the rank
