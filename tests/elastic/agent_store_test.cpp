@@ -56,6 +56,11 @@ class Harness {
     return true;
   }
   std::string take(ClientId client) { return std::exchange(inbox[client], {}); }
+  // Client 1's query, whole or (split) a byte at a time, and the reply it got.
+  std::string ask(bool split, const std::string& query) {
+    REQUIRE((split ? trickle(1, query) : feed(1, query)));
+    return take(1);
+  }
 
   AgentStore store;
   std::map<ClientId, std::string> inbox;
@@ -66,10 +71,7 @@ TEST_CASE("a torch 1.13 client: each query and its reply, as captured from PyTor
   for (bool split : {false, true}) {
     CAPTURE(split);
     Harness h{1, 2};
-    const auto ask = [&](const std::string& query) {
-      REQUIRE((split ? h.trickle(1, query) : h.feed(1, query)));
-      return h.take(1);
-    };
+    const auto ask = [&](const std::string& query) { return h.ask(split, query); };
     CHECK(ask(u8(kAdd1) + str("init/") + i64(1)) == i64(1));
     CHECK(h.store.version(1) == AgentStore::Version::k1);
     CHECK(ask(u8(kSet1) + str("/k") + str("v1")).empty());
@@ -119,10 +121,7 @@ TEST_CASE("a torch 2.11 client: VALIDATE and PING first, then each query and its
   for (bool split : {false, true}) {
     CAPTURE(split);
     Harness h{1, 2};
-    const auto ask = [&](const std::string& query) {
-      REQUIRE((split ? h.trickle(1, query) : h.feed(1, query)));
-      return h.take(1);
-    };
+    const auto ask = [&](const std::string& query) { return h.ask(split, query); };
     CHECK(ask(kOpen2).empty());
     CHECK(h.store.version(1) == AgentStore::Version::k2);
     CHECK(ask(u8(kPing2) + raw<std::uint32_t>(0x510c)) == raw<std::uint32_t>(0x510c));
