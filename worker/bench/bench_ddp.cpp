@@ -98,6 +98,10 @@ int run(int argc, char** argv) {
   app.add_option("--gradient-as-bucket-view", ddp_options.gradient_as_bucket_view,
                  "DDP: gradients are slices of the buckets (true/false)")
       ->capture_default_str();
+  std::string hook = "none";
+  app.add_option("--comm-hook", hook, "DDP communication hook: none, fp16 or bf16 (compression)")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -127,6 +131,11 @@ int run(int argc, char** argv) {
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.01));
   std::optional<ddprun::DistributedDataParallel> ddp;
   if (mode == "ddp") ddp.emplace(net.ptr(), comm, ddp_options);
+  // Bytes each rank hands to the all-reduces per step: the gradients, in the wire's dtype.
+  int64_t wire_bytes = 0;
+  for (const auto& p : net->parameters()) wire_bytes += p.numel() * (hook == "none" ? p.element_size() : 2);
+  if (ddp && hook == "fp16") ddp->register_comm_hook(ddprun::fp16_compress_hook());
+  if (ddp && hook == "bf16") ddp->register_comm_hook(ddprun::bf16_compress_hook());
 
   torch::manual_seed(1 + comm->rank());
   const auto x = torch::randn({kBatch, shape.width}).to(comm->device());
@@ -156,8 +165,10 @@ int run(int argc, char** argv) {
     const double median = sorted[sorted.size() / 2];
     const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
     fmt::print("{}\n", ddprun::bench::thread_line());
-    fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f} cpu_ms={:.3f}\n", mode,
+    fmt::print("{} world={} steps={} median_ms={:.3f} mean_ms={:.3f} cpu_ms={:.3f}", mode,
                comm->size(), steps, median, mean, cpu_per_step);
+    if (ddp) fmt::print(" comm_hook={} allreduce_bytes={}", hook, wire_bytes);
+    fmt::print("\n");
   }
   return 0;
 }
