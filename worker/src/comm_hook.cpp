@@ -9,21 +9,6 @@ namespace ddprun {
 
 namespace {
 
-// PyTorch's _compress_hook: the division happens in the narrow type, after the cast.
-CommHook compress_hook(c10::ScalarType dtype) {
-  return [dtype](Comm& comm, GradBucket& bucket) {
-    at::NoGradGuard no_grad;
-    at::Tensor compressed = bucket.buffer.to(dtype).div_(comm.size());
-    std::shared_ptr<PendingOp> op = comm.start_all_reduce(compressed, ReduceOp::kSum);
-    at::Tensor buffer = bucket.buffer;
-    return GradFuture([op, compressed, buffer]() mutable {
-      op->wait();
-      at::NoGradGuard no_grad;
-      return buffer.copy_(compressed);
-    });
-  };
-}
-
 // PyTorch's fp16_compress_wrapper / bf16_compress_wrapper.
 CommHook compress_wrapper(c10::ScalarType dtype, CommHook hook) {
   return [dtype, hook = std::move(hook)](Comm& comm, GradBucket& bucket) {
@@ -57,8 +42,10 @@ CommHook allreduce_hook() {
   };
 }
 
-CommHook fp16_compress_hook() { return compress_hook(at::kHalf); }
-CommHook bf16_compress_hook() { return compress_hook(at::kBFloat16); }
+// PyTorch's _compress_hook casts, divides in the narrow type, all-reduces and casts back: the
+// same operations, in the same order, as the wrapper around allreduce_hook.
+CommHook fp16_compress_hook() { return fp16_compress_wrapper(allreduce_hook()); }
+CommHook bf16_compress_hook() { return bf16_compress_wrapper(allreduce_hook()); }
 CommHook fp16_compress_wrapper(CommHook hook) { return compress_wrapper(at::kHalf, std::move(hook)); }
 CommHook bf16_compress_wrapper(CommHook hook) { return compress_wrapper(at::kBFloat16, std::move(hook)); }
 

@@ -246,12 +246,14 @@ void DistributedDataParallel::Impl::mark_ready(std::size_t index) {
       // AccumulateGrad has added this pass's gradient into the bucket itself. A comm hook
       // gets the sum and averages itself, as in PyTorch.
       if (!comm_hook) views[index].div_(divisor);
-    } else if (comm_hook) {
-      views[index].copy_(grad);
-      if (options.gradient_as_bucket_view) grad = views[index];
     } else {
-      // Dividing while copying into the bucket saves one pass over the gradients.
-      at::div_out(views[index], grad, divisor);
+      // Without a hook, dividing while copying into the bucket saves one pass over the
+      // gradients; a hook gets the sum.
+      if (comm_hook) {
+        views[index].copy_(grad);
+      } else {
+        at::div_out(views[index], grad, divisor);
+      }
       // From now on autograd accumulates straight into the bucket. (A new gradient tensor
       // appears again only after zero_grad(set_to_none) or when user code replaces .grad().)
       if (options.gradient_as_bucket_view) grad = views[index];
