@@ -422,15 +422,10 @@ class Agent::Impl {
   // A Python worker could not import a module: most often ddprun ran another Python than the
   // one the user installed the module into (a venv, conda), so the message names the one it ran.
   std::string import_failure_message(const std::string& import_error, const std::string& message) const {
-    const std::string path = find_program(python_.program, environ_value("PATH")).path;
+    const std::string path = find_program(python_.program, search_path(environ_)).path;
     return fmt::format("{}{}{} (ran under {}, {}; set PYTHON_EXEC to choose another)",
                        message, message.empty() ? "" : ": ", import_error,
                        path.empty() ? python_.program : path, python_.chosen_by);
-  }
-
-  std::string environ_value(const char* name) const {
-    const auto it = environ_.find(name);
-    return it != environ_.end() ? it->second : std::string();
   }
 
   elastic::WorkerFailure base_failure(const Worker& w) const {

@@ -52,7 +52,7 @@ std::string get(const std::map<std::string, std::string>& vars, const char* name
 // Fails before anything starts when the program cannot run: "could not start" (127 or 126)
 // is then distinct from a program that started and failed.
 void check_program(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
-  const std::string path = get(vars, "PATH", "/usr/local/bin:/usr/bin:/bin");
+  const std::string path = launcher::search_path(vars);
   const auto fail = [](const std::string& what, int error, const std::string& hint) {
     std::cerr << fmt::format("ddprun: could not start {}: {}{}\n", what, std::strerror(error), hint);
     std::exit(error == ENOENT || error == ENOTDIR ? exit_code::kNotFound : exit_code::kCannotExecute);

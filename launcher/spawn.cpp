@@ -80,6 +80,11 @@ SpawnResult spawn_process(const SpawnRequest& request) {
   return SpawnResult{pid, 0};
 }
 
+std::string search_path(const std::map<std::string, std::string>& environ) {
+  const auto it = environ.find("PATH");
+  return it != environ.end() ? it->second : "/usr/local/bin:/usr/bin:/bin";
+}
+
 ProgramLookup find_program(const std::string& program, const std::string& search_path) {
   const auto check = [](const std::string& path) -> int {
     struct stat st;

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,7 @@ struct ProgramLookup {
   int error = 0;  // ENOENT, EACCES, ...
 };
 ProgramLookup find_program(const std::string& program, const std::string& search_path);
+// The folders programs are looked up in: `environ`'s PATH, or a default when it has none.
+std::string search_path(const std::map<std::string, std::string>& environ);
 
 }  // namespace ddprun::launcher
