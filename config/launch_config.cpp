@@ -53,6 +53,10 @@ const std::vector<OptionSpec> kOptions = {
      "one worker in the foreground with the terminal, world size 1, no restarts "
      "(ddprun --debug gdb --args ./train)"},
     {"role", nullptr, kText, "default", "Supervision", "worker role name (ROLE_NAME)"},
+    {"hang_timeout", nullptr, kText, "off", "Supervision",
+     "a worker whose heartbeat (DDPRUN_HEARTBEAT_FILE) is older than this many seconds is hung: "
+     "its stacks are saved and the job restarts; 'auto' learns it from the beats (auto:MIN_SECONDS "
+     "sets its least value, default 30); 'off'"},
     {"log_dir", nullptr, kText, nullptr, "Output",
      "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
     {"redirects", "-r", kText, "0", "Output",
@@ -60,6 +64,10 @@ const std::vector<OptionSpec> kOptions = {
     {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
     {"local_ranks_filter", nullptr, kText, nullptr, "Output",
      "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+    {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file"},
+    {"status_port", nullptr, kText, nullptr, "Output",
+     "serve GET /healthz and GET /status on this port (0: a free one, printed)"},
+    {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on"},
     {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)"},
     {"no_python", nullptr, kFlag, nullptr, "Program",
      "execute PROGRAM directly even if it ends in .py"},
@@ -108,6 +116,33 @@ double parse_seconds(const std::string& key, const std::string& text, bool allow
   if (text.empty() || errno != 0 || *end != '\0' || !(value >= 0) || (!allow_zero && value == 0))
     throw fail();
   return value;
+}
+
+// "off", "auto", "auto:FLOOR" or a number of seconds greater than 0 (at most a year: more is a
+// typo, and would overflow the timers).
+HangTimeout parse_hang_timeout(const std::string& text) {
+  HangTimeout t;
+  if (text == "off") return t;
+  const auto fail = [&] {
+    return UsageError(fmt::format(
+        "--hang_timeout={}: expected a number of seconds greater than 0, auto, auto:MIN_SECONDS or off",
+        text.size() > 80 ? text.substr(0, 80) + "..." : text));
+  };
+  std::string number = text;
+  if (text.rfind("auto", 0) == 0) {
+    t.mode = HangTimeout::Mode::kAuto;
+    if (text == "auto") return t;
+    if (text[4] != ':') throw fail();
+    number = text.substr(5);
+  } else {
+    t.mode = HangTimeout::Mode::kFixed;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || errno != 0 || *end != '\0' || !(value > 0) || value > 365 * 86400.0) throw fail();
+  t.seconds = value;
+  return t;
 }
 
 bool parse_flag(const std::string& key, const std::string& text) {
@@ -382,10 +417,17 @@ LaunchConfig resolve_config(const OptionSources& sources,
   c.shutdown_timeout = parse_seconds("shutdown_timeout", text("shutdown_timeout"), true);
   c.role = text("role");
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
+  c.hang_timeout = parse_hang_timeout(text("hang_timeout"));
 
   c.log_dir = text("log_dir");
   c.redirects = parse_streams("redirects", text("redirects"));
   c.tee = parse_streams("tee", text("tee"));
+  c.event_log = text("event_log");
+  if (has("status_port")) {
+    c.status_port = parse_int("status_port", text("status_port"), 0, 65535, "a port in 0..65535 (0: a free one)");
+  }
+  c.status_addr = text("status_addr");
+  if (c.status_addr.empty()) throw UsageError("--status_addr: expected a host name or address");
 
   c.module = flag("module");
   c.no_python = flag("no_python");
@@ -464,10 +506,20 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["shutdown_timeout"] = c.shutdown_timeout;
   j["debug"] = c.debug;
   j["role"] = c.role;
+  switch (c.hang_timeout.mode) {
+    case HangTimeout::Mode::kOff: j["hang_timeout"] = "off"; break;
+    case HangTimeout::Mode::kAuto:
+      j["hang_timeout"] = c.hang_timeout.seconds > 0 ? fmt::format("auto:{}", c.hang_timeout.seconds) : "auto";
+      break;
+    case HangTimeout::Mode::kFixed: j["hang_timeout"] = c.hang_timeout.seconds; break;
+  }
   j["log_dir"] = nullable(c.log_dir);
   j["redirects"] = streams(c.redirects);
   j["tee"] = streams(c.tee);
   j["local_ranks_filter"] = nullable(filter);
+  j["event_log"] = nullable(c.event_log);
+  j["status_port"] = c.status_port >= 0 ? nlohmann::json(c.status_port) : nlohmann::json();
+  j["status_addr"] = c.status_addr;
   j["module"] = c.module;
   j["no_python"] = c.no_python;
   j["run_path"] = c.run_path;

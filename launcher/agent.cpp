@@ -2,13 +2,10 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,18 +13,24 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include <asio/io_context.hpp>
-#include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/worker_env.hpp"
+#include "event_log.hpp"
 #include "failure_report.hpp"
-#include "line_splitter.hpp"
+#include "output_stream.hpp"
+#include "signal_channel.hpp"
 #include "spawn.hpp"
+#include "stack_dump.hpp"
+#include "status_server.hpp"
 #include "supervisor.hpp"
+#include "watchdog.hpp"
 #include "worker_environment.hpp"
 
 namespace ddprun::launcher {
@@ -35,12 +38,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array kShutdownSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-constexpr std::array kForwardedSignals = {SIGUSR1, SIGUSR2};
-
-bool is_shutdown_signal(int sig) {
-  return std::find(kShutdownSignals.begin(), kShutdownSignals.end(), sig) != kShutdownSignals.end();
-}
+// How long the stack tools may take for all workers together before they are killed.
+constexpr double kStackDumpTimeout = 60;
+// Innermost frames of a hung rank's main thread shown in the failure summary.
+constexpr int kSummaryFrames = 6;
 
 double now_seconds() {
   using namespace std::chrono;
@@ -53,110 +54,14 @@ std::string host_name() {
   return buffer;
 }
 
-// Writes all of `data` to `fd`, retrying on EINTR and short writes. False once the reader is gone.
-bool write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 void say(std::string_view line) { write_all(STDERR_FILENO, line); }
 
-// SLURM's step daemon signals every process of the step itself (scancel --signal, sbatch
-// --signal): the workers already have the signal, and a second copy could hit them mid-handler.
-bool sent_by_slurmstepd(pid_t sender) {
-  if (sender <= 0) return false;
-  std::ifstream comm("/proc/" + std::to_string(sender) + "/comm");
-  std::string name;
-  return std::getline(comm, name) && name == "slurmstepd";
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
-// One stream (stdout or stderr) of one worker: read from its pipe, split into lines, written
-// with the rank prefix to the console and as-is to the log file.
-struct OutputStream {
-  OutputStream(asio::io_context& io, int read_fd) : pipe(io, read_fd) {}
-  asio::posix::stream_descriptor pipe;
-  LineSplitter splitter;
-  std::string prefix;
-  int console_fd = -1;  // -1: not shown
-  UniqueFd file;        // not written when empty
-  std::array<char, 16 * 1024> buffer{};
-  std::string pending;  // lines of one read, written with one write()
-  bool console_broken = false;
-  // A Python worker's stderr: the last line that reported a failed import, if any.
-  bool watch_imports = false;
-  std::string import_error;
-
-  void consume(std::string_view data) {
-    splitter.feed(data, [this](std::string_view line) { add_line(line); });
-    emit();
-  }
-  void finish() {
-    splitter.flush([this](std::string_view line) { add_line(line); });
-    emit();
-  }
-  void add_line(std::string_view line) {
-    if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
-      import_error = line;
-    }
-    if (console_fd >= 0 && !console_broken) {
-      pending += prefix;
-      pending += line;
-      pending += '\n';
-    }
-    if (file) {
-      std::string copy(line);
-      copy += '\n';
-      write_all(file.get(), copy);
-    }
-  }
-  void emit() {
-    if (pending.empty()) return;
-    if (!write_all(console_fd, pending)) console_broken = true;
-    pending.clear();
-  }
-  enum class ReadResult { kData, kEmpty, kClosed };
-  // Reads once from the pipe; at EOF or error passes on the last partial line and closes.
-  ReadResult read_once() {
-    for (;;) {
-      const ssize_t n = ::read(pipe.native_handle(), buffer.data(), buffer.size());
-      if (n > 0) {
-        consume(std::string_view(buffer.data(), static_cast<size_t>(n)));
-        return ReadResult::kData;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return ReadResult::kEmpty;
-      close();
-      return ReadResult::kClosed;
-    }
-  }
-  // Reads what the pipe holds right now, without waiting for more.
-  void read_available() {
-    while (pipe.is_open() && read_once() == ReadResult::kData) {
-    }
-  }
-  // The same, then closes it.
-  void drain() {
-    read_available();
-    close();
-  }
-  void close() {
-    if (!pipe.is_open()) return;
-    finish();
-    std::error_code ignored;
-    pipe.close(ignored);
-  }
-};
 
 struct Worker {
   int local_rank = 0;
@@ -167,6 +72,7 @@ struct Worker {
   int sent_signal = 0;   // the stop signal ddprun sent, 0 if none
   bool sent_kill = false;
   std::string error_file;
+  std::string stacks_file;  // written when the round hangs
   std::shared_ptr<OutputStream> out;
   std::shared_ptr<OutputStream> err;
 };
@@ -182,6 +88,16 @@ struct Occurrence {
   int signal = 0;                        // kShutdownSignal
 };
 
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kWaitingForRound: return "waiting";
+    case Phase::kRunning: return "running";
+    case Phase::kStopping: return "stopping";
+    case Phase::kExiting: return "exiting";
+  }
+  return "?";
+}
+
 }  // namespace
 
 class Agent::Impl {
@@ -194,15 +110,45 @@ class Agent::Impl {
         rendezvous_(std::move(rendezvous)),
         guard_(guard),
         paths_(std::move(paths)),
-        signals_(io),
+        signals_(io, signal_handlers()),
         grace_timer_(io),
         host_(host_name()) {
     if (config_.runs_python()) python_ = config::python_interpreter(environ_);
     argv_ = config_.worker_argv(python_.program);
+    if (!config_.event_log.empty()) {
+      try {
+        events_ = EventLog(config_.event_log, host_);
+      } catch (const std::system_error& e) {
+        throw config::UsageError(fmt::format("{}: {}", e.what(), "expected a file ddprun can append to"));
+      }
+    }
+    if (config_.status_port >= 0) {
+      try {
+        status_ = std::make_unique<StatusServer>(config_.status_addr, config_.status_port);
+      } catch (const std::runtime_error& e) {
+        throw config::UsageError(e.what());
+      }
+      say(fmt::format("ddprun: status at http://{}:{}/status (health: /healthz)\n", config_.status_addr,
+                      status_->port()));
+    }
+    std::string timer_file;
+    if (const auto it = environ_.find(env::kEnableFileTimer); it != environ_.end() && it->second == "1") {
+      const auto given = environ_.find(env::kTimerFile);
+      timer_file = given != environ_.end() && !given->second.empty()
+                       ? given->second
+                       : (fs::path(files_root()) / "watchdog_timer").string();
+    }
+    watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, timer_file, watchdog_handlers());
+    timer_file_ = timer_file;
+    std::vector<std::string> environ_list;
+    for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
+    stacks_ = std::make_unique<StackDumper>(
+        io_, find_stack_tools(search_path(environ_), config_.runs_python(), python_.program),
+        std::move(environ_list), kStackDumpTimeout);
   }
 
   int run() {
-    open_signalfd();
+    signals_.start();
     elastic::Rendezvous::Handlers handlers;
     handlers.start_round = [this](const elastic::RoundAssignment& a) {
       Occurrence o(Event::kRoundStarted);
@@ -219,8 +165,13 @@ class Agent::Impl {
       o.outcome = outcome;
       dispatch(std::move(o));
     };
+    events_.write("started", {{"nproc_per_node", config_.nproc_per_node},
+                              {"nnodes", fmt::format("{}:{}", config_.min_nodes, config_.max_nodes)},
+                              {"max_restarts", config_.max_restarts},
+                              {"program", config_.program}});
     rendezvous_->join(std::move(handlers));
     io_.run();
+    watchdog_.reset();  // its timer pipe lives in the private folder
     if (!paths_.private_root.empty()) {
       std::error_code ignored;
       fs::remove_all(paths_.private_root, ignored);
@@ -242,6 +193,7 @@ class Agent::Impl {
       handle(o);
     }
     dispatching_ = false;
+    publish_status();
   }
 
   void handle(const Occurrence& o) {
@@ -250,9 +202,19 @@ class Agent::Impl {
       job_finished_ = true;
       outcome_ = o.outcome;
     }
-    if (o.event == Event::kRoundStarted) round_ = o.assignment;
-    if (o.event == Event::kStopRequested && phase_ == Phase::kRunning) {
-      say(fmt::format("ddprun: stopping workers: {}\n", o.why));
+    if (o.event == Event::kRoundStarted) {
+      round_ = o.assignment;
+      events_.set_round(round_.group_rank, attempts_started_);
+      events_.write("round_started", {{"round", round_.round},
+                                      {"restart_count", round_.restart_count},
+                                      {"group_world_size", round_.group_world_size},
+                                      {"world_size", round_.world_size},
+                                      {"master_addr", round_.master_addr},
+                                      {"master_port", round_.master_port}});
+    }
+    if (o.event == Event::kStopRequested) {
+      events_.write("stop_requested", {{"round", round_.round}, {"why", o.why}});
+      if (phase_ == Phase::kRunning) say(fmt::format("ddprun: stopping workers: {}\n", o.why));
     }
     const Transition t = next_transition(phase_, o.event, shutting_down_, job_finished_);
     if (o.event == Event::kShutdownSignal) shutting_down_ = true;
@@ -268,8 +230,9 @@ class Agent::Impl {
     switch (action) {
       case Action::kStartWorkers: start_workers(); break;
       case Action::kReportFirstFailure:
-        say(fmt::format("ddprun: rank {} (local rank {}) failed: {}; stopping the other workers\n",
-                        o.failure.rank, o.failure.local_rank, describe_end(o.failure)));
+        say(fmt::format("ddprun: rank {} (local rank {}) {}; stopping the other workers\n", o.failure.rank,
+                        o.failure.local_rank,
+                        o.failure.hung ? "hung" : "failed: " + describe_end(o.failure)));
         rendezvous_->worker_failed(round_.round, o.failure);
         break;
       case Action::kRecordFailure: further_failures_.push_back(o.failure); break;
@@ -296,34 +259,46 @@ class Agent::Impl {
 
   // --- workers ------------------------------------------------------------------------------
 
+  // Where a worker's own files go: its error file, heartbeat file and stacks.
+  std::string files_root() const { return paths_.logs_root.empty() ? paths_.private_root : paths_.logs_root; }
+
   void start_workers() {
     // attempt_N: this node's N-th start of its workers (rounds are numbered job-wide).
-    const std::string attempt = fmt::format("attempt_{}", attempts_started_++);
+    attempt_ = attempts_started_++;
+    const std::string attempt = fmt::format("attempt_{}", attempt_);
+    events_.set_round(round_.group_rank, attempt_);
     if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
       say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count,
                       config_.max_restarts));
+      events_.write("restart", {{"restart_count", round_.restart_count}, {"max_restarts", config_.max_restarts}});
     }
     announced_restarts_.insert(round_.restart_count);
     workers_.clear();
     further_failures_.clear();
     grace_timer_.cancel();
+    hang_reported_ = false;
+    std::vector<std::string> heartbeat_files;
     for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
       auto w = std::make_unique<Worker>();
       w->local_rank = local_rank;
       w->rank = round_.base_rank + local_rank;
       const std::string rank_dir = fmt::format("{}/rank_{}", attempt, w->rank);
-      const std::string error_root = paths_.logs_root.empty() ? paths_.private_root : paths_.logs_root;
-      if (!error_root.empty()) {
-        const fs::path dir = fs::path(error_root) / rank_dir;
+      WorkerFiles files;
+      if (!files_root().empty()) {
+        const fs::path dir = fs::path(files_root()) / rank_dir;
         std::error_code ec;
         fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
         fs::create_directories(dir, ec);
         if (ec) throw std::system_error(ec, "cannot create " + dir.string());
-        w->error_file = (dir / "error.json").string();
+        w->error_file = files.error_file = (dir / "error.json").string();
+        files.heartbeat_file = (dir / "heartbeat").string();
+        w->stacks_file = (dir / "stacks.txt").string();
+        heartbeat_files.push_back(files.heartbeat_file);
       }
+      files.timer_file = timer_file_;
       SpawnRequest request;
       request.argv = argv_;
-      request.environ = worker_environment(environ_, config_, round_, local_rank, w->error_file);
+      request.environ = worker_environment(environ_, config_, round_, local_rank, files);
       request.own_process_group = !config_.debug;
       Pipe out_pipe, err_pipe;
       if (!config_.debug) {
@@ -346,6 +321,7 @@ class Agent::Impl {
       }
       w->pid = spawned.pid;
       w->alive = true;
+      events_.write("worker_started", {{"rank", w->rank}, {"local_rank", local_rank}, {"pid", w->pid}});
       if (!config_.debug) {
         guard_.watch(w->pid);
         w->out = open_stream(out_pipe, *w, 1, rank_dir + "/stdout.log");
@@ -353,6 +329,7 @@ class Agent::Impl {
       }
       workers_.push_back(std::move(w));
     }
+    if (static_cast<int>(heartbeat_files.size()) == config_.nproc_per_node) watchdog_->start_round(heartbeat_files);
   }
 
   std::shared_ptr<OutputStream> open_stream(Pipe& pipe, const Worker& w, int stream_bit,
@@ -372,18 +349,8 @@ class Agent::Impl {
       s->file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
       if (!s->file) say(fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
     }
-    read_stream(s);
+    s->start();
     return s;
-  }
-
-  // Waits for readability and reads in the handler: data never sits inside asio, so drain()
-  // at the end of a round sees everything in order.
-  void read_stream(const std::shared_ptr<OutputStream>& s) {
-    s->pipe.async_wait(asio::posix::stream_descriptor::wait_read, [this, s](std::error_code ec) {
-      if (!ec && s->pipe.is_open() && s->read_once() != OutputStream::ReadResult::kClosed) {
-        read_stream(s);
-      }
-    });
   }
 
   int alive_count() const {
@@ -450,10 +417,14 @@ class Agent::Impl {
         if (pid < 0 && errno == EINTR) continue;
         break;
       }
-      // Not a worker: an orphaned grandchild (ddprun is a subreaper) or the orphan guard.
+      // Not a worker: a stack tool, an orphaned grandchild (ddprun is a subreaper) or the
+      // orphan guard.
       auto it = std::find_if(workers_.begin(), workers_.end(),
                              [pid](const auto& w) { return !w->reaped && w->pid == pid; });
-      if (it == workers_.end()) continue;
+      if (it == workers_.end()) {
+        stacks_->child_exited(pid);
+        continue;
+      }
       (*it)->reaped = true;
       ended.emplace_back(it->get(), status);
     }
@@ -466,6 +437,12 @@ class Agent::Impl {
   void worker_ended(Worker& w, int status) {
     const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     const int code = sig != 0 ? exit_code::kSignalBase + sig : WEXITSTATUS(status);
+    events_.write("worker_exited", {{"rank", w.rank},
+                                    {"local_rank", w.local_rank},
+                                    {"pid", w.pid},
+                                    {"exit_code", code},
+                                    {"signal", sig != 0 ? nlohmann::json(signal_name(sig)) : nlohmann::json()},
+                                    {"stopped_by_ddprun", w.sent_signal != 0 || w.sent_kill}});
     if (code == 0) {
       dispatch(Occurrence(Event::kWorkerSucceeded));
       return;
@@ -483,7 +460,7 @@ class Agent::Impl {
     }
     if (w.err && w.err->watch_imports) {
       w.err->read_available();  // the traceback a worker printed before it exited
-      if (!w.err->import_error.empty()) f.message = import_failure_message(w.err->import_error, f.message);
+      if (!w.err->import_error().empty()) f.message = import_failure_message(w.err->import_error(), f.message);
     }
     f.exit_code = code;
     f.signal = sig;
@@ -496,6 +473,7 @@ class Agent::Impl {
   // The round's workers are gone: take what is left in their pipes and clear their groups.
   void end_round() {
     grace_timer_.cancel();
+    watchdog_->end_round();
     for (auto& w : workers_) {
       if (w->out) w->out->drain();
       if (w->err) w->err->drain();
@@ -508,6 +486,7 @@ class Agent::Impl {
 
   void exit_job() {
     end_round();
+    signals_.close();
     if (shutdown_signal_ != 0) {
       exit_code_ = exit_code::kSignalBase + shutdown_signal_;
       say(fmt::format("ddprun: stopped by {}; workers stopped\n", signal_name(shutdown_signal_)));
@@ -515,41 +494,190 @@ class Agent::Impl {
       exit_code_ = outcome_.exit_code;
       if (exit_code_ != 0) say(format_failure_summary(outcome_, config_.program));
     }
+    nlohmann::json fields = {{"exit_code", exit_code_}};
+    if (shutdown_signal_ != 0) fields["signal"] = signal_name(shutdown_signal_);
+    if (!outcome_.failures.empty()) {
+      const auto& root = outcome_.failures.front();
+      fields["root_cause"] = {{"rank", root.rank}, {"host", root.host}, {"exit_code", root.exit_code}, {"hung", root.hung}};
+    }
+    if (!outcome_.error.empty()) fields["error"] = outcome_.error;
+    events_.write("exit", fields);
+    status_.reset();
     io_.stop();
+  }
+
+  // --- hangs --------------------------------------------------------------------------------
+
+  Watchdog::Handlers watchdog_handlers() {
+    Watchdog::Handlers h;
+    h.hung = [this](const std::vector<HungRank>& hung) { ranks_hung(hung, ""); };
+    h.beat = [this](int local_rank, double at) {
+      if (!status_) return;
+      const auto deadline = watchdog_->deadline(local_rank);
+      status_->update([&](JobView& view) {
+        for (auto& r : view.ranks) {
+          if (r.local_rank != local_rank) continue;
+          r.last_beat = at;
+          r.deadline = deadline;
+        }
+        view.hang_timeout = watchdog_->policy().timeout();
+      });
+    };
+    h.learned = [this](double timeout) {
+      events_.write("hang_timeout_learned", {{"hang_timeout", timeout}});
+      publish_status();
+    };
+    h.missing = [this](double after) {
+      say(fmt::format("ddprun: no worker touched its DDPRUN_HEARTBEAT_FILE in {:.0f} s: --hang_timeout=auto "
+                      "cannot judge this program (the worker library beats by itself; other programs "
+                      "touch the file at each step)\n", after));
+      events_.write("heartbeats_missing", {{"after", after}});
+    };
+    h.timer_expired = [this](const ExpiredTimer& expired) { timer_expired(expired); };
+    return h;
+  }
+
+  Worker* worker_by_local_rank(int local_rank) {
+    for (auto& w : workers_) {
+      if (w->local_rank == local_rank) return w.get();
+    }
+    return nullptr;
+  }
+
+  // torchelastic's FileTimerClient asked to be stopped when its timer expired: a hang of the
+  // worker that holds it. torchrun kills that pid with the requested signal; ddprun does so
+  // after collecting stacks, and stops the group the same way for any of its descendants.
+  void timer_expired(const ExpiredTimer& expired) {
+    events_.write("timer_expired", {{"pid", expired.pid}, {"scope_id", expired.scope_id}, {"signal", expired.signal}});
+    if (expired.signal <= 0) return;  // a timer without a signal only reports, as in torchrun
+    Worker* owner = nullptr;
+    for (auto& w : workers_) {
+      if (w->alive && !w->reaped && (w->pid == expired.pid || ::getpgid(expired.pid) == w->pid)) owner = w.get();
+    }
+    if (owner == nullptr) {
+      ::kill(expired.pid, expired.signal);
+      return;
+    }
+    HungRank h;
+    h.local_rank = owner->local_rank;
+    h.silent_for = now_seconds() - expired.expired_at;
+    h.ever_beat = true;
+    ranks_hung({h}, fmt::format("its torchelastic timer '{}' expired", expired.scope_id));
+  }
+
+  // Some ranks made no progress: collect every worker's stacks (the hung first), then fail them.
+  void ranks_hung(const std::vector<HungRank>& hung, const std::string& why) {
+    if (phase_ != Phase::kRunning || hang_reported_) return;
+    hang_reported_ = true;
+    const int round = round_.round;
+    std::vector<elastic::WorkerFailure> failures;
+    std::vector<StackDumper::Target> targets;
+    std::string ranks_text;
+    for (const auto& h : hung) {
+      Worker* w = worker_by_local_rank(h.local_rank);
+      if (w == nullptr || !w->alive) continue;
+      elastic::WorkerFailure f = base_failure(*w);
+      f.hung = true;
+      f.exit_code = exit_code::kHung;
+      // Ordered by the last beat, on every node: the rank that went silent first is the root cause.
+      f.timestamp = now_seconds() - h.silent_for;
+      f.message = !why.empty() ? why
+                  : h.ever_beat ? fmt::format("no progress for {:.1f} s (hang timeout {:.1f} s)", h.silent_for, h.timeout)
+                                : fmt::format("no heartbeat since it started {:.1f} s ago (hang timeout {:.1f} s)",
+                                              h.silent_for, h.timeout);
+      failures.push_back(f);
+      ranks_text += fmt::format("{}{}", ranks_text.empty() ? "" : ", ", w->rank);
+      events_.write("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
+                             {"silent_for", h.silent_for}, {"hang_timeout", h.timeout}, {"why", f.message}});
+    }
+    if (failures.empty()) return;
+    for (const auto& f : failures) targets.push_back({f.rank, f.pid, worker_by_local_rank(f.local_rank)->stacks_file});
+    for (const auto& w : workers_) {
+      const bool listed = std::any_of(failures.begin(), failures.end(), [&](const auto& f) { return f.rank == w->rank; });
+      if (w->alive && !listed && !w->stacks_file.empty()) targets.push_back({w->rank, w->pid, w->stacks_file});
+    }
+    say(fmt::format("ddprun: rank{} {} hung: {}; collecting the stacks of {} worker{}\n",
+                    failures.size() > 1 ? "s" : "", ranks_text, failures.front().message, targets.size(),
+                    targets.size() == 1 ? "" : "s"));
+    if (!stacks_->tools().missing.empty()) say(fmt::format("ddprun: {}\n", stacks_->tools().missing));
+    pending_hangs_ = std::move(failures);
+    stacks_->dump(targets, [this, round, targets] { stacks_collected(round, targets); });
+  }
+
+  void stacks_collected(int round, const std::vector<StackDumper::Target>& targets) {
+    if (round != round_.round || phase_ == Phase::kExiting) return;
+    const bool kept = !paths_.logs_root.empty();
+    for (const auto& t : targets) {
+      events_.write("stacks_written", {{"rank", t.rank}, {"pid", t.pid}, {"file", kept ? nlohmann::json(t.file) : nlohmann::json()}});
+    }
+    auto failures = std::move(pending_hangs_);
+    pending_hangs_.clear();
+    for (auto& f : failures) {
+      const Worker* w = worker_by_local_rank(f.local_rank);
+      const std::string stacks = w ? read_file(w->stacks_file) : "";
+      const auto frames = top_frames(stacks, f.pid, kSummaryFrames);
+      std::string text;
+      if (!frames.empty()) {
+        text = "stuck in (main thread, innermost first):";
+        for (const auto& frame : frames) text += "\n  " + frame;
+      } else {
+        text = "no stack collected" + (stacks_->tools().missing.empty() ? "" : ": " + stacks_->tools().missing);
+      }
+      if (kept) text += fmt::format("\nstacks of every worker: {}/attempt_{}/rank_*/stacks.txt", paths_.logs_root, attempt_);
+      else text += "\n(run with --log_dir to keep the stacks of every worker)";
+      f.traceback = traceback_tail(text);
+      Occurrence o(Event::kWorkerFailed);
+      o.failure = f;
+      dispatch(std::move(o));
+    }
+  }
+
+  // --- status -------------------------------------------------------------------------------
+
+  void publish_status() {
+    if (!status_) return;
+    JobView view;
+    view.phase = phase_name(phase_);
+    view.attempt = attempts_started_ - 1;
+    view.round = round_.round;
+    view.restart_count = round_.restart_count;
+    view.max_restarts = config_.max_restarts;
+    view.world_size = round_.world_size;
+    view.hang_timeout = watchdog_->policy().timeout();
+    if (hang_reported_ && phase_ != Phase::kWaitingForRound) view.hung = "a worker hung; the job is stopping";
+    const double now = steady_seconds();
+    for (const auto& w : workers_) {
+      RankView r;
+      r.rank = w->rank;
+      r.local_rank = w->local_rank;
+      r.pid = w->pid;
+      r.running = w->alive;
+      if (phase_ == Phase::kRunning && watchdog_->policy().ever_beat(w->local_rank)) {
+        r.last_beat = now - watchdog_->policy().silent_for(w->local_rank, now);
+      }
+      r.deadline = watchdog_->deadline(w->local_rank);
+      view.ranks.push_back(r);
+    }
+    status_->publish(std::move(view));
   }
 
   // --- signals ------------------------------------------------------------------------------
 
-  void open_signalfd() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    for (int sig : kShutdownSignals) sigaddset(&set, sig);
-    for (int sig : kForwardedSignals) sigaddset(&set, sig);
-    const int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "signalfd");
-    signals_.assign(fd);
-    read_signals();
-  }
-
-  void read_signals() {
-    signals_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
-      if (ec) return;
-      signalfd_siginfo info;
-      while (::read(signals_.native_handle(), &info, sizeof info) == sizeof info) {
-        const int sig = static_cast<int>(info.ssi_signo);
-        if (sig == SIGCHLD) {
-          reap();
-        } else if (is_shutdown_signal(sig)) {
-          Occurrence o(Event::kShutdownSignal);
-          o.signal = sig;
-          dispatch(std::move(o));
-        } else if (!sent_by_slurmstepd(static_cast<pid_t>(info.ssi_pid))) {
-          forward_signal(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
-        }
-      }
-      if (phase_ != Phase::kExiting) read_signals();
-    });
+  SignalChannel::Handlers signal_handlers() {
+    SignalChannel::Handlers h;
+    h.child_exited = [this] { reap(); };
+    h.shutdown = [this](int sig) {
+      events_.write("signal_received", {{"signal", signal_name(sig)}});
+      Occurrence o(Event::kShutdownSignal);
+      o.signal = sig;
+      dispatch(std::move(o));
+    };
+    h.forward = [this](int sig, pid_t sender) {
+      const bool forward = !sent_by_slurmstepd(sender);
+      events_.write("signal_received", {{"signal", signal_name(sig)}, {"forwarded", forward}});
+      if (forward) forward_signal(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
+    };
+    return h;
   }
 
   asio::io_context& io_;
@@ -558,11 +686,16 @@ class Agent::Impl {
   std::unique_ptr<elastic::Rendezvous> rendezvous_;
   OrphanGuard& guard_;
   RunPaths paths_;
-  asio::posix::stream_descriptor signals_;
+  SignalChannel signals_;
   asio::steady_timer grace_timer_;
   std::string host_;
   config::PythonInterpreter python_;  // runs_python() only
   std::vector<std::string> argv_;
+  EventLog events_;
+  std::unique_ptr<StatusServer> status_;
+  std::unique_ptr<Watchdog> watchdog_;
+  std::string timer_file_;
+  std::unique_ptr<StackDumper> stacks_;
 
   Phase phase_ = Phase::kWaitingForRound;
   bool shutting_down_ = false;
@@ -572,8 +705,11 @@ class Agent::Impl {
   elastic::RoundAssignment round_;
   std::set<int> announced_restarts_;
   int attempts_started_ = 0;
+  int attempt_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<elastic::WorkerFailure> further_failures_;
+  bool hang_reported_ = false;         // this round's hang was found (once a round)
+  std::vector<elastic::WorkerFailure> pending_hangs_;  // until their stacks are collected
   std::deque<Occurrence> queue_;
   bool dispatching_ = false;
   int exit_code_ = exit_code::kInternal;
@@ -587,23 +723,7 @@ Agent::Agent(asio::io_context& io, config::LaunchConfig config,
 
 Agent::~Agent() = default;
 
-void Agent::block_signals(bool debug) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  for (int sig : kShutdownSignals) sigaddset(&set, sig);
-  for (int sig : kForwardedSignals) sigaddset(&set, sig);
-  if (debug) {
-    // The worker owns the terminal: Ctrl-C and Ctrl-\ are for it (and its debugger), not ddprun.
-    ::signal(SIGINT, SIG_IGN);
-    ::signal(SIGQUIT, SIG_IGN);
-    sigdelset(&set, SIGINT);
-    sigdelset(&set, SIGQUIT);
-  }
-  ::sigprocmask(SIG_BLOCK, &set, nullptr);
-  // ddprun writes to pipes that may close (ddprun ... | head): see EPIPE, not die of SIGPIPE.
-  ::signal(SIGPIPE, SIG_IGN);
-}
+void Agent::block_signals(bool debug) { SignalChannel::block_signals(debug); }
 
 int Agent::run() { return impl_->run(); }
 

@@ -88,6 +88,7 @@ void add_error_file(elastic::WorkerFailure& failure, const std::string& path, bo
 }
 
 std::string describe_end(const elastic::WorkerFailure& f) {
+  if (f.hung) return fmt::format("hung (exit code {})", f.exit_code);
   if (f.signal == 0) return fmt::format("exit code {}", f.exit_code);
   std::string text = fmt::format("killed by {} (exit code {})", signal_name(f.signal), f.exit_code);
   if (f.signal_from_outside && f.signal == SIGKILL) {
@@ -120,7 +121,7 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
     out += fmt::format("    error: {}\n", root.message.substr(0, root.message.find('\n')));
   }
   if (!root.traceback.empty()) {
-    out += "    traceback:\n";
+    out += root.hung ? "    where:\n" : "    traceback:\n";
     for (const std::string& line : split_lines(root.traceback)) out += fmt::format("      {}\n", line);
   }
   if (!root.error_file.empty()) out += fmt::format("    error file: {}\n", root.error_file);

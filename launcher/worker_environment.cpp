@@ -32,7 +32,7 @@ bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,
-                                            const std::string& error_file) {
+                                            const WorkerFiles& files) {
   std::map<std::string, std::string> vars = base;
   vars.erase(env::kDefaultPython);  // a ddprun started by a worker makes its own choice
   const int rank = round.base_rank + local_rank;
@@ -51,7 +51,9 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
   vars[env::kMaxRestarts] = std::to_string(config.max_restarts);
   vars[env::kRunId] = round.run_id;
   vars[env::kUseAgentStore] = round.agent_store ? "True" : "False";
-  vars[env::kErrorFile] = error_file;
+  vars[env::kErrorFile] = files.error_file;
+  if (!files.heartbeat_file.empty()) vars[env::kHeartbeatFile] = files.heartbeat_file;
+  if (!files.timer_file.empty()) vars[env::kTimerFile] = files.timer_file;
   set_nccl_async_error_handling(base, vars);
   if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
 

@@ -10,6 +10,13 @@
 
 namespace ddprun::launcher {
 
+// The worker's own files, made by ddprun; "" for one it does not have.
+struct WorkerFiles {
+  std::string error_file;      // TORCHELASTIC_ERROR_FILE
+  std::string heartbeat_file;  // DDPRUN_HEARTBEAT_FILE
+  std::string timer_file;      // TORCHELASTIC_TIMER_FILE (with TORCHELASTIC_ENABLE_FILE_TIMER=1)
+};
+
 // `base` is ddprun's environment. Sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and the
 // rest of the names in ddprun/worker_env.hpp; OMP_NUM_THREADS=1 when unset and more than one
 // worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING and its old name
@@ -17,7 +24,7 @@ namespace ddprun::launcher {
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,
-                                            const std::string& error_file);
+                                            const WorkerFiles& files);
 
 // True when ddprun sets OMP_NUM_THREADS=1 for its workers (it says so once, as torchrun does).
 bool sets_omp_num_threads(const std::map<std::string, std::string>& base,

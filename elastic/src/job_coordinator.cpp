@@ -90,7 +90,9 @@ std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& can
 std::string describe(const WorkerFailure& failure) {
   std::string text = fmt::format("worker rank {} (local rank {}) on {}", failure.rank, failure.local_rank,
                                  failure.host.empty() ? "?" : failure.host);
-  if (failure.signal != 0) {
+  if (failure.hung) {
+    text += " hung";
+  } else if (failure.signal != 0) {
     const char* name = sigabbrev_np(failure.signal);
     text += fmt::format(" was killed by signal {}{}{}", failure.signal, name ? fmt::format(" (SIG{})", name) : "",
                         failure.signal_from_outside ? " sent from outside ddprun" : "");

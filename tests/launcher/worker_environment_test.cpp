@@ -33,10 +33,11 @@ TEST_CASE("every worker gets torchrun's environment contract") {
   round.run_id = "job42";
   round.agent_store = true;
   const auto env = as_map(launcher::worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, cfg,
-                                                        round, 3, "/tmp/e.json"));
+                                                        round, 3, {"/tmp/e.json", "/tmp/hb", ""}));
   const std::map<std::string, std::string> expected = {
       {"PATH", "/bin"},
       {"RANK", "7"},
+      {"DDPRUN_HEARTBEAT_FILE", "/tmp/hb"},
       {"LOCAL_RANK", "3"},
       {"GROUP_RANK", "1"},
       {"ROLE_RANK", "7"},
@@ -58,7 +59,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
   };
   CHECK(env == expected);
   round.agent_store = false;  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 on the node of rank 0
-  CHECK(as_map(launcher::worker_environment({}, cfg, round, 3, "")).at("TORCHELASTIC_USE_AGENT_STORE") == "False");
+  CHECK(as_map(launcher::worker_environment({}, cfg, round, 3, {})).at("TORCHELASTIC_USE_AGENT_STORE") == "False");
 }
 
 TEST_CASE("inherited OMP_NUM_THREADS and TORCH_NCCL_ASYNC_ERROR_HANDLING are kept") {
@@ -66,13 +67,13 @@ TEST_CASE("inherited OMP_NUM_THREADS and TORCH_NCCL_ASYNC_ERROR_HANDLING are kep
   cfg.nproc_per_node = 2;
   const std::map<std::string, std::string> base = {{"OMP_NUM_THREADS", "4"},
                                                    {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}};
-  const auto env = as_map(launcher::worker_environment(base, cfg, {}, 0, ""));
+  const auto env = as_map(launcher::worker_environment(base, cfg, {}, 0, {}));
   CHECK(env.at("OMP_NUM_THREADS") == "4");
   CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == "0");
   CHECK_FALSE(launcher::sets_omp_num_threads(base, cfg));
   cfg.nproc_per_node = 1;
   CHECK_FALSE(launcher::sets_omp_num_threads({}, cfg));  // one worker: nothing to oversubscribe
-  CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, "")).count("OMP_NUM_THREADS") == 0);
+  CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, {})).count("OMP_NUM_THREADS") == 0);
 }
 
 TEST_CASE("NCCL async error handling under both names: inherited, else the other name's value, else 1") {
@@ -92,7 +93,7 @@ TEST_CASE("NCCL async error handling under both names: inherited, else the other
   for (const Case& c : cases) {
     CAPTURE(c.current);
     CAPTURE(c.old);
-    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, ""));
+    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, {}));
     CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == c.current);
     CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == c.old);
   }

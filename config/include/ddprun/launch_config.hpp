@@ -56,6 +56,14 @@ struct StreamSelection {
   bool any() const;
 };
 
+// --hang_timeout: when a worker that stopped beating counts as hung (launcher/watchdog.hpp).
+struct HangTimeout {
+  enum class Mode { kOff, kFixed, kAuto };
+  Mode mode = Mode::kOff;
+  double seconds = 0;  // kFixed: the timeout; kAuto: the least timeout learned (0: the default)
+  bool enabled() const { return mode != Mode::kOff; }
+};
+
 struct LaunchConfig {
   // Workers on this node.
   std::string nproc_spec = "1";   // as given: a number, auto, cpu or gpu
@@ -79,11 +87,15 @@ struct LaunchConfig {
   double shutdown_timeout = 30;   // SIGTERM -> SIGKILL grace period, seconds
   bool debug = false;
   std::string role = "default";
+  HangTimeout hang_timeout;
   // Output.
   std::string log_dir;
   StreamSelection redirects;
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
+  std::string event_log;          // JSON lines of the job's events; empty: none
+  int status_port = -1;           // -1: no status server; 0: a free port
+  std::string status_addr = "127.0.0.1";
   // The program.
   bool module = false;            // -m: PROGRAM is a Python module
   bool no_python = false;

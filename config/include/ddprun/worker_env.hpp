@@ -28,6 +28,13 @@ inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 // Where a worker writes its uncaught error, in PyTorch's @record JSON format.
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
+// ddprun's own: a file private to the worker; touching it (a new modification time) says "I made
+// progress". The worker library touches it at every DDP step and collective (--hang_timeout).
+inline constexpr const char* kHeartbeatFile = "DDPRUN_HEARTBEAT_FILE";
+// "1": the launcher serves the named pipe of torchelastic's FileTimerClient at kTimerFile
+// (torchrun's names; ddprun picks the path when the user did not).
+inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 // NCCL watchdog: tear the process down on a NCCL error or timeout instead of hanging ("1").
 // PyTorch 2.2 and later read kNcclAsyncErrorHandling (and still the old name, with a one-time
 // deprecation warning); PyTorch 2.1 and earlier read only kNcclAsyncErrorHandlingOld. ddprun

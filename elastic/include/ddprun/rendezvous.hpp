@@ -42,6 +42,7 @@ struct WorkerFailure {
   int exit_code = 0;          // the worker's exit status, or 128+signal when signalled
   int signal = 0;             // the signal that killed it, 0 when it exited
   bool signal_from_outside = false;  // killed by a signal ddprun did not send
+  bool hung = false;          // made no progress within --hang_timeout (exit_code is kHung)
   std::string message;        // from the worker's error file, if it wrote one
   std::string traceback;      // the end of the error file's traceback, if any (root cause only in a JobOutcome)
   std::string error_file;     // the error file, when it outlives ddprun (a log folder); else empty

@@ -22,13 +22,13 @@
 namespace ddprun::elastic {
 
 // 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
-// whose workers succeeded answers a stop.
-inline constexpr int kProtocolVersion = 3;
+// whose workers succeeded answers a stop. 4: WorkerFailure has hung.
+inline constexpr int kProtocolVersion = 4;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, host, pid,
-                                   exit_code, signal, signal_from_outside, message, traceback,
+                                   exit_code, signal, signal_from_outside, hung, message, traceback,
                                    error_file, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,

@@ -1,0 +1,34 @@
+#include "event_log.hpp"
+
+#include <fcntl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <system_error>
+
+#include "output_stream.hpp"
+
+namespace ddprun::launcher {
+
+EventLog::EventLog(const std::string& path, std::string node)
+    : file_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)), node_(std::move(node)) {
+  if (!file_) throw std::system_error(errno, std::generic_category(), "--event_log=" + path);
+}
+
+void EventLog::write(std::string_view event, nlohmann::json fields) {
+  if (!file_) return;
+  using namespace std::chrono;
+  nlohmann::json line = {
+      {"time", duration<double>(system_clock::now().time_since_epoch()).count()},
+      {"event", event},
+      {"node", node_},
+      {"group_rank", group_rank_},
+      {"attempt", attempt_},
+  };
+  if (fields.is_object()) line.update(fields);
+  // One write() a line, with O_APPEND: lines of several ddprun processes sharing the file
+  // (nodes on one host) never interleave. Invalid UTF-8 from a worker is replaced, not thrown.
+  write_all(file_.get(), line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+}  // namespace ddprun::launcher
