@@ -215,6 +215,9 @@ class Agent::Impl {
     if (o.event == Event::kStopRequested) {
       events_.write("stop_requested", {{"round", round_.round}, {"why", o.why}});
       if (phase_ == Phase::kRunning) say(fmt::format("ddprun: stopping workers: {}\n", o.why));
+      if (phase_ == Phase::kWaitingForRound && !workers_.empty()) {
+        say(fmt::format("ddprun: the round ended on another node: {}\n", o.why));  // ours had succeeded
+      }
     }
     const Transition t = next_transition(phase_, o.event, shutting_down_, job_finished_);
     if (o.event == Event::kShutdownSignal) shutting_down_ = true;

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "ddprun/collectives.hpp"
+#include "ddprun/heartbeat.hpp"
 #include "param_signature.hpp"
 
 namespace ddprun {
@@ -211,6 +212,7 @@ void DistributedDataParallel::Impl::on_grad_ready(std::size_t index) {
 void DistributedDataParallel::Impl::arm() {
   // Before any bucket goes out: a rank that is not in a backward pass now (one more backward on
   // another rank, a reduce_mean here) gets an error naming both, not mixed-up buckets.
+  heartbeat();
   comm->check_agreement(backward_call);
   armed = true;
   backward_seen = true;
@@ -315,6 +317,7 @@ void DistributedDataParallel::Impl::finalize() {
     used_op = comm->start_all_reduce(used, ReduceOp::kMax);
   }
   for (auto& b : buckets) b.wait();
+  heartbeat();  // the step's communication is done: progress, whatever comes next
   std::vector<char> keep_undefined(params.size(), 0);
   if (used_op) {
     used_op->wait();

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Hang detection with real workers (sh scripts that touch DDPRUN_HEARTBEAT_FILE): a rank that
+# stops beating is found within the timeout, its stacks are written, the group is stopped and
+# restarted or ddprun exits 124; --hang_timeout=auto; the event log; the status server; two nodes.
+# Each worker writes the time of its last beat, so detection time is checked against it.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+
+# beater: beats every 0.1 s; rank $HANG_RANK (on attempt 0 only) stops after 5 beats in a
+# function the native stack shows as sleep's. The other ranks run until ddprun stops them or
+# $T/stop exists; after a restart, they all end after $STEPS beats.
+worker beater <<'SH'
+#!/bin/bash
+beat() { touch "$DDPRUN_HEARTBEAT_FILE"; date +%s.%N > "$T/lastbeat.$RANK"; }
+n=0
+while [ ! -e "$T/stop" ]; do
+  beat; n=$((n + 1))
+  if [ "$RANK" = "${HANG_RANK:--1}" ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ $n -ge 5 ]; then
+    exec -a "stuck $T" sleep 1000
+  fi
+  [ -n "${STEPS:-}" ] && [ "$TORCHELASTIC_RESTART_COUNT" != 0 ] && [ $n -ge "$STEPS" ] && exit 0
+  sleep 0.1
+done
+SH
+export T
+
+# detection_delay EVENTS RANK: seconds between RANK's last beat and ddprun's "hang" event.
+detection_delay() {
+  python3 - "$1" "$2" "$T/lastbeat.$2" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+hang = next(e for e in events if e["event"] == "hang" and e["rank"] == int(sys.argv[2]))
+print("%.2f" % (hang["time"] - float(open(sys.argv[3]).read())))
+PY
+}
+# within LOW HIGH VALUE
+within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
+
+# 1. Fixed timeout: rank 1 goes silent; found after 2 s, stacks of both ranks, exit 124.
+HANG_RANK=1 run_ddprun fixed --nproc_per_node=2 --hang_timeout=2 --log_dir="$T/logs" --event_log="$T/fixed.jsonl" "$T/beater"
+expect_eq "$RC" 124 "exit code of a hung job"
+expect_in "$T/fixed.err" "rank 1 hung: no progress for 2\.[0-9] s \(hang timeout 2\.0 s\); collecting the stacks of 2 workers"
+expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+expect_in "$T/fixed.err" "^    where:"
+expect_in "$T/fixed.err" "stacks of every worker: $T/logs/attempt_0/rank_\*/stacks.txt"
+for r in 0 1; do
+  expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"
+  expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "(main|_start|__libc_start)"
+done
+delay=$(detection_delay "$T/fixed.jsonl" 1)
+within 1.9 6 "$delay" || fail "rank 1 found hung ${delay}s after its last beat, with a 2 s timeout"
+for e in started round_started worker_started hang stacks_written worker_exited exit; do
+  expect_in "$T/fixed.jsonl" "\"event\":\"$e\""
+done
+expect_in "$T/fixed.jsonl" '"event":"exit".*"exit_code":124.*"root_cause":\{"exit_code":124,"host":"[^"]+","hung":true,"rank":1\}'
+python3 -c "
+import json, sys
+for line in open('$T/fixed.jsonl'):
+    e = json.loads(line)
+    assert {'time', 'event', 'node', 'group_rank', 'attempt'} <= e.keys(), e
+" || fail "an event log line lacks time, event, node, group_rank or attempt"
+wait_for 10 no_leftovers
+ok "fixed timeout: rank 1 found hung ${delay} s after its last beat (timeout 2 s), stacks, exit 124, event log"
+
+# 2. The hang is a failure like any other: restarted while restarts remain.
+rm -f "$T"/lastbeat.*
+HANG_RANK=0 STEPS=10 run_ddprun restart --nproc_per_node=2 --hang_timeout=2 --max_restarts=1 --event_log="$T/restart.jsonl" "$T/beater"
+expect_eq "$RC" 0 "exit code after a hang and a successful restart"
+expect_in "$T/restart.err" "rank 0 hung"
+expect_in "$T/restart.err" "restarting workers \(restart 1 of 1\)"
+expect_in "$T/restart.jsonl" '"event":"restart"'
+wait_for 10 no_leftovers
+ok "a hang restarts the group while restarts remain"
+
+# 3. auto: rank 1 never beats while rank 0 does: hung after the start-up allowance (floor 2 s).
+worker silent_one <<'SH'
+#!/bin/bash
+if [ "$RANK" = 1 ]; then exec -a "stuck $T" sleep 1000; fi
+while true; do touch "$DDPRUN_HEARTBEAT_FILE"; sleep 0.1; done
+SH
+run_ddprun auto --nproc_per_node=2 --hang_timeout=auto:2 "$T/silent_one"
+expect_eq "$RC" 124 "exit code, auto"
+expect_in "$T/auto.err" "rank 1 hung: no heartbeat since it started 2\.[0-9] s ago"
+expect_in "$T/auto.err" "run with --log_dir to keep the stacks"
+wait_for 10 no_leftovers
+ok "auto: a rank that never beats while the others do is hung after the start-up allowance"
+
+# 4. auto with a program that never beats: not judged, said once, the job ends normally.
+worker no_beats <<'SH'
+#!/bin/bash
+exec -a "quiet $T" sleep 3
+SH
+run_ddprun quiet --nproc_per_node=2 --hang_timeout=auto:1 --event_log="$T/quiet.jsonl" "$T/no_beats"
+expect_eq "$RC" 0 "exit code of a job that never beats under auto"
+expect_eq "$(grep -c "no worker touched its DDPRUN_HEARTBEAT_FILE" "$T/quiet.err")" 1 "times the missing beats are said"
+expect_in "$T/quiet.jsonl" '"event":"heartbeats_missing"'
+ok "auto: a program that never beats is not judged; ddprun says so once"
+
+# 5. The status server: /healthz 200 while every rank beats, /status with pids and beat ages.
+rm -f "$T/stop"
+"$DDPRUN" --nproc_per_node=2 --hang_timeout=30 --status_port=0 "$T/beater" >"$T/status.out" 2>"$T/status.err" &
+pid=$!
+wait_for 30 grep -q "status at http://" "$T/status.err"
+url=$(sed -n 's|.*status at \(http://[^ ]*\)/status.*|\1|p' "$T/status.err")
+wait_for 30 test -e "$T/lastbeat.1"
+python3 - "$url" <<'PY' || { touch "$T/stop"; wait $pid || true; fail "status server answers"; }
+import json, sys, time, urllib.request
+url = sys.argv[1]
+assert urllib.request.urlopen(url + "/healthz").status == 200
+for _ in range(200):
+    status = json.load(urllib.request.urlopen(url + "/status"))
+    if all(r["last_beat_age"] is not None for r in status["ranks"]):
+        break
+    time.sleep(0.05)
+assert status["phase"] == "running" and status["hang_timeout"] == 30, status
+assert [r["rank"] for r in status["ranks"]] == [0, 1], status
+assert all(r["pid"] > 0 and r["running"] and 0 <= r["last_beat_age"] < 30 for r in status["ranks"]), status
+assert status["restarts_left"] == 0 and status["healthy"] is True, status
+PY
+touch "$T/stop"
+wait $pid || fail "ddprun with a status server exited $?"
+ok "status server: /healthz 200, /status with ranks, pids and beat ages"
+rm -f "$T/stop"
+
+# 6. Two nodes: rank 3 (node 1, local rank 1) hangs; both nodes report it and restart.
+port=$(( 20000 + RANDOM % 20000 ))
+common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$port --hang_timeout=2 --max_restarts=1)
+HANG_RANK=3 STEPS=10 "$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 --event_log="$T/b.jsonl" "$T/beater" >"$T/b.out" 2>"$T/b.err" &
+pid_b=$!
+HANG_RANK=3 STEPS=10 "$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 --event_log="$T/a.jsonl" "$T/beater" >"$T/a.out" 2>"$T/a.err" &
+pid_a=$!
+rc_a=0; wait $pid_a || rc_a=$?
+rc_b=0; wait $pid_b || rc_b=$?
+expect_eq "$rc_a/$rc_b" 0/0 "exit codes of two nodes after a hang and a restart"
+expect_in "$T/b.err" "rank 3 hung: no progress"
+expect_in "$T/a.err" "stopping workers: worker rank 3 \(local rank 1\) on .* hung: no progress"
+for n in a b; do
+  expect_in "$T/$n.err" "restarting workers \(restart 1 of 1\)"
+  expect_in "$T/$n.jsonl" '"event":"restart"'
+done
+expect_in "$T/b.jsonl" '"event":"hang".*"rank":3'
+wait_for 10 no_leftovers
+ok "two nodes: a hang on node 1 is reported on node 0, and both restart"
+
+# 7. Bad values: one line naming the flag, exit 64, nothing started.
+for bad in --hang_timeout=soon --hang_timeout=0 --hang_timeout=-3 --hang_timeout=auto:x --hang_timeout=1e30 \
+           --status_port=70000 --event_log="$T/no/such/dir/events"; do
+  run_ddprun bad "$bad" "$T/beater"
+  expect_eq "$RC" 64 "exit code for $bad"
+  expect_eq "$(wc -l < "$T/bad.err")" 1 "lines of the error for $bad"
+  expect_in "$T/bad.err" "^ddprun: error: ${bad%%=*}"
+done
+[[ ! -e "$T/lastbeat.0" ]] || [[ "$(find "$T" -name 'lastbeat.*' -newer "$T/bad.err" | wc -l)" == 0 ]] || fail "a worker started"
+ok "bad --hang_timeout, --status_port and --event_log values are refused in one line"
