@@ -138,7 +138,14 @@ class Agent::Impl {
                        ? given->second
                        : (fs::path(files_root()) / "watchdog_timer").string();
     }
-    watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, timer_file, watchdog_handlers());
+    try {
+      const fs::path folder = fs::path(timer_file).parent_path();
+      if (!folder.empty()) fs::create_directories(folder);
+      watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, timer_file, watchdog_handlers());
+    } catch (const std::system_error& e) {
+      throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file, e.code().message(),
+                                           env::kEnableFileTimer));
+    }
     timer_file_ = timer_file;
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);

@@ -39,6 +39,12 @@
 //                                          and data from formulas that hooks_reference.py repeats
 //                                          in Python; writes OUT/params.<rank>, and OUT/late.<rank>:
 //                                          the error of registering a hook after training
+//   rank_driver hang OUT HANG_AT           DDP training; on the first attempt rank 1 stops in
+//                                          step HANG_AT inside stuck_loading_batch() while the
+//                                          others wait in the next backward's all-reduce; after
+//                                          each step every rank writes OUT/lastbeat.<rank> (the
+//                                          time its last heartbeat was due); on a restart all
+//                                          ranks train HANG_AT+2 steps and exit 0
 //   rank_driver sampler                    reads "N W SEED EPOCH DROP_LAST SHUFFLE" lines, prints
 //                                          each rank's indices as torch's DistributedSampler would
 //   rank_driver store_ops OUT              (2 ranks) every call of libtorch's c10d::TCPStore client
@@ -483,6 +489,32 @@ int hooks(const std::string& out, const std::string& hook, int steps) {
   return 0;
 }
 
+// Where a hung rank is found: the name the summary's top frames must show. noinline, and a
+// call in a loop, so that it keeps its own frame.
+[[gnu::noinline]] void stuck_loading_batch() {
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+int hang(const std::string& out, int hang_at) {
+  auto comm = ddprun::init_process_group();
+  const int r = comm->rank();
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const bool first = attempt == nullptr || std::string(attempt) == "0";
+  auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::Tanh(), torch::nn::Linear(5, 3));
+  ddprun::DistributedDataParallel ddp(net.ptr(), comm);
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  for (int s = 0; s < hang_at + 2; ++s) {
+    if (first && r == 1 && s == hang_at) stuck_loading_batch();
+    const auto x = torch::randn({4, 6});
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward([&] { return net->forward(x); }), torch::zeros({4, 3})).backward();
+    opt.step();
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    write_file(out + "/lastbeat." + std::to_string(r), std::to_string(now));
+  }
+  return 0;
+}
+
 int sampler() {
   int64_t n, w, seed, epoch, drop_last, shuffle;
   while (std::cin >> n >> w >> seed >> epoch >> drop_last >> shuffle) {
@@ -594,6 +626,7 @@ int main(int argc, char** argv) {
     if (mode == "peer_hangs" && argc == 5) return peer_fault(argv[2], false, group_options(argv[3], argv[4]));
     if (mode == "mismatch" && argc == 3) return mismatch(argv[2]);
     if (mode == "sampler" && argc == 2) return sampler();
+    if (mode == "hang" && argc == 4) return hang(argv[2], std::stoi(argv[3]));
     if (mode == "hooks" && argc == 5) return hooks(argv[2], argv[3], std::stoi(argv[4]));
     if (mode == "store_ops" && argc == 3) return store_ops(argv[2]);
     if (mode == "last_words" && argc == 2) {
