@@ -1,0 +1,122 @@
+// Output forwarding and the signal channel, each with real file descriptors and real signals.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <asio/io_context.hpp>
+
+#include "output_stream.hpp"
+#include "signal_channel.hpp"
+#include "unique_fd.hpp"
+
+using namespace ddprun::launcher;
+
+namespace {
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(n));
+  return text;
+}
+
+template <typename Done>
+void run_until(asio::io_context& io, Done done) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < limit) io.run_for(std::chrono::milliseconds(20));
+  io.restart();
+}
+
+}  // namespace
+
+TEST_CASE("an output stream prefixes whole lines for the console and keeps the file as written") {
+  asio::io_context io;
+  Pipe worker = Pipe::create();
+  Pipe console = Pipe::create();
+  Pipe file = Pipe::create();
+  ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
+  auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
+  s->prefix = "[rank3]: ";
+  s->console_fd = console.write_end.get();
+  s->file = std::move(file.write_end);
+  s->watch_imports = true;
+  s->start();
+  const std::string text = "first line\nsecond ";
+  REQUIRE(::write(worker.write_end.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  const std::string rest = "half\nModuleNotFoundError: No module named 'x'\nno newline at the end";
+  REQUIRE(::write(worker.write_end.get(), rest.data(), rest.size()) == static_cast<ssize_t>(rest.size()));
+  worker.write_end.reset();
+  io.run();  // returns when the pipe has closed: nothing left to wait for
+  s->drain();
+  s.reset();
+  console.write_end.reset();
+  CHECK(read_all(console.read_end.get()) ==
+        "[rank3]: first line\n[rank3]: second half\n[rank3]: ModuleNotFoundError: No module named 'x'\n"
+        "[rank3]: no newline at the end\n");
+  CHECK(read_all(file.read_end.get()) ==
+        "first line\nsecond half\nModuleNotFoundError: No module named 'x'\nno newline at the end\n");
+}
+
+TEST_CASE("an output stream remembers the last failed import and survives a closed console") {
+  asio::io_context io;
+  Pipe worker = Pipe::create();
+  Pipe console = Pipe::create();
+  ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
+  s->console_fd = console.write_end.get();
+  s->watch_imports = true;
+  console.read_end.reset();  // nobody reads the console: EPIPE, not a crash
+  const std::string text = "ImportError: cannot import name 'y'\nafter\n";
+  REQUIRE(::write(worker.write_end.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  s->read_available();
+  CHECK(s->import_error() == "ImportError: cannot import name 'y'");
+}
+
+TEST_CASE("the signal channel reads blocked signals: shutdown, forwarded, child exits") {
+  SignalChannel::block_signals(false);
+  asio::io_context io;
+  std::vector<int> shutdowns, forwarded;
+  int children = 0;
+  SignalChannel::Handlers h;
+  h.shutdown = [&](int sig) { shutdowns.push_back(sig); };
+  h.forward = [&](int sig, pid_t sender) {
+    forwarded.push_back(sig);
+    CHECK(sender == ::getpid());
+  };
+  h.child_exited = [&] { ++children; };
+  SignalChannel channel(io, h);
+  channel.start();
+  ::kill(::getpid(), SIGTERM);  // blocked: queued for the signalfd, no handler runs
+  ::kill(::getpid(), SIGUSR1);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  run_until(io, [&] { return !shutdowns.empty() && !forwarded.empty() && children > 0; });
+  ::waitpid(child, nullptr, 0);
+  CHECK(shutdowns == std::vector<int>{SIGTERM});
+  CHECK(forwarded == std::vector<int>{SIGUSR1});
+  CHECK(children >= 1);
+  CHECK(is_shutdown_signal(SIGHUP));
+  CHECK_FALSE(is_shutdown_signal(SIGUSR2));
+  channel.close();
+  ::kill(::getpid(), SIGINT);  // closed: stays pending, unread
+  io.poll();
+  CHECK(shutdowns.size() == 1);
+  sigset_t pending;
+  sigpending(&pending);
+  CHECK(sigismember(&pending, SIGINT));
+  // Take it off the pending set without dying, so the rest of the test binary runs.
+  const timespec none{0, 0};
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, SIGINT);
+  CHECK(sigtimedwait(&only, nullptr, &none) == SIGINT);
+}
