@@ -57,6 +57,8 @@ const std::vector<OptionSpec> kOptions = {
      "a worker whose heartbeat (DDPRUN_HEARTBEAT_FILE) is older than this many seconds is hung: "
      "its stacks are saved and the job restarts; 'auto' learns it from the beats (auto:MIN_SECONDS "
      "sets its least value, default 30); 'off'"},
+    {"hang_startup", nullptr, kText, "600", "Supervision",
+     "with --hang_timeout: seconds a worker may take to its first heartbeat"},
     {"log_dir", nullptr, kText, nullptr, "Output",
      "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
     {"redirects", "-r", kText, "0", "Output",
@@ -418,6 +420,10 @@ LaunchConfig resolve_config(const OptionSources& sources,
   c.role = text("role");
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
   c.hang_timeout = parse_hang_timeout(text("hang_timeout"));
+  c.hang_timeout.startup = parse_seconds("hang_startup", text("hang_startup"), false);
+  if (c.hang_timeout.startup > 365 * 86400.0) {
+    throw UsageError(fmt::format("--hang_startup={}: expected at most a year of seconds", text("hang_startup")));
+  }
 
   c.log_dir = text("log_dir");
   c.redirects = parse_streams("redirects", text("redirects"));
@@ -506,6 +512,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["shutdown_timeout"] = c.shutdown_timeout;
   j["debug"] = c.debug;
   j["role"] = c.role;
+  j["hang_startup"] = c.hang_timeout.startup;
   switch (c.hang_timeout.mode) {
     case HangTimeout::Mode::kOff: j["hang_timeout"] = "off"; break;
     case HangTimeout::Mode::kAuto:

@@ -31,7 +31,7 @@
 #include "status_server.hpp"
 #include "supervisor.hpp"
 #include "watchdog.hpp"
-#include "worker_environment.hpp"
+#include "worker_group.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -62,20 +62,6 @@ std::string read_file(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
-
-struct Worker {
-  int local_rank = 0;
-  int rank = 0;
-  pid_t pid = -1;
-  bool alive = false;    // until its end has been handled
-  bool reaped = false;   // its pid is gone: never signal it again
-  int sent_signal = 0;   // the stop signal ddprun sent, 0 if none
-  bool sent_kill = false;
-  std::string error_file;
-  std::string stacks_file;  // written when the round hangs
-  std::shared_ptr<OutputStream> out;
-  std::shared_ptr<OutputStream> err;
-};
 
 // What an event carries besides its kind.
 struct Occurrence {
@@ -108,13 +94,12 @@ class Agent::Impl {
         config_(std::move(config)),
         environ_(std::move(environ)),
         rendezvous_(std::move(rendezvous)),
-        guard_(guard),
         paths_(std::move(paths)),
+        python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
+        group_(io, config_, environ_, config_.worker_argv(python_.program), guard, paths_),
         signals_(io, signal_handlers()),
         grace_timer_(io),
         host_(host_name()) {
-    if (config_.runs_python()) python_ = config::python_interpreter(environ_);
-    argv_ = config_.worker_argv(python_.program);
     if (!config_.event_log.empty()) {
       try {
         events_ = EventLog(config_.event_log, host_);
@@ -136,7 +121,7 @@ class Agent::Impl {
       const auto given = environ_.find(env::kTimerFile);
       timer_file = given != environ_.end() && !given->second.empty()
                        ? given->second
-                       : (fs::path(files_root()) / "watchdog_timer").string();
+                       : (fs::path(paths_.files_root()) / "watchdog_timer").string();
     }
     try {
       const fs::path folder = fs::path(timer_file).parent_path();
@@ -222,7 +207,7 @@ class Agent::Impl {
     if (o.event == Event::kStopRequested) {
       events_.write("stop_requested", {{"round", round_.round}, {"why", o.why}});
       if (phase_ == Phase::kRunning) say(fmt::format("ddprun: stopping workers: {}\n", o.why));
-      if (phase_ == Phase::kWaitingForRound && !workers_.empty()) {
+      if (phase_ == Phase::kWaitingForRound && !group_.workers().empty()) {
         say(fmt::format("ddprun: the round ended on another node: {}\n", o.why));  // ours had succeeded
       }
     }
@@ -230,7 +215,7 @@ class Agent::Impl {
     if (o.event == Event::kShutdownSignal) shutting_down_ = true;
     phase_ = t.next;
     for (Action action : t.actions) perform(action, o);
-    if ((phase_ == Phase::kRunning || phase_ == Phase::kStopping) && alive_count() == 0 &&
+    if ((phase_ == Phase::kRunning || phase_ == Phase::kStopping) && group_.alive_count() == 0 &&
         o.event != Event::kAllEnded) {
       dispatch(Occurrence(Event::kAllEnded));
     }
@@ -246,11 +231,9 @@ class Agent::Impl {
         rendezvous_->worker_failed(round_.round, o.failure);
         break;
       case Action::kRecordFailure: further_failures_.push_back(o.failure); break;
-      case Action::kTerminateWorkers:
-        signal_workers(shutdown_signal_ != 0 ? shutdown_signal_ : SIGTERM);
-        break;
+      case Action::kTerminateWorkers: group_.signal(shutdown_signal_ != 0 ? shutdown_signal_ : SIGTERM); break;
       case Action::kArmGraceTimer: arm_grace_timer(); break;
-      case Action::kKillWorkers: signal_workers(SIGKILL); break;
+      case Action::kKillWorkers: group_.signal(SIGKILL); break;
       case Action::kReportStopped: {
         end_round();
         auto failures = std::move(further_failures_);
@@ -269,13 +252,9 @@ class Agent::Impl {
 
   // --- workers ------------------------------------------------------------------------------
 
-  // Where a worker's own files go: its error file, heartbeat file and stacks.
-  std::string files_root() const { return paths_.logs_root.empty() ? paths_.private_root : paths_.logs_root; }
-
   void start_workers() {
     // attempt_N: this node's N-th start of its workers (rounds are numbered job-wide).
     attempt_ = attempts_started_++;
-    const std::string attempt = fmt::format("attempt_{}", attempt_);
     events_.set_round(round_.group_rank, attempt_);
     if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
       say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count,
@@ -283,108 +262,26 @@ class Agent::Impl {
       events_.write("restart", {{"restart_count", round_.restart_count}, {"max_restarts", config_.max_restarts}});
     }
     announced_restarts_.insert(round_.restart_count);
-    workers_.clear();
     further_failures_.clear();
     grace_timer_.cancel();
     hang_reported_ = false;
+    const auto not_started = group_.start(round_, attempt_, timer_file_);
     std::vector<std::string> heartbeat_files;
-    for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
-      auto w = std::make_unique<Worker>();
-      w->local_rank = local_rank;
-      w->rank = round_.base_rank + local_rank;
-      const std::string rank_dir = fmt::format("{}/rank_{}", attempt, w->rank);
-      WorkerFiles files;
-      if (!files_root().empty()) {
-        const fs::path dir = fs::path(files_root()) / rank_dir;
-        std::error_code ec;
-        fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
-        fs::create_directories(dir, ec);
-        if (ec) throw std::system_error(ec, "cannot create " + dir.string());
-        w->error_file = files.error_file = (dir / "error.json").string();
-        files.heartbeat_file = (dir / "heartbeat").string();
-        w->stacks_file = (dir / "stacks.txt").string();
-        heartbeat_files.push_back(files.heartbeat_file);
-      }
-      files.timer_file = timer_file_;
-      SpawnRequest request;
-      request.argv = argv_;
-      request.environ = worker_environment(environ_, config_, round_, local_rank, files);
-      request.own_process_group = !config_.debug;
-      Pipe out_pipe, err_pipe;
-      if (!config_.debug) {
-        out_pipe = Pipe::create();
-        err_pipe = Pipe::create();
-        request.stdout_fd = out_pipe.write_end.get();
-        request.stderr_fd = err_pipe.write_end.get();
-      }
-      const SpawnResult spawned = spawn_process(request);
-      if (spawned.pid < 0) {
-        elastic::WorkerFailure f = base_failure(*w);
-        f.exit_code = (spawned.error == ENOENT || spawned.error == ENOTDIR) ? exit_code::kNotFound
-                                                                              : exit_code::kCannotExecute;
-        f.message = fmt::format("could not start {}: {}", argv_.front(), std::strerror(spawned.error));
-        workers_.push_back(std::move(w));
-        Occurrence occurrence(Event::kWorkerFailed);
-        occurrence.failure = f;
-        dispatch(std::move(occurrence));
-        return;  // the failure stops the workers already started
-      }
-      w->pid = spawned.pid;
-      w->alive = true;
-      events_.write("worker_started", {{"rank", w->rank}, {"local_rank", local_rank}, {"pid", w->pid}});
-      if (!config_.debug) {
-        guard_.watch(w->pid);
-        w->out = open_stream(out_pipe, *w, 1, rank_dir + "/stdout.log");
-        w->err = open_stream(err_pipe, *w, 2, rank_dir + "/stderr.log");
-      }
-      workers_.push_back(std::move(w));
+    for (const auto& w : group_.workers()) {
+      if (w->pid > 0) events_.write("worker_started", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid}});
+      if (!w->heartbeat_file.empty()) heartbeat_files.push_back(w->heartbeat_file);
+    }
+    if (not_started) {
+      const auto [w, error] = *not_started;
+      elastic::WorkerFailure f = base_failure(*w);
+      f.exit_code = (error == ENOENT || error == ENOTDIR) ? exit_code::kNotFound : exit_code::kCannotExecute;
+      f.message = fmt::format("could not start {}: {}", config_.worker_argv(python_.program).front(), std::strerror(error));
+      Occurrence occurrence(Event::kWorkerFailed);
+      occurrence.failure = f;
+      dispatch(std::move(occurrence));  // stops the workers already started
+      return;
     }
     if (static_cast<int>(heartbeat_files.size()) == config_.nproc_per_node) watchdog_->start_round(heartbeat_files);
-  }
-
-  std::shared_ptr<OutputStream> open_stream(Pipe& pipe, const Worker& w, int stream_bit,
-                                            const std::string& log_name) {
-    pipe.write_end.reset();
-    const int fd = pipe.read_end.release();
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    auto s = std::make_shared<OutputStream>(io_, fd);
-    s->prefix = fmt::format("[rank{}]: ", w.rank);
-    s->watch_imports = stream_bit == 2 && config_.runs_python();
-    const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
-    const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
-    const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);
-    if (!redirected && shown) s->console_fd = stream_bit == 1 ? STDOUT_FILENO : STDERR_FILENO;
-    if (!paths_.logs_root.empty() && (paths_.log_everything || redirected || teed)) {
-      const std::string path = (fs::path(paths_.logs_root) / log_name).string();
-      s->file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-      if (!s->file) say(fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
-    }
-    s->start();
-    return s;
-  }
-
-  int alive_count() const {
-    int n = 0;
-    for (const auto& w : workers_) n += w->alive;
-    return n;
-  }
-
-  void signal_workers(int sig) {
-    for (auto& w : workers_) {
-      if (!w->alive || w->reaped) continue;
-      if (sig == SIGKILL) w->sent_kill = true;
-      else w->sent_signal = sig;
-      // The whole process group, so the worker's own children get it too.
-      ::kill(config_.debug ? w->pid : -w->pid, sig);
-    }
-  }
-
-  // To each worker's own process only: its children (data loaders, tools it runs) keep the
-  // default action of SIGUSR1/2, which is to die.
-  void forward_signal(int sig) {
-    for (auto& w : workers_) {
-      if (w->alive && !w->reaped) ::kill(w->pid, sig);
-    }
   }
 
   void arm_grace_timer() {
@@ -405,7 +302,7 @@ class Agent::Impl {
                        path.empty() ? python_.program : path, python_.chosen_by);
   }
 
-  elastic::WorkerFailure base_failure(const Worker& w) const {
+  elastic::WorkerFailure base_failure(const WorkerProcess& w) const {
     elastic::WorkerFailure f;
     f.rank = w.rank;
     f.local_rank = w.local_rank;
@@ -417,34 +314,15 @@ class Agent::Impl {
   }
 
   void reap() {
-    // Collect every exit first: workers that died together are all failures, not "stopped
-    // by ddprun" because the first one's stop signal went out before the others were seen.
-    std::vector<std::pair<Worker*, int>> ended;
-    for (;;) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) {
-        if (pid < 0 && errno == EINTR) continue;
-        break;
-      }
-      // Not a worker: a stack tool, an orphaned grandchild (ddprun is a subreaper) or the
-      // orphan guard.
-      auto it = std::find_if(workers_.begin(), workers_.end(),
-                             [pid](const auto& w) { return !w->reaped && w->pid == pid; });
-      if (it == workers_.end()) {
-        stacks_->child_exited(pid);
-        continue;
-      }
-      (*it)->reaped = true;
-      ended.emplace_back(it->get(), status);
-    }
-    for (auto [worker, status] : ended) {
+    // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
+    // subreaper) or the orphan guard.
+    for (auto [worker, status] : group_.reap([this](pid_t pid) { stacks_->child_exited(pid); })) {
       worker->alive = false;
       worker_ended(*worker, status);
     }
   }
 
-  void worker_ended(Worker& w, int status) {
+  void worker_ended(WorkerProcess& w, int status) {
     const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     const int code = sig != 0 ? exit_code::kSignalBase + sig : WEXITSTATUS(status);
     events_.write("worker_exited", {{"rank", w.rank},
@@ -484,14 +362,7 @@ class Agent::Impl {
   void end_round() {
     grace_timer_.cancel();
     watchdog_->end_round();
-    for (auto& w : workers_) {
-      if (w->out) w->out->drain();
-      if (w->err) w->err->drain();
-      if (!config_.debug && w->pid > 0) {
-        ::kill(-w->pid, SIGKILL);  // children the worker left behind in its group
-        guard_.forget(w->pid);
-      }
-    }
+    group_.end_round();
   }
 
   void exit_job() {
@@ -547,21 +418,14 @@ class Agent::Impl {
     return h;
   }
 
-  Worker* worker_by_local_rank(int local_rank) {
-    for (auto& w : workers_) {
-      if (w->local_rank == local_rank) return w.get();
-    }
-    return nullptr;
-  }
-
   // torchelastic's FileTimerClient asked to be stopped when its timer expired: a hang of the
   // worker that holds it. torchrun kills that pid with the requested signal; ddprun does so
   // after collecting stacks, and stops the group the same way for any of its descendants.
   void timer_expired(const ExpiredTimer& expired) {
     events_.write("timer_expired", {{"pid", expired.pid}, {"scope_id", expired.scope_id}, {"signal", expired.signal}});
     if (expired.signal <= 0) return;  // a timer without a signal only reports, as in torchrun
-    Worker* owner = nullptr;
-    for (auto& w : workers_) {
+    WorkerProcess* owner = nullptr;
+    for (auto& w : group_.workers()) {
       if (w->alive && !w->reaped && (w->pid == expired.pid || ::getpgid(expired.pid) == w->pid)) owner = w.get();
     }
     if (owner == nullptr) {
@@ -584,7 +448,7 @@ class Agent::Impl {
     std::vector<StackDumper::Target> targets;
     std::string ranks_text;
     for (const auto& h : hung) {
-      Worker* w = worker_by_local_rank(h.local_rank);
+      WorkerProcess* w = group_.by_local_rank(h.local_rank);
       if (w == nullptr || !w->alive) continue;
       elastic::WorkerFailure f = base_failure(*w);
       f.hung = true;
@@ -593,7 +457,7 @@ class Agent::Impl {
       f.timestamp = now_seconds() - h.silent_for;
       f.message = !why.empty() ? why
                   : h.ever_beat ? fmt::format("no progress for {:.1f} s (hang timeout {:.1f} s)", h.silent_for, h.timeout)
-                                : fmt::format("no heartbeat since it started {:.1f} s ago (hang timeout {:.1f} s)",
+                                : fmt::format("no heartbeat since it started {:.1f} s ago (--hang_startup={:g})",
                                               h.silent_for, h.timeout);
       failures.push_back(f);
       ranks_text += fmt::format("{}{}", ranks_text.empty() ? "" : ", ", w->rank);
@@ -601,8 +465,8 @@ class Agent::Impl {
                              {"silent_for", h.silent_for}, {"hang_timeout", h.timeout}, {"why", f.message}});
     }
     if (failures.empty()) return;
-    for (const auto& f : failures) targets.push_back({f.rank, f.pid, worker_by_local_rank(f.local_rank)->stacks_file});
-    for (const auto& w : workers_) {
+    for (const auto& f : failures) targets.push_back({f.rank, f.pid, group_.by_local_rank(f.local_rank)->stacks_file});
+    for (const auto& w : group_.workers()) {
       const bool listed = std::any_of(failures.begin(), failures.end(), [&](const auto& f) { return f.rank == w->rank; });
       if (w->alive && !listed && !w->stacks_file.empty()) targets.push_back({w->rank, w->pid, w->stacks_file});
     }
@@ -623,7 +487,7 @@ class Agent::Impl {
     auto failures = std::move(pending_hangs_);
     pending_hangs_.clear();
     for (auto& f : failures) {
-      const Worker* w = worker_by_local_rank(f.local_rank);
+      const WorkerProcess* w = group_.by_local_rank(f.local_rank);
       const std::string stacks = w ? read_file(w->stacks_file) : "";
       const auto frames = top_frames(stacks, f.pid, kSummaryFrames);
       std::string text;
@@ -656,7 +520,7 @@ class Agent::Impl {
     view.hang_timeout = watchdog_->policy().timeout();
     if (hang_reported_ && phase_ != Phase::kWaitingForRound) view.hung = "a worker hung; the job is stopping";
     const double now = steady_seconds();
-    for (const auto& w : workers_) {
+    for (const auto& w : group_.workers()) {
       RankView r;
       r.rank = w->rank;
       r.local_rank = w->local_rank;
@@ -685,7 +549,7 @@ class Agent::Impl {
     h.forward = [this](int sig, pid_t sender) {
       const bool forward = !sent_by_slurmstepd(sender);
       events_.write("signal_received", {{"signal", signal_name(sig)}, {"forwarded", forward}});
-      if (forward) forward_signal(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
+      if (forward) group_.forward(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
     };
     return h;
   }
@@ -694,13 +558,12 @@ class Agent::Impl {
   config::LaunchConfig config_;
   std::map<std::string, std::string> environ_;
   std::unique_ptr<elastic::Rendezvous> rendezvous_;
-  OrphanGuard& guard_;
   RunPaths paths_;
+  config::PythonInterpreter python_;  // runs_python() only
+  WorkerGroup group_;
   SignalChannel signals_;
   asio::steady_timer grace_timer_;
   std::string host_;
-  config::PythonInterpreter python_;  // runs_python() only
-  std::vector<std::string> argv_;
   EventLog events_;
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<Watchdog> watchdog_;
@@ -716,7 +579,6 @@ class Agent::Impl {
   std::set<int> announced_restarts_;
   int attempts_started_ = 0;
   int attempt_ = 0;
-  std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<elastic::WorkerFailure> further_failures_;
   bool hang_reported_ = false;         // this round's hang was found (once a round)
   std::vector<elastic::WorkerFailure> pending_hangs_;  // until their stacks are collected

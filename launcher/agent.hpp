@@ -13,19 +13,13 @@
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "orphan_guard.hpp"
+#include "worker_group.hpp"
 
 namespace asio {
 class io_context;
 }
 
 namespace ddprun::launcher {
-
-// Paths of one run: where log and error files go.
-struct RunPaths {
-  std::string logs_root;      // attempt_N/rank_R/{stdout,stderr}.log; empty: no log files
-  bool log_everything = false;  // --log_dir given: every stream, not just redirected/teed ones
-  std::string private_root;   // error files when there is no logs_root; removed at exit
-};
 
 class Agent {
  public:

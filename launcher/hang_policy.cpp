@@ -27,17 +27,11 @@ double HangPolicy::timeout() const {
   return 0;
 }
 
-double HangPolicy::startup_allowance() const {
-  return std::max(floor(), kAutoFactor * slowest_first_beat_);
-}
-
 std::optional<double> HangPolicy::beat(int local_rank, double now) {
   if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return std::nullopt;
   Rank& r = ranks_[static_cast<size_t>(local_rank)];
   const double before = timeout();
-  if (!r.last_beat) {
-    slowest_first_beat_ = std::max(slowest_first_beat_, now - round_start_);
-  } else if (++r.intervals > kWarmupIntervals) {
+  if (r.last_beat && ++r.intervals > kWarmupIntervals) {
     learned_ = std::max(learned_, kAutoFactor * (now - *r.last_beat));
   }
   r.last_beat = now;
@@ -48,19 +42,14 @@ std::optional<double> HangPolicy::beat(int local_rank, double now) {
 }
 
 std::optional<double> HangPolicy::deadline(const Rank& r) const {
-  switch (setting_.mode) {
-    case Mode::kOff: return std::nullopt;
-    case Mode::kFixed: return r.last_beat.value_or(round_start_) + setting_.seconds;
-    case Mode::kAuto:
-      if (!r.last_beat) {
-        // Only judged against the others: a program that never beats is not judged at all.
-        if (!any_beat_) return std::nullopt;
-        return round_start_ + std::max(startup_allowance(), timeout());
-      }
-      if (learned_ <= 0) return std::nullopt;
-      return *r.last_beat + timeout();
+  if (setting_.mode == Mode::kOff) return std::nullopt;
+  if (!r.last_beat) {
+    // Under auto, a program that never beats is not judged at all.
+    if (setting_.mode == Mode::kAuto && !any_beat_) return std::nullopt;
+    return round_start_ + setting_.startup;
   }
-  return std::nullopt;
+  if (timeout() <= 0) return std::nullopt;  // auto, not learned yet
+  return *r.last_beat + timeout();
 }
 
 std::vector<HungRank> HangPolicy::hung(double now) const {
@@ -72,8 +61,7 @@ std::vector<HungRank> HangPolicy::hung(double now) const {
     h.local_rank = static_cast<int>(i);
     h.silent_for = silent_for(h.local_rank, now);
     h.ever_beat = ranks_[i].last_beat.has_value();
-    h.timeout = h.ever_beat || setting_.mode == Mode::kFixed ? timeout()
-                                                             : std::max(startup_allowance(), timeout());
+    h.timeout = h.ever_beat ? timeout() : setting_.startup;
     out.push_back(h);
   }
   std::stable_sort(out.begin(), out.end(),
@@ -88,7 +76,7 @@ std::optional<double> HangPolicy::next_check(double now) const {
     if (at && (!earliest || *at < *earliest)) earliest = *at;
   }
   if (setting_.mode == Mode::kAuto && !any_beat_ && !said_missing_) {
-    const double at = round_start_ + startup_allowance();
+    const double at = round_start_ + setting_.startup;
     if (!earliest || at < *earliest) earliest = at;
   }
   if (earliest) earliest = std::max(*earliest, now);
@@ -97,7 +85,7 @@ std::optional<double> HangPolicy::next_check(double now) const {
 
 bool HangPolicy::missing_heartbeats(double now) {
   if (setting_.mode != Mode::kAuto || any_beat_ || said_missing_ || ranks_.empty()) return false;
-  if (now < round_start_ + startup_allowance()) return false;
+  if (now < round_start_ + setting_.startup) return false;
   said_missing_ = true;
   return true;
 }

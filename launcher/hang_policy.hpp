@@ -1,16 +1,16 @@
 // When a worker counts as hung: the pure decision behind --hang_timeout, fed with heartbeat
 // times and asked what is hung now. The watchdog (watchdog.hpp) turns file events into beats.
 //
-// Fixed (--hang_timeout=SECONDS): a rank is hung when its last beat, or the start of the round if
-// it never beat, is older than SECONDS.
+// Fixed (--hang_timeout=SECONDS): a rank is hung when its last beat is older than SECONDS.
 //
 // Auto (--hang_timeout=auto[:FLOOR]): learned from the beats. The first kWarmupIntervals intervals
 // of each rank (start-up, compilation, warm caches) are not learned; after them the timeout is
 // kAutoFactor times the largest interval seen on any rank, at least FLOOR seconds (default
-// kAutoFloor), and it only grows. Before that nothing is judged. A rank that has not beaten yet
-// while others have gets a start-up allowance: kAutoFactor times the slowest first beat seen, at
-// least FLOOR. A round in which no rank ever beats is not judged at all (missing_heartbeats()
-// says so once, after the allowance).
+// kAutoFloor), and it only grows. Before that nothing is judged.
+//
+// Before its first beat, a rank has the start-up allowance (--hang_startup) from the start of
+// the round, whatever the mode. Under auto, a round in which no rank ever beats is not judged at
+// all (missing_heartbeats() says so once, when the allowance has passed).
 #pragma once
 
 #include <optional>
@@ -28,7 +28,7 @@ struct HungRank {
   int local_rank = 0;
   double silent_for = 0;      // seconds since its last beat (or the round's start)
   bool ever_beat = false;
-  double timeout = 0;         // the timeout it exceeded
+  double timeout = 0;         // the timeout it exceeded (the start-up allowance if it never beat)
 };
 
 class HangPolicy {
@@ -66,7 +66,6 @@ class HangPolicy {
     std::optional<double> last_beat;
     int intervals = 0;
   };
-  double startup_allowance() const;
   double floor() const;
   // When `r` becomes hung, or nullopt when it cannot be judged now.
   std::optional<double> deadline(const Rank& r) const;
@@ -75,7 +74,6 @@ class HangPolicy {
   double round_start_ = 0;
   std::vector<Rank> ranks_;
   double learned_ = 0;            // auto: 0 until kWarmupIntervals intervals of some rank
-  double slowest_first_beat_ = 0;  // auto: seconds from the round's start
   bool any_beat_ = false;
   bool said_missing_ = false;
 };

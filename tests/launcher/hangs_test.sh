@@ -72,15 +72,15 @@ expect_in "$T/restart.jsonl" '"event":"restart"'
 wait_for 10 no_leftovers
 ok "a hang restarts the group while restarts remain"
 
-# 3. auto: rank 1 never beats while rank 0 does: hung after the start-up allowance (floor 2 s).
+# 3. auto: rank 1 never beats while rank 0 does: hung after the start-up allowance.
 worker silent_one <<'SH'
 #!/bin/bash
 if [ "$RANK" = 1 ]; then exec -a "stuck $T" sleep 1000; fi
 while true; do touch "$DDPRUN_HEARTBEAT_FILE"; sleep 0.1; done
 SH
-run_ddprun auto --nproc_per_node=2 --hang_timeout=auto:2 "$T/silent_one"
+run_ddprun auto --nproc_per_node=2 --hang_timeout=auto:2 --hang_startup=3 "$T/silent_one"
 expect_eq "$RC" 124 "exit code, auto"
-expect_in "$T/auto.err" "rank 1 hung: no heartbeat since it started 2\.[0-9] s ago"
+expect_in "$T/auto.err" "rank 1 hung: no heartbeat since it started 3\.[0-9] s ago \(--hang_startup=3\)"
 expect_in "$T/auto.err" "run with --log_dir to keep the stacks"
 wait_for 10 no_leftovers
 ok "auto: a rank that never beats while the others do is hung after the start-up allowance"
@@ -90,7 +90,7 @@ worker no_beats <<'SH'
 #!/bin/bash
 exec -a "quiet $T" sleep 3
 SH
-run_ddprun quiet --nproc_per_node=2 --hang_timeout=auto:1 --event_log="$T/quiet.jsonl" "$T/no_beats"
+run_ddprun quiet --nproc_per_node=2 --hang_timeout=auto:1 --hang_startup=1 --event_log="$T/quiet.jsonl" "$T/no_beats"
 expect_eq "$RC" 0 "exit code of a job that never beats under auto"
 expect_eq "$(grep -c "no worker touched its DDPRUN_HEARTBEAT_FILE" "$T/quiet.err")" 1 "times the missing beats are said"
 expect_in "$T/quiet.jsonl" '"event":"heartbeats_missing"'
@@ -144,7 +144,7 @@ ok "two nodes: a hang on node 1 is reported on node 0, and both restart"
 
 # 7. Bad values: one line naming the flag, exit 64, nothing started.
 for bad in --hang_timeout=soon --hang_timeout=0 --hang_timeout=-3 --hang_timeout=auto:x --hang_timeout=1e30 \
-           --status_port=70000 --event_log="$T/no/such/dir/events"; do
+           --hang_startup=0 --status_port=70000 --event_log="$T/no/such/dir/events"; do
   run_ddprun bad "$bad" "$T/beater"
   expect_eq "$RC" 64 "exit code for $bad"
   expect_eq "$(wc -l < "$T/bad.err")" 1 "lines of the error for $bad"

@@ -33,8 +33,8 @@ using ddprun::config::HangTimeout;
 
 namespace {
 
-HangTimeout fixed(double seconds) { return {HangTimeout::Mode::kFixed, seconds}; }
-HangTimeout automatic(double floor = 0) { return {HangTimeout::Mode::kAuto, floor}; }
+HangTimeout fixed(double seconds, double startup) { return {HangTimeout::Mode::kFixed, seconds, startup}; }
+HangTimeout automatic(double floor, double startup) { return {HangTimeout::Mode::kAuto, floor, startup}; }
 
 std::vector<int> hung_ranks(const HangPolicy& p, double now) {
   std::vector<int> out;
@@ -65,8 +65,8 @@ TEST_CASE("off: nothing is ever hung") {
   CHECK_FALSE(p.next_check(0).has_value());
 }
 
-TEST_CASE("fixed: silent longer than the timeout since the last beat, or since the start") {
-  HangPolicy p(fixed(5));
+TEST_CASE("fixed: silent longer than the timeout since the last beat, or than --hang_startup since the start") {
+  HangPolicy p(fixed(5, 5));
   p.start_round(3, 100);
   CHECK(p.next_check(100) == 105);
   p.beat(0, 101);
@@ -84,8 +84,21 @@ TEST_CASE("fixed: silent longer than the timeout since the last beat, or since t
   CHECK(hung_ranks(p, 204).empty());
 }
 
+TEST_CASE("fixed: the start-up allowance is separate from the timeout") {
+  HangPolicy p(fixed(2, 60));
+  p.start_round(2, 0);
+  p.beat(0, 30);  // a slow start is not a hang
+  CHECK(hung_ranks(p, 31).empty());
+  CHECK(hung_ranks(p, 32) == std::vector<int>{0});
+  CHECK(hung_ranks(p, 59.9) == std::vector<int>{0});
+  const auto h = p.hung(60);
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].local_rank == 1);
+  CHECK(h[0].timeout == 60);
+}
+
 TEST_CASE("auto: learns 5x the largest interval after the warm-up, with a floor") {
-  HangPolicy p(automatic(2));
+  HangPolicy p(automatic(2, 10));
   p.start_round(2, 0);
   double t = 0;
   // Warm-up: a slow first interval is not learned.
@@ -96,7 +109,7 @@ TEST_CASE("auto: learns 5x the largest interval after the warm-up, with a floor"
     CHECK_FALSE(learned.has_value());
   }
   CHECK(p.timeout() == 0);
-  CHECK(hung_ranks(p, t + 100).size() == 0 + 1);  // rank 1 never beat: judged against rank 0 only
+  CHECK(hung_ranks(p, t + 100) == std::vector<int>{1});  // rank 1 never beat: past --hang_startup
   t += 0.2;
   learned = p.beat(0, t);  // the first learned interval: 5 x 0.2 = 1 s, below the floor
   REQUIRE(learned.has_value());
@@ -114,10 +127,10 @@ TEST_CASE("auto: learns 5x the largest interval after the warm-up, with a floor"
   CHECK(std::find(at.begin(), at.end(), 0) != at.end());
 }
 
-TEST_CASE("auto: a rank that never beats gets a start-up allowance from the others' first beats") {
-  HangPolicy p(automatic(1));
+TEST_CASE("auto: a rank that never beats while another does is hung after --hang_startup") {
+  HangPolicy p(automatic(1, 10));
   p.start_round(2, 0);
-  p.beat(0, 2.0);  // rank 0's first beat came 2 s after the start: allowance 5 x 2 = 10 s
+  p.beat(0, 2.0);
   CHECK(p.next_check(2.0) == doctest::Approx(10.0));
   CHECK(hung_ranks(p, 9.9).empty());
   const auto h = p.hung(10.0);
@@ -128,7 +141,7 @@ TEST_CASE("auto: a rank that never beats gets a start-up allowance from the othe
 }
 
 TEST_CASE("auto: a program that never beats is not judged, and that is said once") {
-  HangPolicy p(automatic(4));
+  HangPolicy p(automatic(1, 4));
   p.start_round(2, 0);
   CHECK_FALSE(p.missing_heartbeats(3.9));
   CHECK(p.next_check(0) == doctest::Approx(4.0));

@@ -61,6 +61,7 @@ struct HangTimeout {
   enum class Mode { kOff, kFixed, kAuto };
   Mode mode = Mode::kOff;
   double seconds = 0;  // kFixed: the timeout; kAuto: the least timeout learned (0: the default)
+  double startup = 600;  // --hang_startup: the most a rank may take to its first beat
   bool enabled() const { return mode != Mode::kOff; }
 };
 

@@ -1,0 +1,158 @@
+#include "worker_group.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "spawn.hpp"
+#include "worker_environment.hpp"
+
+namespace ddprun::launcher {
+
+namespace fs = std::filesystem;
+
+WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& config,
+                         std::map<std::string, std::string> environ, std::vector<std::string> argv,
+                         OrphanGuard& guard, const RunPaths& paths)
+    : io_(io), config_(config), environ_(std::move(environ)), argv_(std::move(argv)), guard_(guard), paths_(paths) {}
+
+std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(const elastic::RoundAssignment& round, int attempt,
+                                                                 const std::string& timer_file) {
+  workers_.clear();
+  for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
+    auto w = std::make_unique<WorkerProcess>();
+    w->local_rank = local_rank;
+    w->rank = round.base_rank + local_rank;
+    const std::string rank_dir = fmt::format("attempt_{}/rank_{}", attempt, w->rank);
+    WorkerFiles files;
+    if (!paths_.files_root().empty()) {
+      const fs::path dir = fs::path(paths_.files_root()) / rank_dir;
+      std::error_code ec;
+      fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
+      fs::create_directories(dir, ec);
+      if (ec) throw std::system_error(ec, "cannot create " + dir.string());
+      w->error_file = files.error_file = (dir / "error.json").string();
+      w->heartbeat_file = files.heartbeat_file = (dir / "heartbeat").string();
+      w->stacks_file = (dir / "stacks.txt").string();
+    }
+    files.timer_file = timer_file;
+    SpawnRequest request;
+    request.argv = argv_;
+    request.environ = worker_environment(environ_, config_, round, local_rank, files);
+    request.own_process_group = !config_.debug;
+    Pipe out_pipe, err_pipe;
+    if (!config_.debug) {
+      out_pipe = Pipe::create();
+      err_pipe = Pipe::create();
+      request.stdout_fd = out_pipe.write_end.get();
+      request.stderr_fd = err_pipe.write_end.get();
+    }
+    const SpawnResult spawned = spawn_process(request);
+    workers_.push_back(std::move(w));
+    WorkerProcess& started = *workers_.back();
+    if (spawned.pid < 0) return std::make_pair(&started, spawned.error);
+    started.pid = spawned.pid;
+    started.alive = true;
+    if (!config_.debug) {
+      guard_.watch(started.pid);
+      out_pipe.write_end.reset();
+      err_pipe.write_end.reset();
+      started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log");
+      started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log");
+    }
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProcess& w, int stream_bit,
+                                                       const std::string& log_name) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  auto s = std::make_shared<OutputStream>(io_, fd);
+  s->prefix = fmt::format("[rank{}]: ", w.rank);
+  s->watch_imports = stream_bit == 2 && config_.runs_python();
+  const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
+  const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
+  const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);
+  if (!redirected && shown) s->console_fd = stream_bit == 1 ? STDOUT_FILENO : STDERR_FILENO;
+  if (!paths_.logs_root.empty() && (paths_.log_everything || redirected || teed)) {
+    const std::string path = (fs::path(paths_.logs_root) / log_name).string();
+    s->file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!s->file) write_all(STDERR_FILENO, fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
+  }
+  s->start();
+  return s;
+}
+
+void WorkerGroup::signal(int sig) {
+  for (auto& w : workers_) {
+    if (!w->alive || w->reaped) continue;
+    if (sig == SIGKILL) w->sent_kill = true;
+    else w->sent_signal = sig;
+    ::kill(config_.debug ? w->pid : -w->pid, sig);
+  }
+}
+
+void WorkerGroup::forward(int sig) {
+  for (auto& w : workers_) {
+    if (w->alive && !w->reaped) ::kill(w->pid, sig);
+  }
+}
+
+std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::function<void(pid_t)>& other) {
+  // Every exit first: workers that died together are all failures, not "stopped by ddprun"
+  // because the first one's stop signal went out before the others were seen.
+  std::vector<std::pair<WorkerProcess*, int>> ended;
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (pid < 0 && errno == EINTR) continue;
+      break;
+    }
+    WorkerProcess* worker = nullptr;
+    for (auto& w : workers_) {
+      if (!w->reaped && w->pid == pid) worker = w.get();
+    }
+    if (worker == nullptr) {
+      other(pid);
+      continue;
+    }
+    worker->reaped = true;
+    ended.emplace_back(worker, status);
+  }
+  return ended;
+}
+
+void WorkerGroup::end_round() {
+  for (auto& w : workers_) {
+    if (w->out) w->out->drain();
+    if (w->err) w->err->drain();
+    if (!config_.debug && w->pid > 0) {
+      ::kill(-w->pid, SIGKILL);  // children the worker left behind in its group
+      guard_.forget(w->pid);
+    }
+  }
+}
+
+int WorkerGroup::alive_count() const {
+  int n = 0;
+  for (const auto& w : workers_) n += w->alive;
+  return n;
+}
+
+WorkerProcess* WorkerGroup::by_local_rank(int local_rank) {
+  for (auto& w : workers_) {
+    if (w->local_rank == local_rank) return w.get();
+  }
+  return nullptr;
+}
+
+}  // namespace ddprun::launcher
