@@ -89,14 +89,15 @@ const char* phase_name(Phase phase) {
 class Agent::Impl {
  public:
   Impl(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
-       std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, RunPaths paths)
+       std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
+       RunPaths paths)
       : io_(io),
         config_(std::move(config)),
         environ_(std::move(environ)),
         rendezvous_(std::move(rendezvous)),
         paths_(std::move(paths)),
         python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
-        group_(io, config_, environ_, config_.worker_argv(python_.program), guard, paths_),
+        group_(io, config_, environ_, config_.worker_argv(python_.program), guard, containment, paths_),
         signals_(io, signal_handlers()),
         grace_timer_(io),
         host_(host_name()) {
@@ -589,9 +590,10 @@ class Agent::Impl {
 
 Agent::Agent(asio::io_context& io, config::LaunchConfig config,
              std::map<std::string, std::string> environ,
-             std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, RunPaths paths)
+             std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
+             RunPaths paths)
     : impl_(std::make_unique<Impl>(io, std::move(config), std::move(environ), std::move(rendezvous),
-                                   guard, std::move(paths))) {}
+                                   guard, containment, std::move(paths))) {}
 
 Agent::~Agent() = default;
 

@@ -12,6 +12,7 @@
 
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
+#include "containment.hpp"
 #include "orphan_guard.hpp"
 #include "worker_group.hpp"
 
@@ -25,7 +26,7 @@ class Agent {
  public:
   Agent(asio::io_context& io, config::LaunchConfig config,
         std::map<std::string, std::string> environ, std::unique_ptr<elastic::Rendezvous> rendezvous,
-        OrphanGuard& guard, RunPaths paths);
+        OrphanGuard& guard, Containment& containment, RunPaths paths);
   ~Agent();
 
   // The signals the agent handles must be blocked in every thread before any thread starts.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent.hpp"
+#include "containment.hpp"
 #include "cli.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/launch_config.hpp"
@@ -172,14 +173,17 @@ int run(int argc, char** argv) {
 
   // Order matters: the guard is forked before any worker or thread, signals are blocked before
   // any thread, and orphaned grandchildren are reparented to ddprun so it can reap them.
-  auto guard = launcher::OrphanGuard::start();
+  // The folders and the cgroup exist before the guard, which removes them if ddprun is killed.
+  auto paths = make_run_paths(cfg, run_id, vars);
+  const std::string cgroup = launcher::Containment::planned_path(vars);
+  auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root);
+  auto containment = launcher::Containment::create(cgroup);
   launcher::Agent::block_signals(cfg.debug);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   asio::io_context io;
   auto rendezvous = elastic::make_rendezvous(io, rendezvous_config);
-  auto paths = make_run_paths(cfg, run_id, vars);
-  launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, std::move(paths));
+  launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, *containment, std::move(paths));
   return agent.run();
 }
 

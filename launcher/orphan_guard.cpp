@@ -7,8 +7,11 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <system_error>
+
+#include "containment.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -18,7 +21,7 @@ struct Message {
   pid_t process_group;
 };
 
-[[noreturn]] void run_guard(int from_launcher) {
+[[noreturn]] void run_guard(int from_launcher, const std::string& cgroup, const std::string& private_folder) {
   ::setpgid(0, 0);  // out of ddprun's group: a Ctrl-C or killpg aimed at ddprun misses it
   // Hold no copy of ddprun's stdout/stderr: whoever reads them sees EOF when ddprun exits.
   if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
@@ -43,20 +46,25 @@ struct Message {
     break;  // EOF: ddprun is gone
   }
   for (pid_t group : groups) ::kill(-group, SIGKILL);
+  if (!cgroup.empty()) Containment::remove_cgroup(cgroup);
+  if (!private_folder.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(private_folder, ignored);
+  }
   ::_exit(0);
 }
 
 }  // namespace
 
-OrphanGuard OrphanGuard::start() {
+OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& private_folder) {
   Pipe pipe = Pipe::create();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork (orphan guard)");
   if (pid == 0) {
     pipe.write_end.reset();
-    run_guard(pipe.read_end.get());
+    run_guard(pipe.read_end.get(), cgroup, private_folder);
   }
-  return OrphanGuard(std::move(pipe.write_end));
+  return OrphanGuard(std::move(pipe.write_end), pid);
 }
 
 void OrphanGuard::watch(pid_t process_group) { send('+', process_group); }

@@ -30,6 +30,8 @@ namespace {
     (void)ignored;
     ::_exit(127);
   };
+  // Into the job's cgroup before anything else: whatever the program forks from here on stays there.
+  if (request.cgroup_procs_fd >= 0 && ::write(request.cgroup_procs_fd, "0", 1) != 1) fail(errno);
   if (request.own_process_group && ::setpgid(0, 0) != 0) fail(errno);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
   // ddprun may have died between fork and prctl; then nobody would send the signal.

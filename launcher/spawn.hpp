@@ -17,6 +17,7 @@ struct SpawnRequest {
   int stdout_fd = -1;                 // -1: inherit ddprun's
   int stderr_fd = -1;
   bool own_process_group = true;      // false only in --debug, to keep the terminal
+  int cgroup_procs_fd = -1;           // a cgroup's cgroup.procs: the child moves itself in first
 };
 
 struct SpawnResult {

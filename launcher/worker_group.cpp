@@ -21,8 +21,14 @@ namespace fs = std::filesystem;
 
 WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& config,
                          std::map<std::string, std::string> environ, std::vector<std::string> argv,
-                         OrphanGuard& guard, const RunPaths& paths)
-    : io_(io), config_(config), environ_(std::move(environ)), argv_(std::move(argv)), guard_(guard), paths_(paths) {}
+                         OrphanGuard& guard, Containment& containment, const RunPaths& paths)
+    : io_(io),
+      config_(config),
+      environ_(std::move(environ)),
+      argv_(std::move(argv)),
+      guard_(guard),
+      containment_(containment),
+      paths_(paths) {}
 
 std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(const elastic::RoundAssignment& round, int attempt,
                                                                  const std::string& timer_file) {
@@ -48,6 +54,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(const elastic::
     request.argv = argv_;
     request.environ = worker_environment(environ_, config_, round, local_rank, files);
     request.own_process_group = !config_.debug;
+    request.cgroup_procs_fd = containment_.procs_fd();
     Pipe out_pipe, err_pipe;
     if (!config_.debug) {
       out_pipe = Pipe::create();
@@ -135,10 +142,11 @@ void WorkerGroup::end_round() {
   for (auto& w : workers_) {
     if (w->out) w->out->drain();
     if (w->err) w->err->drain();
-    if (!config_.debug && w->pid > 0) {
-      ::kill(-w->pid, SIGKILL);  // children the worker left behind in its group
-      guard_.forget(w->pid);
-    }
+    if (!config_.debug && w->pid > 0) ::kill(-w->pid, SIGKILL);  // children left in its group
+  }
+  containment_.kill_all({guard_.pid()});
+  for (auto& w : workers_) {
+    if (!config_.debug && w->pid > 0) guard_.forget(w->pid);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
+#include "containment.hpp"
 #include "orphan_guard.hpp"
 #include "output_stream.hpp"
 
@@ -51,7 +52,7 @@ struct WorkerProcess {
 class WorkerGroup {
  public:
   WorkerGroup(asio::io_context& io, const config::LaunchConfig& config, std::map<std::string, std::string> environ,
-              std::vector<std::string> argv, OrphanGuard& guard, const RunPaths& paths);
+              std::vector<std::string> argv, OrphanGuard& guard, Containment& containment, const RunPaths& paths);
 
   // Starts this node's workers of `round` as its attempt `attempt` (folder attempt_N), with
   // TORCHELASTIC_TIMER_FILE `timer_file` when not empty. Stops at the first worker that cannot
@@ -66,8 +67,8 @@ class WorkerGroup {
   // Collects every child that ended: workers as (worker, wait status), marked reaped; any other
   // pid (a stack tool, an orphaned grandchild) goes to `other`.
   std::vector<std::pair<WorkerProcess*, int>> reap(const std::function<void(pid_t)>& other);
-  // The round is over: what is left in the pipes is forwarded, leftovers in the workers'
-  // process groups are killed.
+  // The round is over: what is left in the pipes is forwarded, and every process the workers
+  // left behind is killed: their process groups, and what escaped them (containment.hpp).
   void end_round();
 
   int alive_count() const;
@@ -83,6 +84,7 @@ class WorkerGroup {
   std::map<std::string, std::string> environ_;
   std::vector<std::string> argv_;
   OrphanGuard& guard_;
+  Containment& containment_;
   const RunPaths& paths_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
 };

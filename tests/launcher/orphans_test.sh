@@ -33,3 +33,77 @@ SH
 "$DDPRUN" "$T/leaves_child"
 wait_for 10 no_leftovers
 ok "children left by a successful worker are stopped"
+
+# Escapes from the worker's process group: a child in its own session (setsid) and a double-forked
+# daemon, after each kind of end, with ddprun's cgroup and with the subreaper fallback.
+worker escapes <<'SH'
+#!/bin/bash
+if [[ $TORCHELASTIC_RESTART_COUNT != 0 ]]; then  # a restart: what the first round left behind
+  pgrep -fc -- "$T/(own-session|daemon)" > "$T/at_restart.$RANK" || true
+  exit 0
+fi
+setsid bash -c "touch $T/session.$RANK; exec -a $T/own-session sleep 300" &
+( (touch "$T/daemon.$RANK"; exec -a "$T/daemon" sleep 300) & )
+for _ in $(seq 100); do [[ -f $T/session.$RANK && -f $T/daemon.$RANK ]] && break; sleep 0.05; done
+touch "$T/escaped.$RANK"
+case "$HOW" in
+  exit) sleep 0.2; exit 0 ;;
+  fail) sleep 0.2; exit 3 ;;
+  *) exec -a "$T/worker" sleep 300 ;;
+esac
+SH
+escaped_ready() { [[ -f "$T/escaped.0" && -f "$T/escaped.1" ]]; }
+cgroup_root=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+if [[ -n "$cgroup_root" ]] && mkdir "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun-test.$$" 2>/dev/null; then
+  rmdir "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun-test.$$"
+  modes=(cgroup fallback)
+else
+  modes=(fallback)
+  echo "not run: the cgroup mode (no writable cgroup v2 hierarchy here)"
+fi
+for mode in "${modes[@]}"; do
+  cg=1; [[ $mode == fallback ]] && cg=0
+  for how in exit fail term kill; do
+    [[ $mode == fallback && $how == kill ]] && continue  # not promised without a cgroup (README)
+    rm -f "$T"/escaped.* "$T"/session.* "$T"/daemon.*
+    DDPRUN_CGROUP=$cg HOW=$how "$DDPRUN" --nproc_per_node=2 "$T/escapes" >"$T/esc.out" 2>"$T/esc.err" &
+    pid=$!
+    wait_for 30 escaped_ready
+    [[ -f $T/session.0 && -f $T/daemon.0 && -f $T/session.1 && -f $T/daemon.1 ]] || fail "$mode, $how: the escapes did not start"
+    case $how in
+      term) kill -TERM "$pid" ;;
+      kill) kill -KILL "$pid" ;;
+    esac
+    wait "$pid" 2>/dev/null || true
+    wait_for 10 no_leftovers
+  done
+  no_cgroups() { ! ls -d "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)"/ddprun.* 2>/dev/null | grep -q .; }
+  [[ $mode == fallback ]] || wait_for 10 no_cgroups
+  # The end of a round (a restart) stops them too, before the next round starts.
+  rm -f "$T"/escaped.* "$T"/session.* "$T"/daemon.* "$T"/at_restart.*
+  DDPRUN_CGROUP=$cg HOW=fail "$DDPRUN" --nproc_per_node=2 --max_restarts=1 "$T/escapes" >"$T/esc.out" 2>"$T/esc.err" \
+    || fail "$mode: the restarted job failed"
+  expect_eq "$(cat "$T/at_restart.0" "$T/at_restart.1" | tr '\n' ' ')" "0 0 " "$mode: escapes of the first round alive at the restart"
+  if [[ $mode == cgroup ]]; then ends="exit, failure, SIGTERM and SIGKILL of ddprun"; else ends="exit, failure and SIGTERM"; fi
+  ok "$mode: setsid children and double-forked daemons are gone after a round's end, and after $ends"
+done
+
+# SIGKILL at random moments of start-up: nothing is left, over many runs.
+worker starting <<'SH'
+#!/bin/bash
+setsid bash -c "exec -a $T/early-session sleep 300" &
+bash -c "exec -a $T/early-child sleep 300" &
+exec -a "$T/worker" sleep 300
+SH
+mkdir "$T/tmp"
+for i in $(seq 1 20); do
+  TMPDIR=$T/tmp "$DDPRUN" --nproc_per_node=4 "$T/starting" >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.0$(( RANDOM % 10 ))"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  wait_for 10 no_leftovers
+done
+tmp_empty() { [[ -z "$(ls -A "$T/tmp")" ]]; }
+wait_for 10 tmp_empty || { find "$T/tmp" >&2; exit 1; }
+ok "20 SIGKILLs at random moments of start-up left no process and no private folder behind"
