@@ -25,6 +25,7 @@
 #include "event_log.hpp"
 #include "failure_report.hpp"
 #include "output_stream.hpp"
+#include "output_writer.hpp"
 #include "signal_channel.hpp"
 #include "spawn.hpp"
 #include "stack_dump.hpp"
@@ -42,6 +43,8 @@ namespace fs = std::filesystem;
 constexpr double kStackDumpTimeout = 60;
 // Innermost frames of a hung rank's main thread shown in the failure summary.
 constexpr int kSummaryFrames = 6;
+// At exit, how long ddprun waits for its console and log files to take what is queued.
+constexpr std::chrono::seconds kExitFlushLimit{10};
 
 double now_seconds() {
   using namespace std::chrono;
@@ -53,8 +56,6 @@ std::string host_name() {
   ::gethostname(buffer, sizeof buffer - 1);
   return buffer;
 }
-
-void say(std::string_view line) { write_all(STDERR_FILENO, line); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -141,6 +142,9 @@ class Agent::Impl {
   }
 
   int run() {
+    // Started here, after main() blocked the signals: its thread inherits the mask.
+    writers_ = std::make_unique<OutputWriters>();
+    writers_->install();
     signals_.start();
     elastic::Rendezvous::Handlers handlers;
     handlers.start_round = [this](const elastic::RoundAssignment& a) {
@@ -164,6 +168,8 @@ class Agent::Impl {
                               {"program", config_.program}});
     rendezvous_->join(std::move(handlers));
     io_.run();
+    // A console that takes nothing (a stalled pipe) does not keep ddprun from exiting.
+    writers_->finish(kExitFlushLimit);
     watchdog_.reset();  // its timer pipe lives in the private folder
     if (!paths_.private_root.empty()) {
       std::error_code ignored;
@@ -565,6 +571,7 @@ class Agent::Impl {
   SignalChannel signals_;
   asio::steady_timer grace_timer_;
   std::string host_;
+  std::unique_ptr<OutputWriters> writers_;
   EventLog events_;
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<Watchdog> watchdog_;

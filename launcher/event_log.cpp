@@ -6,13 +6,14 @@
 #include <chrono>
 #include <system_error>
 
-#include "output_stream.hpp"
+#include "output_writer.hpp"
 
 namespace ddprun::launcher {
 
 EventLog::EventLog(const std::string& path, std::string node)
-    : file_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)), node_(std::move(node)) {
-  if (!file_) throw std::system_error(errno, std::generic_category(), "--event_log=" + path);
+    : file_(std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644))),
+      node_(std::move(node)) {
+  if (!*file_) throw std::system_error(errno, std::generic_category(), "--event_log=" + path);
 }
 
 void EventLog::write(std::string_view event, nlohmann::json fields) {
@@ -26,9 +27,9 @@ void EventLog::write(std::string_view event, nlohmann::json fields) {
       {"attempt", attempt_},
   };
   if (fields.is_object()) line.update(fields);
-  // One write() a line, with O_APPEND: lines of several ddprun processes sharing the file
-  // (nodes on one host) never interleave. Invalid UTF-8 from a worker is replaced, not thrown.
-  write_all(file_.get(), line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  // One write() a line (the writer writes each queued line whole), with O_APPEND: lines of
+  // several ddprun processes sharing the file (nodes on one host) never interleave. Invalid UTF-8 from a worker is replaced, not thrown.
+  write_output(file_->get(), line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", file_);
 }
 
 }  // namespace ddprun::launcher

@@ -4,6 +4,7 @@
 // The event names are public API (README, "Event log").
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -19,7 +20,7 @@ class EventLog {
   // Opens `path` for appending. Throws std::system_error.
   EventLog(const std::string& path, std::string node);
 
-  bool enabled() const { return static_cast<bool>(file_); }
+  bool enabled() const { return file_ != nullptr; }
   void set_round(int group_rank, int attempt) {
     group_rank_ = group_rank;
     attempt_ = attempt;
@@ -28,7 +29,7 @@ class EventLog {
   void write(std::string_view event, nlohmann::json fields = nullptr);
 
  private:
-  UniqueFd file_;
+  std::shared_ptr<UniqueFd> file_;  // shared with the output writer until written
   std::string node_;
   int group_rank_ = -1;
   int attempt_ = 0;

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <system_error>
 
+#include "output_writer.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -70,22 +72,22 @@ void OutputStream::add_line(std::string_view line) {
   if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
     import_error_ = line;
   }
-  if (console_fd >= 0 && !console_broken_) {
+  if (console_fd >= 0) {
     pending_ += prefix;
     pending_ += line;
     pending_ += '\n';
   }
   if (file) {
-    std::string copy(line);
-    copy += '\n';
-    write_all(file.get(), copy);
+    file_pending_ += line;
+    file_pending_ += '\n';
   }
 }
 
 void OutputStream::emit() {
-  if (pending_.empty()) return;
-  if (!write_all(console_fd, pending_)) console_broken_ = true;
+  if (!pending_.empty()) write_output(console_fd, std::move(pending_));
+  if (!file_pending_.empty()) write_output(file->get(), std::move(file_pending_), file);
   pending_.clear();
+  file_pending_.clear();
 }
 
 void OutputStream::close() {

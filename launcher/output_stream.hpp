@@ -1,6 +1,6 @@
 // Output forwarding: one stream (stdout or stderr) of one worker, read from its pipe on the
 // event loop, split into lines, written with the rank prefix to the console and as-is to the
-// worker's log file.
+// worker's log file, through the output writer (output_writer.hpp): never blocking.
 #pragma once
 
 #include <array>
@@ -26,7 +26,7 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   // Where lines go; set before start().
   std::string prefix;      // written before each console line, e.g. "[rank3]: "
   int console_fd = -1;     // -1: not shown
-  UniqueFd file;           // not written when empty
+  std::shared_ptr<UniqueFd> file;  // not written when null
   // A Python worker's stderr: remember the last line that reported a failed import.
   bool watch_imports = false;
 
@@ -52,8 +52,8 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   asio::posix::stream_descriptor pipe_;
   LineSplitter splitter_;
   std::array<char, 16 * 1024> buffer_{};
-  std::string pending_;  // console lines of one read, written with one write()
-  bool console_broken_ = false;
+  std::string pending_;       // console lines of one read, queued together
+  std::string file_pending_;  // the same lines for the log file
   std::string import_error_;
 };
 

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "output_writer.hpp"
 #include "spawn.hpp"
 #include "worker_environment.hpp"
 
@@ -91,8 +92,12 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
   if (!redirected && shown) s->console_fd = stream_bit == 1 ? STDOUT_FILENO : STDERR_FILENO;
   if (!paths_.logs_root.empty() && (paths_.log_everything || redirected || teed)) {
     const std::string path = (fs::path(paths_.logs_root) / log_name).string();
-    s->file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!s->file) write_all(STDERR_FILENO, fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
+    auto file = std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (*file) {
+      s->file = std::move(file);
+    } else {
+      say(fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
+    }
   }
   s->start();
   return s;

@@ -74,3 +74,43 @@ expect_not_in "$T/filter.out" 'rank0'
 expect_in "$T/filter.out" '^\[rank1\]: out 1'
 expect_in "$T/flogs/attempt_0/rank_0/stdout.log" '^out 0'
 ok "--local_ranks_filter filters the console only"
+
+# A console nobody reads (a stalled `| tee`): ddprun keeps reading the workers' pipes (dropping
+# what the console cannot take, with a notice), and handles SIGTERM and failures at once.
+# Rank 0 writes 24 MB (more than the 16 MiB queue) and then says so: it can only finish if ddprun keeps reading its pipe.
+worker spam <<'SH'
+#!/bin/bash
+trap 'touch "$T/term.$RANK"; exit 0' TERM
+if [[ $RANK == 0 ]]; then
+  head -c 24000000 /dev/zero | tr '\0' 'x' | fold -w 100
+  touch "$T/spammed"
+fi
+if [[ $RANK == 1 && -n "${FAIL_AFTER_SPAM:-}" ]]; then
+  while [[ ! -e $T/spammed ]]; do sleep 0.05; done
+  exit 3
+fi
+while true; do sleep 0.05; done
+SH
+for case in sigterm failure; do
+  rm -f "$T/console" "$T"/term.* "$T/spammed"
+  mkfifo "$T/console"
+  exec -a "$T/stalled-reader" sleep 300 <"$T/console" &
+  reader=$!
+  if [[ $case == failure ]]; then export FAIL_AFTER_SPAM=1; else unset FAIL_AFTER_SPAM; fi
+  "$DDPRUN" --nproc_per_node=2 "$T/spam" >"$T/console" 2>"$T/stalled.err" &
+  pid=$!
+  wait_for 60 test -e "$T/spammed"
+  if [[ $case == sigterm ]]; then
+    kill -TERM "$pid"
+    wait_for 10 test -e "$T/term.0" -a -e "$T/term.1"
+  else
+    wait_for 10 test -e "$T/term.0"
+  fi
+  kill "$reader"; wait "$reader" 2>/dev/null || true  # the reader goes: ddprun's exit need not wait
+  rc=0; wait "$pid" || rc=$?
+  if [[ $case == sigterm ]]; then expect_eq "$rc" 143 "exit code after SIGTERM with a stalled console"
+  else expect_eq "$rc" 3 "exit code of a failure with a stalled console"; fi
+  expect_in "$T/stalled.err" "ddprun: the console \(stdout\) is not keeping up: dropping what does not fit in 16 MiB until it does"
+  ok "a console nobody reads: 24 MB of output passed through, $case handled at once"
+done
+unset FAIL_AFTER_SPAM
