@@ -99,32 +99,20 @@ int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw
   return 0;
 }
 
-// PyTorch's reentrant activation checkpointing (torch.utils.checkpoint, use_reentrant=True):
-// forward without a graph, and in backward the layer runs again and a nested backward pass
-// takes the gradients through it, into its parameters.
+struct StaticNet;
+
+// PyTorch's reentrant activation checkpointing (torch.utils.checkpoint, use_reentrant=True) of
+// StaticNet::tail: forward without a graph, and in backward the tail runs again and a nested
+// backward pass takes the gradients through it, into its parameters.
 struct Checkpointed : torch::autograd::Function<Checkpointed> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
-                               torch::nn::LinearImpl* layer) {
-    ctx->saved_data["layer"] = reinterpret_cast<int64_t>(layer);
-    ctx->save_for_backward({x});
-    return layer->forward(x);
-  }
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, StaticNet* net);
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    auto* layer = reinterpret_cast<torch::nn::LinearImpl*>(ctx->saved_data["layer"].toInt());
-    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    torch::Tensor y;
-    {
-      torch::AutoGradMode enable(true);
-      y = layer->forward(x);
-    }
-    torch::autograd::backward({y}, {grads[0]});
-    return {x.grad(), torch::Tensor()};
-  }
+                                                 torch::autograd::variable_list grads);
 };
 
-// `s` is applied twice, the second time checkpointed: its parameters get two gradients in one
-// backward pass, one from the nested backward. `unused` never takes part.
+// `s` is applied twice, the second time in the checkpointed tail, which also holds the output
+// layer: its parameters get two gradients in one backward pass, one from the nested backward,
+// and the first gradients of every pass come from there. `unused` never takes part.
 struct StaticNet : torch::nn::Module {
   StaticNet() {
     a = register_module("a", torch::nn::Linear(6, 5));
@@ -132,13 +120,31 @@ struct StaticNet : torch::nn::Module {
     unused = register_module("unused", torch::nn::Linear(5, 5));
     head = register_module("head", torch::nn::Linear(5, 3));
   }
+  torch::Tensor tail(torch::Tensor h) { return head->forward(torch::tanh(s->forward(h))); }
   torch::Tensor forward(torch::Tensor x) {
-    auto h = torch::tanh(s->forward(torch::tanh(a->forward(x))));
-    h = torch::tanh(Checkpointed::apply(h, s.get()));
-    return head->forward(h);
+    return Checkpointed::apply(torch::tanh(s->forward(torch::tanh(a->forward(x)))), this);
   }
   torch::nn::Linear a{nullptr}, s{nullptr}, unused{nullptr}, head{nullptr};
 };
+
+torch::Tensor Checkpointed::forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, StaticNet* net) {
+  ctx->saved_data["net"] = reinterpret_cast<int64_t>(net);
+  ctx->save_for_backward({x});
+  return net->tail(x);
+}
+
+torch::autograd::variable_list Checkpointed::backward(torch::autograd::AutogradContext* ctx,
+                                                      torch::autograd::variable_list grads) {
+  auto* net = reinterpret_cast<StaticNet*>(ctx->saved_data["net"].toInt());
+  auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+  torch::Tensor y;
+  {
+    torch::AutoGradMode enable(true);
+    y = net->tail(x);
+  }
+  torch::autograd::backward({y}, {grads[0]});
+  return {x.grad(), torch::Tensor()};
+}
 
 int static_graph(const std::string& out, int steps, bool is_static) {
   auto comm = ddprun::init_process_group();

@@ -183,10 +183,11 @@ class BackwardStartHook : public torch::autograd::FunctionPreHook {
 
 }  // namespace
 
-// With static_graph a parameter may get gradients from a reentrant backward (activation
-// checkpointing) run inside this one. Were the pass armed from such a nested backward, its
-// finalize would be queued there and run when the nested backward ends, too early. A forward
-// output's node runs in the outermost backward, before any parameter's: arm there.
+// A parameter may get gradients from a reentrant backward (activation checkpointing) run inside
+// this one. Were the pass armed from such a nested backward, its finalize would be queued there
+// and run when the nested backward ends, too early. A forward output's node runs in the
+// outermost backward, before any parameter's: arm there. (The first gradient hook still arms a
+// pass that reaches no output's node, e.g. after forward() under no_sync.)
 void DistributedDataParallel::Impl::arm_at_outputs(const std::vector<at::Tensor>& outputs) {
   std::weak_ptr<char> token = alive;
   for (const auto& t : outputs) {
@@ -592,11 +593,8 @@ void DistributedDataParallel::after_forward(const std::vector<at::Tensor>& outpu
   const bool syncing = at::GradMode::is_enabled() && sync_enabled();
   s.require_forward_param_sync = syncing;
   if (!syncing) return;
-  if (s.options.static_graph) {
-    s.arm_at_outputs(outputs);
-  } else if (s.options.find_unused_parameters) {
-    s.walk_graph(outputs);
-  }
+  s.arm_at_outputs(outputs);
+  if (s.options.find_unused_parameters && !s.options.static_graph) s.walk_graph(outputs);
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
