@@ -9,6 +9,10 @@
 //   join_driver throw OUT STEPS0 STEPS1
 //                        the same with throw_on_early_termination; OUT/thrown.<rank> says where
 //                        the rank threw ("step N" or "finish") and the message
+//   join_driver throw_at_scope_end OUT STEPS0 STEPS1
+//                        the same without calling finish(): the Join's destructor must report the
+//                        exception and end the process (it cannot throw)
+//   join_driver api      (alone, world size 1) the Join's argument checks, and a solo Join
 //   join_driver static OUT STEPS static|plain
 //                        a model with an unused layer and a layer used twice, once inside a
 //                        reentrant (checkpointed) backward; static: DdpOptions::static_graph;
@@ -17,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -68,7 +73,8 @@ torch::Tensor batch_y(int r, int s) {
 }
 
 // Linear, BatchNorm (buffers: broadcast from a training rank under Join), Tanh, Linear.
-int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw_early) {
+int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw_early,
+           bool call_finish = true) {
   auto comm = ddprun::init_process_group();
   const int r = comm->rank();
   auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::BatchNorm1d(5), torch::nn::Tanh(),
@@ -89,7 +95,7 @@ int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw
       opt.step();
     }
     where = "finish";
-    join.finish();
+    if (call_finish) join.finish();
     if (throw_early) write_file(out + "/thrown." + std::to_string(r), "no exception\n");
   } catch (const std::runtime_error& e) {
     if (!throw_early) throw;
@@ -146,6 +152,33 @@ torch::autograd::variable_list Checkpointed::backward(torch::autograd::AutogradC
   return {x.grad(), torch::Tensor()};
 }
 
+void expect_invalid(const std::function<void()>& f, const std::string& what) {
+  try {
+    f();
+  } catch (const std::invalid_argument&) {
+    return;
+  }
+  die(what + " was accepted");
+}
+
+int api() {
+  auto comm = ddprun::init_process_group();
+  auto net = torch::nn::Linear(2, 1);
+  ddprun::DistributedDataParallel ddp(net.ptr(), comm);
+  expect_invalid([] { ddprun::Join join({}); }, "a Join of no joinables");
+  expect_invalid([] { ddprun::Join join({nullptr}); }, "a null joinable");
+  {
+    ddprun::Join join({&ddp});
+    expect_invalid([&] { ddprun::Join again({&ddp}); }, "a joinable in two Joins");
+    ddp.forward([&] { return net->forward(torch::ones({1, 2})); }).sum().backward();
+    join.finish();
+    join.finish();  // a second call does nothing
+  }
+  ddprun::Join after({&ddp});  // free again once the first Join has finished
+  std::cout << "api ok\n";
+  return 0;
+}
+
 int static_graph(const std::string& out, int steps, bool is_static) {
   auto comm = ddprun::init_process_group();
   const int r = comm->rank();
@@ -187,6 +220,8 @@ int main(int argc, char** argv) {
       return uneven(argv[2], rank_steps(3), divide == "initial", false);
     }
     if (mode == "throw" && argc == 5) return uneven(argv[2], rank_steps(3), true, true);
+    if (mode == "throw_at_scope_end" && argc == 5) return uneven(argv[2], rank_steps(3), true, true, false);
+    if (mode == "api" && argc == 2) return api();
     if (mode == "static" && argc == 5) {
       const std::string kind = argv[4];
       if (kind != "static" && kind != "plain") die("static or plain, not " + kind);

@@ -64,6 +64,21 @@ expect_in "$T/cpp_throw/thrown.0" "rank 0 exhausted its inputs while 1 rank\(s\)
 expect_eq "$(head -1 "$T/cpp_throw/thrown.1")" "step 2" "the training rank throws in its next forward pass"
 expect_in "$T/cpp_throw/thrown.1" "at least one rank exhausted its inputs"
 ok "throw_on_early_termination: both ranks throw where PyTorch's do ($(head -1 "$T/cpp_throw/thrown.1") and finish)"
+# Without finish(), the exception surfaces in the Join's destructor, which cannot throw: it says
+# so and ends the process (rank 0), and the job fails instead of hanging.
+mkdir -p "$T/scope_end"
+rc=0
+timeout -k 10 $limit "$DDPRUN" --nproc_per_node=2 "$JOIN_DRIVER" throw_at_scope_end "$T/scope_end" 2 5 \
+  >"$T/scope_end.log" 2>&1 || rc=$?
+(( rc != 124 )) || { cat "$T/scope_end.log"; fail "throw_at_scope_end: still running after ${limit}s (a hang)"; }
+(( rc != 0 )) || { cat "$T/scope_end.log"; fail "throw_at_scope_end: the job succeeded"; }
+expect_in "$T/scope_end.log" "rank 0 exhausted its inputs.*"
+expect_in "$T/scope_end.log" "call Join::finish\(\) to catch it"
+expect_in "$T/scope_end/thrown.1" "at least one rank exhausted its inputs"
+ok "an exception at the end of a Join's scope without finish() ends the process, saying why (exit $rc)"
+
+"$JOIN_DRIVER" api >"$T/api.log" 2>&1 || { cat "$T/api.log"; fail "the Join's argument checks"; }
+ok "Join refuses no joinables, a null one, a joinable already in a Join; works alone"
 
 job cpp cpp_static static 6 static
 job py py_static static 6
