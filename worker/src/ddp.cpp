@@ -164,10 +164,6 @@ class GradReadyHook : public torch::autograd::FunctionPostHook {
   std::function<void()> on_ready_;
 };
 
-}  // namespace
-
-namespace {
-
 // Runs `fn` when backward enters a forward output's node, before any gradient of this pass.
 class BackwardStartHook : public torch::autograd::FunctionPreHook {
  public:
