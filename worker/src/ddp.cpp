@@ -5,8 +5,10 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -74,6 +76,7 @@ struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
     }
   };
 
+  DistributedDataParallel* owner = nullptr;
   std::shared_ptr<torch::nn::Module> module;
   std::shared_ptr<Comm> comm;
   DdpOptions options;
@@ -97,6 +100,7 @@ struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
   // gradient_as_bucket_view, also the parameter's .grad() once it has had one.
   std::vector<at::Tensor> views;
   at::Tensor divisor;
+  int divisor_value = 0;  // divisor's value: the world size, or under a Join the training ranks
 
   std::mutex mutex;
   bool sync = true;
@@ -111,6 +115,20 @@ struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
   // The agreement check's description of one synchronised backward pass.
   CollectiveCall backward_call;
 
+  // Under a Join (join.hpp): JoinOptions::divide_by_initial_world_size.
+  bool divide_by_initial_world_size = true;
+  // PyTorch's require_forward_param_sync: the last forward pass ran with gradients and with
+  // sync, so the next one broadcasts buffers. Joined ranks learn it from the training ranks.
+  bool require_forward_param_sync = true;
+
+  // static_graph: the first synchronised backward pass has been recorded.
+  bool static_recorded = false;
+  std::vector<int> fires;             // AccumulateGrad hook calls per parameter in this pass
+  std::vector<int> expected;          // ... in the recorded pass
+  std::vector<char> globally_unused;  // no rank's recorded pass reached it: .grad stays undefined
+  // Outlives the wrapper only in the hooks on forward outputs, which then do nothing.
+  std::shared_ptr<char> alive = std::make_shared<char>();
+
   void install_hooks();
   void hook(std::size_t index, std::shared_ptr<torch::autograd::Node> accumulator);
   void follow_module();
@@ -120,6 +138,15 @@ struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
   void launch_ready_buckets();
   void finalize();
   void walk_graph(const std::vector<at::Tensor>& outputs);
+  void arm_at_outputs(const std::vector<at::Tensor>& outputs);
+  void set_divisor(int value);
+
+  // Join: the training rank's side, then the joined rank's.
+  void join_before_forward();
+  int find_common_rank(bool candidate);
+  void shadow_iteration();
+  void shadow_backward();
+  void sync_final_model(bool is_last_joiner);
 };
 
 namespace {
@@ -138,7 +165,49 @@ class GradReadyHook : public torch::autograd::FunctionPostHook {
   std::function<void()> on_ready_;
 };
 
+// Runs `fn` when backward enters a forward output's node, before any gradient of this pass.
+class BackwardStartHook : public torch::autograd::FunctionPreHook {
+ public:
+  explicit BackwardStartHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    fn_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
 }  // namespace
+
+// A parameter may get gradients from a reentrant backward (activation checkpointing) run inside
+// this one. Were the pass armed from such a nested backward, its finalize would be queued there
+// and run when the nested backward ends, too early. A forward output's node runs in the
+// outermost backward, before any parameter's: arm there. (The first gradient hook still arms a
+// pass that reaches no output's node, e.g. after forward() under no_sync.)
+void DistributedDataParallel::Impl::arm_at_outputs(const std::vector<at::Tensor>& outputs) {
+  std::weak_ptr<char> token = alive;
+  for (const auto& t : outputs) {
+    if (!t.defined() || !t.requires_grad() || !t.grad_fn()) continue;
+    t.grad_fn()->add_pre_hook(std::make_unique<BackwardStartHook>([this, token] {
+      if (token.expired()) return;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!sync || armed) return;
+      try {
+        arm();
+      } catch (...) {
+        armed = false;
+        throw;
+      }
+    }));
+  }
+}
+
+void DistributedDataParallel::Impl::set_divisor(int value) {
+  if (value == divisor_value) return;
+  divisor = at::scalar_tensor(static_cast<double>(value), at::TensorOptions().dtype(at::kDouble));
+  divisor_value = value;
+}
 
 void DistributedDataParallel::Impl::install_hooks() {
   accumulators.resize(params.size());
@@ -201,6 +270,28 @@ void DistributedDataParallel::Impl::on_grad_ready(std::size_t index) {
   if (!sync) return;
   try {
     if (!armed) arm();
+    if (options.static_graph) {
+      ++fires[index];
+      if (!static_recorded) return;  // the recorded pass reduces everything at its end
+      if (fires[index] > expected[index]) {
+        throw std::runtime_error(fmt::format(
+            "DistributedDataParallel (static_graph): on rank {}, parameter {} got a gradient {} "
+            "times in this backward pass but {} times in the first; static_graph needs the same "
+            "graph in every iteration",
+            comm->rank(), names[index], fires[index], expected[index]));
+      }
+      if (fires[index] == expected[index]) mark_ready(index);
+      return;
+    }
+    if (ready[index]) {
+      // Its bucket may already be on the wire with the first part of its gradient.
+      throw std::runtime_error(fmt::format(
+          "DistributedDataParallel: on rank {}, parameter {} got a second gradient in one backward "
+          "pass (a reentrant backward, e.g. activation checkpointing, reaches it twice; or "
+          "find_unused_parameters did not see it used). Construct the wrapper with "
+          "DdpOptions::static_graph = true",
+          comm->rank(), names[index]));
+    }
     mark_ready(index);
   } catch (...) {
     // Autograd drops the queued finalize when backward fails; the next pass starts afresh.
@@ -224,7 +315,14 @@ void DistributedDataParallel::Impl::arm() {
     buckets[b].future.reset();
   }
   torch::autograd::Engine::get_default_engine().queue_callback([this] { finalize(); });
-  if (graph_walked) {
+  if (options.static_graph) {
+    std::fill(fires.begin(), fires.end(), 0);
+    if (static_recorded) {
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        if (expected[i] == 0) mark_ready(i);
+      }
+    }
+  } else if (graph_walked) {
     // Parameters this pass will not reach count as ready now, so that their buckets do not
     // hold back every later bucket until the end of backward.
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -290,11 +388,20 @@ void DistributedDataParallel::Impl::finalize() {
     }
   } disarm{*this};
 
+  const bool recording = options.static_graph && !static_recorded;
   std::vector<std::string> missing;
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (!ready[i]) missing.push_back(names[i]);
   }
-  if (!missing.empty() && !options.find_unused_parameters) {
+  if (!missing.empty() && options.static_graph && !recording) {
+    std::string list;
+    for (const auto& n : missing) list += (list.empty() ? "" : ", ") + n;
+    throw std::runtime_error(fmt::format(
+        "DistributedDataParallel (static_graph): on rank {}, {} parameter(s) got fewer gradients "
+        "in this backward pass than in the first: {}; static_graph needs the same graph in every "
+        "iteration", comm->rank(), missing.size(), list));
+  }
+  if (!missing.empty() && !options.find_unused_parameters && !options.static_graph) {
     std::string list;
     for (const auto& n : missing) list += (list.empty() ? "" : ", ") + n;
     throw std::runtime_error(fmt::format(
@@ -306,13 +413,16 @@ void DistributedDataParallel::Impl::finalize() {
   for (std::size_t i = 0; i < params.size(); ++i) mark_ready(i);
 
   // Which parameters have a gradient on some rank. One that has none anywhere keeps an
-  // undefined gradient, as in PyTorch, instead of gaining a zero one.
+  // undefined gradient, as in PyTorch, instead of gaining a zero one. With static_graph only
+  // the recorded pass asks; later passes reach the same parameters.
   at::Tensor used;
   std::unique_ptr<PendingOp> used_op;
-  if (options.find_unused_parameters) {
+  if (options.find_unused_parameters || recording) {
     used = at::empty({static_cast<int64_t>(params.size())}, at::TensorOptions().dtype(at::kInt));
     auto* u = used.data_ptr<int32_t>();
-    for (std::size_t i = 0; i < params.size(); ++i) u[i] = params[i].grad().defined() ? 1 : 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      u[i] = (recording ? fires[i] > 0 : params[i].grad().defined()) ? 1 : 0;
+    }
     used = used.to(comm->device());
     used_op = comm->start_all_reduce(used, ReduceOp::kMax);
   }
@@ -323,6 +433,13 @@ void DistributedDataParallel::Impl::finalize() {
     used_op->wait();
     const at::Tensor u = used.cpu();
     for (std::size_t i = 0; i < params.size(); ++i) keep_undefined[i] = u.data_ptr<int32_t>()[i] == 0;
+  }
+  if (recording) {
+    expected = fires;
+    globally_unused = keep_undefined;
+    static_recorded = true;
+  } else if (options.static_graph) {
+    keep_undefined = globally_unused;
   }
 
   at::NoGradGuard no_grad;
@@ -366,6 +483,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
                                                  std::shared_ptr<Comm> comm, DdpOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
+  s.owner = this;
   s.module = std::move(module);
   s.comm = std::move(comm);
   s.options = options;
@@ -431,13 +549,14 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       }
     }
   }
-  s.divisor = at::scalar_tensor(static_cast<double>(s.world), at::TensorOptions().dtype(at::kDouble));
+  s.set_divisor(s.world);
   s.backward_call.kind = CollectiveKind::kDdpBackward;
   for (const auto& b : s.buckets) s.backward_call.numel += b.flat.numel();
   if (!s.buckets.empty()) s.backward_call.dtype = s.buckets.front().flat.scalar_type();
   s.backward_call.detail = static_cast<int64_t>(s.buckets.size());
   s.ready.assign(s.params.size(), 0);
   s.unreachable.assign(s.params.size(), 0);
+  s.fires.assign(s.params.size(), 0);
   s.install_hooks();
 }
 
@@ -454,6 +573,14 @@ void DistributedDataParallel::before_forward() {
     std::lock_guard<std::mutex> lock(s.mutex);
     s.follow_module();
   }
+  if (join_config().enable) {
+    s.join_before_forward();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.set_divisor(s.world);
+  }
   if (!s.options.broadcast_buffers || s.buffers.empty()) return;
   if (!at::GradMode::is_enabled()) return;
   broadcast_tensors(*s.comm, s.buffers, 0);
@@ -461,9 +588,12 @@ void DistributedDataParallel::before_forward() {
 
 void DistributedDataParallel::after_forward(const std::vector<at::Tensor>& outputs) {
   Impl& s = *impl_;
-  if (s.world == 1 || !s.options.find_unused_parameters || !at::GradMode::is_enabled()) return;
-  if (!sync_enabled()) return;
-  s.walk_graph(outputs);
+  if (s.world == 1) return;
+  const bool syncing = at::GradMode::is_enabled() && sync_enabled();
+  s.require_forward_param_sync = syncing;
+  if (!syncing) return;
+  s.arm_at_outputs(outputs);
+  if (s.options.find_unused_parameters && !s.options.static_graph) s.walk_graph(outputs);
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
@@ -500,6 +630,117 @@ void DistributedDataParallel::register_comm_hook(CommHook hook) {
   }
   impl_->comm_hook = std::move(hook);
 }
+
+// The training rank's side of a Join iteration, in PyTorch's order: the count of ranks still
+// training (Join::notify_join_context), the buffer broadcast from the highest-ranked of them,
+// and whether this iteration's backward pass synchronises. Joined ranks match each in
+// shadow_iteration(), and then the backward pass's collectives.
+void DistributedDataParallel::Impl::join_before_forward() {
+  const int training = Join::notify_join_context(*owner);
+  if (training > 0) {
+    std::lock_guard<std::mutex> lock(mutex);
+    set_divisor(divide_by_initial_world_size ? world : training);
+  }
+  if (options.broadcast_buffers && !buffers.empty() && require_forward_param_sync) {
+    broadcast_tensors(*comm, buffers, find_common_rank(true));
+  }
+  bool syncing;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    syncing = sync && at::GradMode::is_enabled();
+  }
+  at::Tensor flag = at::full({1}, int64_t{syncing ? 1 : 0}, at::TensorOptions().dtype(at::kLong).device(comm->device()));
+  comm->start_all_reduce(flag, ReduceOp::kSum)->wait();
+}
+
+// The highest rank for which `candidate` holds (PyTorch's _find_common_rank).
+int DistributedDataParallel::Impl::find_common_rank(bool candidate) {
+  at::Tensor r = at::full({1}, int64_t{candidate ? comm->rank() : -1},
+                          at::TensorOptions().dtype(at::kLong).device(comm->device()));
+  comm->start_all_reduce(r, ReduceOp::kMax)->wait();
+  const int64_t root = r.cpu().data_ptr<int64_t>()[0];
+  if (root < 0) throw std::logic_error("DistributedDataParallel: no rank qualifies as the Join's source rank");
+  return static_cast<int>(root);
+}
+
+void DistributedDataParallel::Impl::shadow_iteration() {
+  if (options.broadcast_buffers && !buffers.empty() && require_forward_param_sync) {
+    broadcast_tensors(*comm, buffers, find_common_rank(false));
+  }
+  at::Tensor flag = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(comm->device()));
+  comm->start_all_reduce(flag, ReduceOp::kSum)->wait();
+  const bool syncing = flag.cpu().data_ptr<int64_t>()[0] != 0;
+  require_forward_param_sync = syncing;
+  if (syncing) shadow_backward();
+}
+
+// The collectives of one synchronised backward pass (arm, launch_ready_buckets, finalize), with
+// zeros for every gradient.
+void DistributedDataParallel::Impl::shadow_backward() {
+  std::lock_guard<std::mutex> lock(mutex);
+  const bool recording = options.static_graph && !static_recorded;
+  if (recording) {
+    throw std::runtime_error(fmt::format(
+        "DistributedDataParallel (static_graph): rank {} joined before its first backward pass, "
+        "which static_graph records; give every rank at least one batch", comm->rank()));
+  }
+  comm->check_agreement(backward_call);
+  std::vector<std::unique_ptr<PendingOp>> ops;
+  std::vector<GradFuture> futures;
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    at::Tensor zeros = at::zeros_like(buckets[b].flat);
+    if (comm_hook) {
+      GradBucket view{b, zeros, {}, b + 1 == buckets.size()};
+      for (std::size_t i : plan[b].params) view.parameters.push_back(params[i]);
+      futures.push_back(comm_hook(*comm, view));
+    } else {
+      ops.push_back(comm->start_all_reduce(zeros, ReduceOp::kSum));
+    }
+  }
+  if (options.find_unused_parameters) {
+    at::Tensor used = at::zeros({static_cast<int64_t>(params.size())},
+                                at::TensorOptions().dtype(at::kInt).device(comm->device()));
+    ops.push_back(comm->start_all_reduce(used, ReduceOp::kMax));
+  }
+  for (auto& op : ops) op->wait();
+  for (auto& f : futures) f.wait();
+}
+
+void DistributedDataParallel::Impl::sync_final_model(bool is_last_joiner) {
+  const int root = find_common_rank(is_last_joiner);
+  std::vector<at::Tensor> state;
+  for (const auto& item : module->named_parameters(/*recurse=*/true)) state.push_back(item.value());
+  if (options.broadcast_buffers) {
+    for (const auto& item : module->named_buffers(/*recurse=*/true)) state.push_back(item.value());
+  }
+  broadcast_tensors(*comm, state, root);
+}
+
+namespace {
+
+class DdpJoinHook : public JoinHook {
+ public:
+  explicit DdpJoinHook(std::function<void()> main, std::function<void(bool)> post)
+      : main_(std::move(main)), post_(std::move(post)) {}
+  void main_hook() override { main_(); }
+  void post_hook(bool is_last_joiner) override { post_(is_last_joiner); }
+
+ private:
+  std::function<void()> main_;
+  std::function<void(bool)> post_;
+};
+
+}  // namespace
+
+std::unique_ptr<JoinHook> DistributedDataParallel::join_hook(const JoinOptions& options) {
+  Impl& s = *impl_;
+  s.divide_by_initial_world_size = options.divide_by_initial_world_size;
+  if (s.world == 1) return std::make_unique<JoinHook>();
+  return std::make_unique<DdpJoinHook>([&s] { s.shadow_iteration(); },
+                                       [&s](bool last) { s.sync_final_model(last); });
+}
+
+Comm& DistributedDataParallel::join_comm() { return *impl_->comm; }
 
 torch::nn::Module& DistributedDataParallel::module() { return *impl_->module; }
 

@@ -27,6 +27,7 @@
 #include "ddprun/comm.hpp"
 #include "ddprun/comm_hook.hpp"
 #include "ddprun/export.hpp"
+#include "ddprun/join.hpp"
 
 namespace ddprun {
 
@@ -52,21 +53,35 @@ struct DdpOptions {
   // only if your code needs .grad() to be a tensor of its own, e.g. to keep it across steps
   // while DDP overwrites the bucket.
   bool gradient_as_bucket_view = true;
+  // Promise that every synchronised backward pass reaches the same parameters, the same number
+  // of times, as the first (PyTorch's static_graph). The first such pass is recorded: which
+  // parameters get a gradient and how many times each (a parameter inside a reentrant backward,
+  // e.g. activation checkpointing, that is also used outside it gets two), and all its buckets
+  // are reduced at its end. From then on no graph walk is needed: parameters unused in the
+  // first pass count as ready at once (a zero share; undefined where no rank used them), and a
+  // bucket goes out when each of its gradients has arrived as often as recorded. A pass that
+  // differs (a parameter reached more or fewer times) throws, naming it. Buckets keep their
+  // first order (PyTorch may rebuild them in hook order; the results are the same).
+  bool static_graph = false;
 };
 
-class DDPRUN_API DistributedDataParallel {
+// A Joinable (join.hpp): inside a ddprun::Join, ranks with fewer batches shadow the others'
+// buffer broadcasts and gradient all-reduces with zeros, and the last rank to join hands its
+// model to all at the end, as PyTorch's DDP does under torch.distributed.algorithms.Join.
+class DDPRUN_API DistributedDataParallel : public Joinable {
  public:
   // Collective. Checks that every rank has the same parameter names, dtypes and shapes (throws
   // std::runtime_error naming the first mismatch and the rank), copies rank 0's parameters and
   // buffers to every rank, and hooks every parameter that requires a gradient.
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, std::shared_ptr<Comm> comm,
                           DdpOptions options = {});
-  ~DistributedDataParallel();
+  ~DistributedDataParallel() override;
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
   // Runs one forward pass, `run()`, with DDP's work around it: buffers are broadcast before,
-  // unused parameters found after. `run` returns a tensor, a vector or a tuple of tensors.
+  // unused parameters found after. Inside an enabled Join it first tells the Join that this rank
+  // still trains (and may throw: JoinOptions::throw_on_early_termination). `run` returns a tensor, a vector or a tuple of tensors.
   template <typename Run>
   auto forward(Run&& run) -> decltype(run()) {
     before_forward();
@@ -106,6 +121,14 @@ class DDPRUN_API DistributedDataParallel {
   // The buckets in reduction order; indices refer to the parameters that require a gradient,
   // in registration order.
   const std::vector<Bucket>& buckets() const;
+
+  // Joinable. The hook shadows one iteration: the buffer broadcast (with broadcast_buffers), then
+  // one all-reduce of zeros per bucket in reduction order (through the comm hook, if any) when
+  // the training ranks synchronise gradients in that iteration; its post hook broadcasts every
+  // parameter and buffer from the highest-ranked of the last ranks to join. Under a Join, buffers
+  // come from the highest-ranked rank still training instead of rank 0.
+  std::unique_ptr<JoinHook> join_hook(const JoinOptions& options) override;
+  Comm& join_comm() override;
 
  private:
   static void collect_tensors(const at::Tensor& t, std::vector<at::Tensor>& out) {

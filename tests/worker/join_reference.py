@@ -1,0 +1,106 @@
+# One rank of PyTorch's own DDP for tests/worker/join_test.sh: the models, weights and batches of
+# join_driver.cpp, built from the same formulas, run by the same libtorch kernels. Writes
+# OUT/params.<rank> in join_driver's format (parameters, then buffers; %.9g, one a line).
+#   python join_reference.py uneven OUT STEPS0 STEPS1 initial|active   (Join)
+#   python join_reference.py throw OUT STEPS0 STEPS1                   (Join, throw_on_early_termination)
+#   python join_reference.py static OUT STEPS                          (static_graph)
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+import torch.utils.checkpoint
+from torch.distributed.algorithms.join import Join
+from torch.nn.parallel import DistributedDataParallel
+
+mode, out = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+r = dist.get_rank()
+
+
+def init_weights(net):
+    with torch.no_grad():
+        for k, p in enumerate(net.parameters()):
+            p.copy_((torch.sin(torch.arange(p.numel(), dtype=torch.float32) * 0.7 + k) * 0.5).reshape(p.shape))
+
+
+def batch(s):
+    x = torch.cos(torch.arange(24, dtype=torch.float32) * 0.37 + (r * 1.3 + s * 0.11)).reshape(4, 6)
+    y = torch.sin(torch.arange(12, dtype=torch.float32) * 0.21 + (r * 0.9 + s * 0.05)).reshape(4, 3)
+    return x, y
+
+
+def write_state(net):
+    with open(f"{out}/params.{r}", "w") as f:
+        for t in list(net.parameters()) + list(net.buffers()):
+            for v in t.detach().double().flatten().tolist():
+                f.write(f"{v:.9g}\n")
+
+
+def step(ddp, opt, s):
+    x, y = batch(s)
+    opt.zero_grad()
+    F.mse_loss(ddp(x), y).backward()
+    opt.step()
+
+
+class StaticNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(6, 5)
+        self.s = torch.nn.Linear(5, 5)
+        self.unused = torch.nn.Linear(5, 5)
+        self.head = torch.nn.Linear(5, 3)
+
+    def tail(self, h):
+        return self.head(torch.tanh(self.s(h)))
+
+    def forward(self, x):
+        h = torch.tanh(self.s(torch.tanh(self.a(x))))
+        return torch.utils.checkpoint.checkpoint(self.tail, h, use_reentrant=True)
+
+
+if mode in ("uneven", "throw"):
+    steps = int(sys.argv[3 + r])
+    net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    init_weights(net)
+    ddp = DistributedDataParallel(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    throw = mode == "throw"
+    divide = sys.argv[5] == "initial" if not throw else True
+    where = "finish"
+    try:
+        with Join([ddp], divide_by_initial_world_size=divide, throw_on_early_termination=throw):
+            for s in range(steps):
+                where = f"step {s}"
+                step(ddp, opt, s)
+            where = "finish"
+        if throw:
+            with open(f"{out}/thrown.{r}", "w") as f:
+                f.write("no exception\n")
+    except RuntimeError as e:
+        if not throw:
+            raise
+        with open(f"{out}/thrown.{r}", "w") as f:
+            f.write(f"{where}\n{e}\n")
+    write_state(net)
+elif mode == "static":
+    steps = int(sys.argv[3])
+    net = StaticNet()
+    init_weights(net)
+    try:
+        ddp = DistributedDataParallel(net, static_graph=True)
+    except TypeError:  # before static_graph= (it is there in 1.13, but kept for older builds)
+        ddp = DistributedDataParallel(net)
+        ddp._set_static_graph()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for s in range(steps):
+        step(ddp, opt, s)
+    assert net.unused.weight.grad is None, "the parameter no rank used has a gradient"
+    write_state(net)
+else:
+    sys.exit(f"unknown mode {mode}")
+dist.barrier()
+sys.stdout.flush()
+os._exit(0)
