@@ -6,8 +6,10 @@
 //   syncbn_driver OUT STEPS sync|plain
 //     sync: the BatchNorms converted with convert_sync_batchnorm; plain: left as they are
 //   Writes OUT/state.<rank> (parameters then buffers, %.17g, one a line), OUT/eval.<rank> (the
-//   model's output in evaluation mode on a fixed batch) and OUT/collectives.<rank> (how many
-//   collectives one training and one evaluation forward pass of the model started).
+//   model's output in evaluation mode on a fixed batch), OUT/empty_peer.<rank> (then, in
+//   training mode: the output on that batch on rank 0 while rank 1's batch is empty) and
+//   OUT/collectives.<rank> (how many collectives one training and one evaluation forward pass
+//   of the model started).
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -152,7 +154,12 @@ int run(const std::string& out, int steps, bool sync) {
   const int eval_collectives = comm->started - before;
   write_file(out + "/eval." + std::to_string(r), text_of({evaluated}));
 
+  // Rank 1 brings an empty batch: rank 0's is the global batch.
   net->train();
+  const auto part = net->forward(r == 0 ? probe : probe.narrow(0, 0, 0));
+  part.sum().backward();
+  write_file(out + "/empty_peer." + std::to_string(r), text_of({part}));
+
   before = comm->started;
   net->forward(probe).sum().backward();
   const int train_collectives = comm->started - before;

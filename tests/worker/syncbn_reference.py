@@ -5,7 +5,7 @@
 # DDP's gradient is the mean of the ranks' gradients. PyTorch's own torch.nn.SyncBatchNorm
 # cannot be the reference: it runs on GPUs only (its kernels, torch.batch_norm_stats and the
 # like, have no CPU implementation in 1.13 or 2.x), and these tests run on CPUs.
-# Writes OUT/state (parameters then buffers, %.17g, one a line) and OUT/eval.
+# Writes OUT/state (parameters then buffers, %.17g, one a line), OUT/eval and OUT/empty_peer.
 #   python syncbn_reference.py OUT STEPS
 import sys
 
@@ -49,4 +49,8 @@ def write(path, tensors):
 write(f"{out}/state", list(net.parameters()) + list(net.buffers()))
 net.eval()
 with torch.no_grad():
-    write(f"{out}/eval", [net(torch.cos(torch.arange(150, dtype=torch.float64) * 0.5).reshape(2, 3, 5, 5))])
+    probe = torch.cos(torch.arange(150, dtype=torch.float64) * 0.5).reshape(2, 3, 5, 5)
+    write(f"{out}/eval", [net(probe)])
+    # Training mode on rank 0's batch alone: the driver's rank 1 brings an empty one.
+    net.train()
+    write(f"{out}/empty_peer", [net(probe)])
