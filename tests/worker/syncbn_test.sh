@@ -19,7 +19,7 @@ mkdir -p "$T/py" "$T/sync" "$T/plain"
 "$TORCH_PYTHON" "$DDPRUN_TESTS_DIR/worker/syncbn_reference.py" "$T/py" $steps >"$T/py.log" 2>&1 \
   || { cat "$T/py.log"; fail "the PyTorch reference failed"; }
 for mode in sync plain; do
-  "$DDPRUN" --nproc_per_node=2 "$SYNCBN_DRIVER" "$T/$mode" $steps $mode >"$T/$mode.log" 2>&1 \
+  DDPRUN_COLLECTIVE_TIMEOUT=30 "$DDPRUN" --nproc_per_node=2 "$SYNCBN_DRIVER" "$T/$mode" $steps $mode >"$T/$mode.log" 2>&1 \
     || { cat "$T/$mode.log"; fail "$mode: the C++ run failed"; }
 done
 
