@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "ddprun/collectives.hpp"
+
 namespace ddprun {
 
 namespace {
@@ -79,7 +81,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     } else {
       local = at::zeros({2 * channels + 1}, input.options().dtype(acc));
     }
-    const at::Tensor all = at::stack(comm->all_gather(local));
+    const at::Tensor all = at::stack(all_gather(*comm, local));
     const at::Tensor counts = all.select(1, 2 * channels).to(at::kCPU, at::kDouble).contiguous();
 
     // batch_norm_gather_stats_with_counts: Welford's merge of the ranks' statistics, in rank order.
@@ -132,7 +134,10 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     at::Tensor grad_input, grad_weight, grad_bias;
     if (input.numel() == 0) {
       // Nothing to differentiate here, but the other ranks' all-reduce needs this rank's part.
-      if (want_input) comm.start_all_reduce(at::zeros({2 * channels}, mean.options()), ReduceOp::kSum)->wait();
+      if (want_input) {
+        at::Tensor zeros = at::zeros({2 * channels}, mean.options());
+        all_reduce(comm, zeros);
+      }
       return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}};
     }
     const at::ScalarType acc = mean.scalar_type();
@@ -149,7 +154,7 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
 
     if (want_input) {
       at::Tensor sums = at::cat({sum_dy, sum_dy_xmu});
-      comm.start_all_reduce(sums, ReduceOp::kSum)->wait();
+      all_reduce(comm, sums);
       sum_dy = sums.narrow(0, 0, channels);
       sum_dy_xmu = sums.narrow(0, channels, channels);
 

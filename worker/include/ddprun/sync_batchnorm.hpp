@@ -33,8 +33,9 @@ namespace ddprun {
 class DDPRUN_API SyncBatchNormImpl : public torch::nn::Cloneable<SyncBatchNormImpl> {
  public:
   // Collective in training: every rank's forward and backward passes of the module must be
-  // matched by the other ranks' (one all-gather forward, one all-reduce backward). `comm` is
-  // the communicator of the ranks whose batches are pooled.
+  // matched by the other ranks' (one all-gather forward, one all-reduce backward, each checked
+  // like the library's collectives, collectives.hpp). `comm` is the communicator of the ranks
+  // whose batches are pooled.
   SyncBatchNormImpl(const torch::nn::BatchNormOptions& options, std::shared_ptr<Comm> comm);
 
   // Training: normalises with the global batch's statistics and updates the running mean
