@@ -59,8 +59,9 @@ struct RunningStats {
 // (batch_norm_stats, batch_norm_gather_stats_with_counts, batch_norm_elemt,
 // batch_norm_backward_reduce, batch_norm_backward_elemt) written as tensor operations.
 struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> {
-  // weight and bias: an empty optional or an undefined tensor without affine parameters
-  // (autograd takes neither for an input; c10::optional is std::optional in libtorch 2.x).
+  // weight and bias are optionals holding undefined tensors without affine parameters: the
+  // autograd function then takes them as no input, which libtorch 1.13 needs (c10::optional is
+  // std::optional in 2.x).
   static at::Tensor forward(AutogradContext* ctx, at::Tensor input, c10::optional<at::Tensor> weight_arg,
                             c10::optional<at::Tensor> bias_arg, RunningStats running, double eps, double momentum,
                             std::shared_ptr<Comm> comm) {
@@ -74,7 +75,8 @@ struct SyncBatchNormFunction : torch::autograd::Function<SyncBatchNormFunction> 
     // in PyTorch: the counts may differ. An empty batch contributes zeros, filtered out below.
     at::Tensor local;
     if (input.numel() > 0) {
-      const auto [var, mean] = at::var_mean(input.to(acc), at::IntArrayRef(reduce_dims(input)), /*unbiased=*/false,
+      const std::vector<int64_t> dims = reduce_dims(input);
+      const auto [var, mean] = at::var_mean(input.to(acc), at::IntArrayRef(dims), /*unbiased=*/false,
                                             /*keepdim=*/false);
       const double count = static_cast<double>(input.numel() / channels);
       local = at::cat({mean, (var + eps).rsqrt(), at::full({1}, count, mean.options())});
@@ -252,14 +254,15 @@ at::Tensor SyncBatchNormImpl::forward(const at::Tensor& input) {
   }
   // Evaluation normalises with the running statistics where they are kept.
   const bool batch_stats = is_training() || (!running_mean.defined() && !running_var.defined());
-  const bool update = !is_training() || options.track_running_stats();
-  const at::Tensor mean_buffer = update ? running_mean : at::Tensor();
-  const at::Tensor var_buffer = update ? running_var : at::Tensor();
+  // The buffers go along to be updated (training, when kept) or to normalise with (evaluation).
+  const bool pass_buffers = !is_training() || options.track_running_stats();
+  const at::Tensor mean_buffer = pass_buffers ? running_mean : at::Tensor();
+  const at::Tensor var_buffer = pass_buffers ? running_var : at::Tensor();
   if (!is_training() || comm_->size() < 2) {
     namespace F = torch::nn::functional;
-    return F::batch_norm(input, mean_buffer, var_buffer,
-                         F::BatchNormFuncOptions().weight(weight).bias(bias).training(batch_stats).momentum(factor).eps(
-                             options.eps()));
+    F::BatchNormFuncOptions local;
+    local.weight(weight).bias(bias).training(batch_stats).momentum(factor).eps(options.eps());
+    return F::batch_norm(input, mean_buffer, var_buffer, local);
   }
   return SyncBatchNormFunction::apply(input, c10::optional<at::Tensor>(weight), c10::optional<at::Tensor>(bias),
                                       RunningStats{mean_buffer, var_buffer}, options.eps(), factor, comm_);
