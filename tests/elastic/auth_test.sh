@@ -38,15 +38,19 @@ expect_not_in "$T/a.err" "rendezvous is open"
 expect_not_in "$T/config.json" "the-jobs-secret"
 ok "secret from secret_file and DDPRUN_RDZV_SECRET: the job runs; workers, output and --print_config never show it"
 
-# 2. Without a secret: it works as torchrun's, with one warning line per node.
+# 2. Without a secret: it works as torchrun's, with one warning line per node. Node 0 of a
+# static job listens on --master_addr's address, not 0.0.0.0, even without --local_addr.
 next_port; rm -f "$T"/env.*
-job=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=open)
-node 127.0.0.2 a "${job[@]}" "$T/dump"
-node 127.0.0.3 b "${job[@]}" "$T/dump"
+job=(--nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.2 --master_port=$port)
+HOLD=2 "$DDPRUN" "${job[@]}" --node_rank=0 "$T/dump" >"$T/a.out" 2>"$T/a.err" &
+PID_a=$!
+HOLD=2 node 127.0.0.3 b "${job[@]}" --node_rank=1 "$T/dump"
+wait_for 20 test -e "$T/env.1"
+expect_eq "$(ss -Hltn "sport = :$port" | awk '{print $4}')" "127.0.0.2:$port" "the static host's listening address"
 finish a; finish b
 expect_eq "$RC_a $RC_b" "0 0" "open pair"
 for n in a b; do expect_eq "$(grep -c "warning: the rendezvous is open" "$T/$n.err")" 1 "warning lines of $n"; done
-ok "no secret: the job runs, one warning line that the rendezvous is open on each node"
+ok "no secret: the job runs, one warning line that the rendezvous is open on each node; listening on 127.0.0.2"
 
 # 3. Strangers: a ddprun with a wrong secret, one with none, and a raw join are refused and told
 # nothing about the job, which runs unchanged.
