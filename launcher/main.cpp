@@ -92,6 +92,8 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
     for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
       std::cerr << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
     }
+    const auto secret = vars.find(env::kRdzvSecret);
+    if (cfg.multi_node()) elastic::load_secret(r, secret == vars.end() ? nullptr : secret->second.c_str());
     r.run_id = cfg.rdzv_id;
     if (r.run_id.empty() && !cfg.multi_node()) r.run_id = random_run_id();
     if (r.run_id.empty() && r.backend == elastic::Backend::kStatic) {
@@ -133,7 +135,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
 int run(int argc, char** argv) {
   const auto command_line = launcher::parse_command_line(argc, argv);
   if (!command_line) return exit_code::kSuccess;
-  const auto vars = read_environment();
+  auto vars = read_environment();
   config::ResolveContext context;
   context.environ = vars;
   context.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -156,6 +158,13 @@ int run(int argc, char** argv) {
     return exit_code::kSuccess;
   }
   const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg, vars);
+  // Read once; from here on neither this process's environment nor the workers' holds it.
+  vars.erase(env::kRdzvSecret);
+  ::unsetenv(env::kRdzvSecret);
+  if (cfg.multi_node() && rendezvous_config.secret.empty()) {
+    std::cerr << "ddprun: warning: the rendezvous is open: anyone who can reach its port can join or end this job; "
+                 "give every node the same secret with --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET\n";
+  }
   check_program(cfg, vars);
   if (slurm_job.in_slurm) {
     // Where the nodes meet; on one node, MASTER_ADDR[:MASTER_PORT] (no port: a free one).

@@ -35,6 +35,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
                                             const WorkerFiles& files) {
   std::map<std::string, std::string> vars = base;
   vars.erase(env::kDefaultPython);  // a ddprun started by a worker makes its own choice
+  vars.erase(env::kRdzvSecret);     // the launchers' secret, not the workers'
   const int rank = round.base_rank + local_rank;
   vars[env::kRank] = std::to_string(rank);
   vars[env::kLocalRank] = std::to_string(local_rank);

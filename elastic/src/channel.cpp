@@ -34,9 +34,15 @@ void Channel::start(OnMessage on_message, OnClosed on_closed) {
   read_next();
 }
 
+void Channel::authenticate(MessageAuth auth) {
+  auth_.emplace(std::move(auth));
+  heartbeats_held_ = false;
+}
+
 void Channel::send(const nlohmann::json& message) {
   if (closed_ || sending_finished_) return;
-  out_.push_back(message.dump() + "\n");
+  const std::string text = message.dump();
+  out_.push_back((auth_ ? auth_->seal(text) : text) + "\n");
   if (!writing_) write_next();
 }
 
@@ -44,6 +50,9 @@ void Channel::finish_sending() {
   if (closed_ || sending_finished_) return;
   sending_finished_ = true;
   heartbeat_timer_.cancel();
+  // From now on the peer's heartbeats no longer keep the connection: it has heartbeat_timeout
+  // to read what is queued and close.
+  expect_message_within_timeout();
   if (!writing_) {
     asio::error_code ignored;
     socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
@@ -76,9 +85,16 @@ void Channel::read_next() {
         if (ec == asio::error::eof) return self->lost("closed the connection");
         if (ec == asio::error::not_found) return self->lost("sent a line longer than 1 MiB");
         if (ec) return self->lost(ec.message());
-        self->expect_message_within_timeout();
-        nlohmann::json message = nlohmann::json::parse(self->in_.begin(), self->in_.begin() + length - 1,
-                                                       nullptr, /*allow_exceptions=*/false);
+        if (!self->sending_finished_) self->expect_message_within_timeout();
+        std::string_view line(self->in_.data(), length - 1);
+        if (self->auth_) {
+          try {
+            line = self->auth_->open(line);
+          } catch (const AuthError& e) {
+            return self->lost(fmt::format("sent {}", e.what()));
+          }
+        }
+        nlohmann::json message = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
         self->in_.erase(0, length);
         if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) {
           return self->lost("sent a message that is not a JSON object with a \"type\"");
@@ -122,7 +138,7 @@ void Channel::send_heartbeat_later() {
   heartbeat_timer_.expires_after(seconds(timeouts_.heartbeat_interval));
   heartbeat_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_ || self->sending_finished_) return;
-    self->send({{"type", "heartbeat"}});
+    if (!self->heartbeats_held_) self->send({{"type", "heartbeat"}});
     self->send_heartbeat_later();
   });
 }

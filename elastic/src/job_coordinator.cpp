@@ -318,23 +318,23 @@ void JobCoordinator::gather(double now, Messages& out) {
   last_call_deadline_.reset();
   join_deadline_ = now + settings_.join_timeout;
   if (static_cast<int>(nodes_.size()) >= settings_.min_nodes) {
-    start_round(out);  // every node the job knows is here: no last call
+    start_round(now, out);  // every node the job knows is here: no last call
   }
 }
 
 void JobCoordinator::complete_if_ready(double now, Messages& out) {
   const int n = static_cast<int>(nodes_.size());
   if (n >= settings_.max_nodes) {
-    start_round(out);
+    start_round(now, out);
   } else if (n < settings_.min_nodes) {
     last_call_deadline_.reset();
   } else {
     if (!last_call_deadline_) last_call_deadline_ = now + settings_.last_call_timeout;
-    if (now >= *last_call_deadline_) start_round(out);
+    if (now >= *last_call_deadline_) start_round(now, out);
   }
 }
 
-void JobCoordinator::start_round(Messages& out) {
+void JobCoordinator::start_round(double now, Messages& out) {
   // With more nodes than MAX, the last round's nodes keep their places, then the earliest to join.
   std::vector<NodeId> ids;
   for (const auto& [id, node] : nodes_) ids.push_back(id);
@@ -356,6 +356,7 @@ void JobCoordinator::start_round(Messages& out) {
   const std::vector<std::size_t> order = order_group_ranks(candidates);
 
   ++round_;
+  round_started_ = now;
   phase_ = Phase::kRunning;
   round_failed_ = false;
   failures_.clear();
@@ -421,6 +422,26 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
       return;
     }
     ++restart_count_;
+  } else {
+    // Nodes joined or left. A round that ran for the last-call window counts as progress; a
+    // run of quicker changes (a flapping node, or one joining and leaving on purpose) is free
+    // only up to max_membership_changes, then costs restarts like a failure.
+    membership_changes_ = now - round_started_ >= settings_.last_call_timeout ? 1 : membership_changes_ + 1;
+    if (membership_changes_ > settings_.max_membership_changes) {
+      if (restart_count_ >= settings_.max_restarts) {
+        finish(rendezvous_failure(
+                   fmt::format("{} rounds in a row ended by nodes joining or leaving within {} s of their start "
+                               "(last: {}), more than max_membership_changes={}, and the {} restarts of "
+                               "--max_restarts are spent; raise --rdzv_conf max_membership_changes or "
+                               "--max_restarts",
+                               membership_changes_, settings_.last_call_timeout, stop_why_,
+                               settings_.max_membership_changes, settings_.max_restarts),
+                   restart_count_),
+               out);
+        return;
+      }
+      ++restart_count_;
+    }
   }
   gather(now, out);
 }

@@ -21,6 +21,8 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.join_timeout = config.timeouts.join_timeout;
   s.last_call_timeout = config.timeouts.last_call_timeout;
   s.close_timeout = config.timeouts.close_timeout;
+  s.max_membership_changes =
+      config.max_membership_changes >= 0 ? config.max_membership_changes : 4 * config.max_nodes;
   return s;
 }
 

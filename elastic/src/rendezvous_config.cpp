@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace ddprun::elastic {
 
@@ -54,7 +57,49 @@ bool parse_bool(std::string_view key, std::string_view value) {
   throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected 0, 1, true or false", key, value));
 }
 
+int parse_count(std::string_view key, std::string_view value) {
+  const std::string s(value);
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || n < 0 || n > 1000000) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected a whole number, 0 or more", key, value));
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace
+
+void load_secret(RendezvousConfig& config, const char* env_secret) {
+  if (config.secret_file.empty()) {
+    config.secret = env_secret ? env_secret : "";
+    if (env_secret && config.secret.empty()) {
+      throw RendezvousConfigError("DDPRUN_RDZV_SECRET is set but empty; give the job's secret or unset it");
+    }
+    return;
+  }
+  std::ifstream file(config.secret_file, std::ios::binary);
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (!file) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: cannot read it: {}", config.secret_file,
+                                            std::strerror(errno)));
+  }
+  config.secret = text.str();
+  while (!config.secret.empty() && (config.secret.back() == '\n' || config.secret.back() == '\r')) {
+    config.secret.pop_back();
+  }
+  if (config.secret.empty()) {
+    throw RendezvousConfigError(
+        fmt::format("--rdzv_conf secret_file={}: the file is empty; put the job's secret in it", config.secret_file));
+  }
+}
+
+int connection_limit(const RendezvousConfig& config, long fd_limit) {
+  if (config.max_connections > 0) return config.max_connections;
+  const long by_nodes = 2L * config.max_nodes + 16;
+  return static_cast<int>(std::max(4L, std::min(by_nodes, fd_limit / 4)));
+}
 
 Endpoint parse_endpoint(std::string_view text, int default_port) {
   Endpoint e;
@@ -129,6 +174,15 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       t.heartbeat_interval = parse_seconds(key, value);
     } else if (key == "heartbeat_timeout") {
       t.heartbeat_timeout = parse_seconds(key, value);
+    } else if (key == "auth_timeout") {
+      t.auth_timeout = parse_seconds(key, value);
+    } else if (key == "secret_file") {
+      if (value.empty()) throw RendezvousConfigError("--rdzv_conf secret_file=: expected a path");
+      config.secret_file = value;
+    } else if (key == "max_connections") {
+      config.max_connections = parse_count(key, value);
+    } else if (key == "max_membership_changes") {
+      config.max_membership_changes = parse_count(key, value);
     } else if (key == "is_host") {
       config.is_host = parse_bool(key, value);
     } else if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
@@ -137,7 +191,8 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     } else {
       throw RendezvousConfigError(fmt::format(
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
-          "heartbeat_interval, heartbeat_timeout, is_host",
+          "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, max_connections, "
+          "max_membership_changes",
           key));
     }
   }
@@ -167,7 +222,8 @@ void validate(const RendezvousConfig& c) {
                                    {"last_call_timeout", t.last_call_timeout},
                                    {"close_timeout", t.close_timeout},
                                    {"heartbeat_interval", t.heartbeat_interval},
-                                   {"heartbeat_timeout", t.heartbeat_timeout}}) {
+                                   {"heartbeat_timeout", t.heartbeat_timeout},
+                                   {"auth_timeout", t.auth_timeout}}) {
     if (!(value > 0)) throw RendezvousConfigError(fmt::format("--rdzv_conf {}={} must be positive", name, value));
   }
   if (t.heartbeat_timeout <= t.heartbeat_interval) {

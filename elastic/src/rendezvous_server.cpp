@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <iostream>
 
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/rendezvous_protocol.hpp"
@@ -15,40 +20,124 @@ std::string describe(const asio::ip::tcp::endpoint& endpoint) {
   return fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
 }
 
+std::string version_mismatch(int version) {
+  return fmt::format(
+      "this node speaks rendezvous protocol version {} but the rendezvous host speaks version {}; run the same "
+      "ddprun on every node",
+      version, kProtocolVersion);
+}
+
 std::string signal_name(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", signal);
 }
 
+// Refusals reported on the host's stderr; more are counted silently (a flood must not fill it).
+constexpr int kMaxRefusalsReported = 10;
+// After running out of descriptors, accepting waits this long before it tries again.
+constexpr double kFdLimitPause = 0.05;
+
+bool out_of_descriptors(const asio::error_code& ec) {
+  return ec == asio::error::no_descriptors || (ec.category() == asio::system_category() && ec.value() == ENFILE);
+}
+
+// A failure reported over a node's connection for its current round must be one of that node's
+// own workers (reports about other rounds change nothing in the coordinator).
+void check_own(const WorkerFailure& failure, int round_number, int nproc, const std::optional<RoundAssignment>& round) {
+  if (round && round_number != round->round) return;
+  if (!round || failure.group_rank != round->group_rank || failure.rank < round->base_rank ||
+      failure.rank >= round->base_rank + nproc) {
+    throw std::invalid_argument(fmt::format("it reports worker rank {} of node group rank {}, not one of its own",
+                                            failure.rank, failure.group_rank));
+  }
+}
+
 }  // namespace
 
 RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
-                                   JobSettings settings, const RendezvousTimeouts& timeouts)
+                                   JobSettings settings, const RendezvousTimeouts& timeouts, std::string secret,
+                                   int max_connections)
     : acceptor_(io, endpoint, /*reuse_addr=*/true),
       timeouts_(timeouts),
+      secret_(std::move(secret)),
+      max_connections_(static_cast<std::size_t>(std::max(1, max_connections))),
+      reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
+      accept_pause_(io),
       coordinator_(std::move(settings), monotonic_now()),
       deadline_timer_(io) {
+  // Workers must not inherit the rendezvous port or its connections: a worker holding a copy
+  // would keep a connection open after this server closed it.
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   accept_next();
   wait_for_next_deadline();
 }
 
 RendezvousServer::~RendezvousServer() {
   for (auto& [node, connection] : connections_) connection.channel->close();
+  if (reserve_fd_ >= 0) ::close(reserve_fd_);
 }
 
 void RendezvousServer::accept_next() {
   acceptor_.async_accept([this, alive = lifetime_.token()](const asio::error_code& ec, asio::ip::tcp::socket socket) {
     if (alive.expired() || ec == asio::error::operation_aborted) return;
-    if (!ec && !shut_down_) {
+    if (out_of_descriptors(ec)) return accept_one_at_fd_limit();
+    if (!ec && !shut_down_) make_room();
+    if (!ec && !shut_down_ && connections_.size() < max_connections_) {
+      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
       asio::error_code ignored;
       const std::string peer = describe(socket.remote_endpoint(ignored));
       const NodeId node = next_node_++;
       auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
-      connections_[node].channel = channel;
+      Connection& connection = connections_[node];
+      connection.channel = channel;
+      connection.authenticated = secret_.empty();
+      connection.auth_deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor());
+      connection.auth_deadline->expires_after(seconds(timeouts_.auth_timeout));
+      connection.auth_deadline->async_wait([this, node, alive = lifetime_.token()](const asio::error_code& ec) {
+        if (ec || alive.expired()) return;
+        const auto it = connections_.find(node);
+        if (it == connections_.end() || it->second.joined) return;
+        it->second.channel->close();
+        connections_.erase(it);
+        send_host_finish_when_others_closed();
+      });
+      if (!secret_.empty()) channel->hold_heartbeats_until_authenticated();
       channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
                      [this, node](const std::string& why) { on_closed(node, why); });
     }
     accept_next();
+  });
+}
+
+void RendezvousServer::make_room() {
+  if (connections_.size() < max_connections_) return;
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {  // oldest first
+    if (!it->second.joined) {
+      it->second.channel->close();
+      connections_.erase(it);
+      return;
+    }
+  }
+}
+
+// The process is out of file descriptors: the pending connection would make accept fail at
+// once, again and again. Give up the reserve descriptor, accept that connection and close it,
+// take the reserve back, and wait a moment before accepting again.
+void RendezvousServer::accept_one_at_fd_limit() {
+  if (!fd_limit_reported_) {
+    fd_limit_reported_ = true;
+    std::cerr << "ddprun: the rendezvous host is out of file descriptors (ulimit -n); closing new connections "
+                 "until some are freed\n";
+  }
+  if (reserve_fd_ >= 0) {
+    ::close(reserve_fd_);
+    const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  accept_pause_.expires_after(seconds(kFdLimitPause));
+  accept_pause_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (!ec && !alive.expired() && !shut_down_) accept_next();
   });
 }
 
@@ -65,28 +154,29 @@ void RendezvousServer::on_message(NodeId node, const nlohmann::json& message) {
 
 void RendezvousServer::handle(NodeId node, Connection& connection, const nlohmann::json& message) {
   const std::string type = message.at("type");
-  if (shut_down_) return;
+  if (shut_down_ || connection.finished) return;
+  if (!connection.authenticated) return authenticate(node, connection, type, message);
   if (!connection.joined) {
     if (type != "join") throw std::invalid_argument("a node must join first");
     const int version = message.at("version");
-    connection.joined = true;
     if (version != kProtocolVersion) {
-      JobOutcome refusal;
-      refusal.exit_code = exit_code::kRendezvous;
-      refusal.error = fmt::format(
-          "this node speaks rendezvous protocol version {} but the rendezvous host speaks version {}; run the "
-          "same ddprun on every node",
-          version, kProtocolVersion);
-      send_finish(node, connection, refusal);
-      return;
+      return refuse(node, connection, version_mismatch(version));
     }
     const NodeSpec spec = message.at("node");
+    connection.joined = true;
+    connection.nproc = spec.nproc;
     connection.hosts_rendezvous = spec.hosts_rendezvous;
     deliver(coordinator_.join(node, spec, monotonic_now()));
   } else if (type == "worker_failed") {
-    deliver(coordinator_.worker_failed(node, message.at("round"), message.at("failure"), monotonic_now()));
+    const int round = message.at("round");
+    const WorkerFailure failure = message.at("failure");
+    check_own(failure, round, connection.nproc, connection.round);
+    deliver(coordinator_.worker_failed(node, round, failure, monotonic_now()));
   } else if (type == "workers_stopped") {
-    deliver(coordinator_.workers_stopped(node, message.at("round"), message.at("failures"), monotonic_now()));
+    const int round = message.at("round");
+    const std::vector<WorkerFailure> failures = message.at("failures");
+    for (const WorkerFailure& failure : failures) check_own(failure, round, connection.nproc, connection.round);
+    deliver(coordinator_.workers_stopped(node, round, failures, monotonic_now()));
   } else if (type == "workers_succeeded") {
     deliver(coordinator_.workers_succeeded(node, message.at("round"), monotonic_now()));
   } else if (type == "leave") {
@@ -97,6 +187,54 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
   } else {
     throw std::invalid_argument("unknown message type");
   }
+}
+
+void RendezvousServer::authenticate(NodeId node, Connection& connection, const std::string& type,
+                                    const nlohmann::json& message) {
+  try {
+    if (secret_.empty()) {
+      // Only a hello reaches here: this node has a secret, the job has none.
+      return refuse(node, connection,
+                    "this node has a rendezvous secret but the rendezvous host has none; give every node the same "
+                    "secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)");
+    }
+    if (type == "join") {
+      const int version = message.at("version");
+      return refuse(node, connection,
+                    version != kProtocolVersion
+                        ? version_mismatch(version)
+                        : "the rendezvous needs the job's secret and this node has none; give every node the same "
+                          "secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)");
+    }
+    if (!connection.handshake) {
+      connection.handshake.emplace(AuthRole::kServer, secret_, random_nonce(), kProtocolVersion);
+      const nlohmann::json challenge = connection.handshake->on_hello(message);
+      if (connection.handshake->peer_version() != kProtocolVersion) {
+        return refuse(node, connection, version_mismatch(connection.handshake->peer_version()));
+      }
+      return connection.channel->send(challenge);
+    }
+    connection.handshake->on_proof(message);
+    connection.channel->authenticate(MessageAuth(AuthRole::kServer, connection.handshake->session_key()));
+    connection.handshake.reset();
+    connection.authenticated = true;
+  } catch (const AuthError& e) {
+    refuse(node, connection, fmt::format("authentication failed: {}; give every node the same secret", e.what()));
+  }
+}
+
+// Tells an unauthenticated or mismatched peer why, and nothing about the job; the connection
+// closes when the peer closes it or at the auth deadline.
+void RendezvousServer::refuse(NodeId node, Connection& connection, const std::string& why) {
+  if (refusals_reported_ < kMaxRefusalsReported) {
+    std::cerr << fmt::format("ddprun: refused a rendezvous connection from {}: {}{}\n", connection.channel->peer(), why,
+                             ++refusals_reported_ == kMaxRefusalsReported ? " (further refusals are not reported)"
+                                                                         : "");
+  }
+  JobOutcome refusal;
+  refusal.exit_code = exit_code::kRendezvous;
+  refusal.error = why;
+  send_finish(node, connection, refusal);
 }
 
 void RendezvousServer::on_closed(NodeId node, const std::string& why) {
@@ -120,6 +258,7 @@ void RendezvousServer::deliver(const Messages& messages) {
         send_finish(node, it->second, finish->outcome);
       }
     } else {
+      if (const auto* assign = std::get_if<Assign>(&message)) it->second.round = assign->assignment;
       it->second.channel->send(to_wire(message));
     }
   }
@@ -136,7 +275,7 @@ void RendezvousServer::send_finish(NodeId node, Connection& connection, const Jo
 void RendezvousServer::send_host_finish_when_others_closed() {
   if (!host_finish_) return;
   for (const auto& [node, connection] : connections_) {
-    if (node != host_finish_->first && connection.finished) return;
+    if (node != host_finish_->first && connection.joined && connection.finished) return;
   }
   const auto host = connections_.find(host_finish_->first);
   if (host != connections_.end()) send_finish(host->first, host->second, host_finish_->second);

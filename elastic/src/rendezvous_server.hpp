@@ -1,6 +1,9 @@
 // The job's rendezvous server, hosted inside one launcher process on its io_context: accepts
 // nodes over TCP (rendezvous_protocol.hpp) and drives the JobCoordinator with what they say,
-// with lost connections and heartbeats, and with its deadlines.
+// with lost connections and heartbeats, and with its deadlines. With a secret, a connection
+// speaks only the handshake of rendezvous_auth.hpp until it has proved that it knows it; a
+// connection that has not authenticated (without a secret: joined) within auth_timeout is
+// closed, and nothing about the job is told to it before.
 #pragma once
 
 #include <asio.hpp>
@@ -10,6 +13,7 @@
 #include <string>
 
 #include "channel.hpp"
+#include "rendezvous_auth.hpp"
 #include "ddprun/job_coordinator.hpp"
 #include "event_loop.hpp"
 
@@ -19,8 +23,10 @@ class RendezvousServer {
  public:
   // Listens on `endpoint` at once; throws std::system_error when it cannot (e.g. the address
   // is in use). The join timeout starts now.
+  // `secret` empty: open, as torchrun's. At most `max_connections` connections at once (more
+  // close the oldest that has not authenticated, else the newest).
   RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint, JobSettings settings,
-                   const RendezvousTimeouts& timeouts);
+                   const RendezvousTimeouts& timeouts, std::string secret, int max_connections);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
@@ -34,12 +40,21 @@ class RendezvousServer {
  private:
   struct Connection {
     std::shared_ptr<Channel> channel;
+    std::optional<Handshake> handshake;  // with a secret, until it has authenticated
+    std::shared_ptr<asio::steady_timer> auth_deadline;
+    bool authenticated = false;
     bool joined = false;
     bool hosts_rendezvous = false;  // the connection of the launcher this server runs in
     bool finished = false;          // got its finish; waiting for it to close
+    int nproc = 0;                  // its workers, from its join
+    std::optional<RoundAssignment> round;  // its latest round, as assigned to it
   };
 
   void accept_next();
+  void accept_one_at_fd_limit();
+  void make_room();
+  void authenticate(NodeId node, Connection& connection, const std::string& type, const nlohmann::json& message);
+  void refuse(NodeId node, Connection& connection, const std::string& why);
   void on_message(NodeId node, const nlohmann::json& message);
   void handle(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_closed(NodeId node, const std::string& why);
@@ -50,6 +65,12 @@ class RendezvousServer {
 
   asio::ip::tcp::acceptor acceptor_;
   RendezvousTimeouts timeouts_;
+  std::string secret_;
+  std::size_t max_connections_;
+  // A descriptor held open so that, when the process runs out, it can be closed to accept and
+  // close a pending connection instead of spinning on EMFILE (see accept_one_at_fd_limit).
+  int reserve_fd_ = -1;
+  asio::steady_timer accept_pause_;
   JobCoordinator coordinator_;
   asio::steady_timer deadline_timer_;
   std::map<NodeId, Connection> connections_;
@@ -58,6 +79,8 @@ class RendezvousServer {
   // closed: once the host's launcher has it, it exits and takes this server with it.
   std::optional<std::pair<NodeId, JobOutcome>> host_finish_;
   bool shut_down_ = false;
+  int refusals_reported_ = 0;
+  bool fd_limit_reported_ = false;
   Lifetime lifetime_;
 };
 

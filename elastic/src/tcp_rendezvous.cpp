@@ -1,8 +1,11 @@
 #include "tcp_rendezvous.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "ddprun/rendezvous_protocol.hpp"
 #include "node_identity.hpp"
@@ -85,24 +88,34 @@ void TcpRendezvous::host_if_chosen() {
   const Hosting hosting = hosts_rendezvous(config_, endpoint_addrs, own_addrs);
   if (hosting == Hosting::kNo) return;
 
-  // On the endpoint's own address when it is this host's; otherwise (is_host=1 behind a
-  // forwarded or virtual address) on every address.
-  asio::ip::tcp::endpoint listen(asio::ip::tcp::v4(), static_cast<unsigned short>(endpoint_.port));
-  for (const auto& e : endpoints) {
-    if (std::find(own_addrs.begin(), own_addrs.end(), e.endpoint().address().to_string()) != own_addrs.end()) {
-      listen = e.endpoint();
-      break;
+  // On the endpoint's own address when this host can bind it (any 127.0.0.0/8 address on
+  // loopback, too); else on --local_addr; all addresses only when neither works (is_host=1
+  // behind a forwarded or virtual address).
+  std::vector<asio::ip::tcp::endpoint> candidates;
+  for (const auto& e : endpoints) candidates.push_back(e.endpoint());
+  if (bind_address_) candidates.emplace_back(*bind_address_, static_cast<unsigned short>(endpoint_.port));
+  candidates.emplace_back(asio::ip::tcp::v4(), static_cast<unsigned short>(endpoint_.port));
+  struct rlimit files {};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  const int max_connections = connection_limit(
+      config_, files.rlim_cur == RLIM_INFINITY ? 1L << 20 : static_cast<long>(files.rlim_cur));
+  asio::ip::tcp::endpoint listen;
+  for (const auto& candidate : candidates) {
+    listen = candidate;
+    try {
+      server_ = std::make_unique<RendezvousServer>(io_, listen, job_settings(config_), config_.timeouts,
+                                                   config_.secret, max_connections);
+      return;
+    } catch (const std::system_error& e) {
+      if (e.code().value() == EADDRNOTAVAIL) continue;  // not this host's address
+      if (hosting == Hosting::kIfPortFree && e.code() == asio::error::address_in_use) return;
+      return end(rendezvous_failure(
+          fmt::format("could not host the rendezvous on {}: {}; choose another {}", describe(listen),
+                      e.code().message(),
+                      config_.backend == Backend::kStatic && config_.endpoint.empty() ? "--master_port"
+                                                                                      : "--rdzv_endpoint port"),
+          0));
     }
-  }
-  try {
-    server_ = std::make_unique<RendezvousServer>(io_, listen, job_settings(config_), config_.timeouts);
-  } catch (const std::system_error& e) {
-    if (hosting == Hosting::kIfPortFree && e.code() == asio::error::address_in_use) return;
-    end(rendezvous_failure(
-        fmt::format("could not host the rendezvous on {}: {}; choose another {}", describe(listen), e.code().message(),
-                    config_.backend == Backend::kStatic && config_.endpoint.empty() ? "--master_port"
-                                                                                    : "--rdzv_endpoint port"),
-        0));
   }
 }
 
@@ -134,6 +147,7 @@ void TcpRendezvous::connect_to(const asio::ip::tcp::endpoint& endpoint) {
   connecting_.close(ec);
   connecting_.open(endpoint.protocol(), ec);
   if (ec) return retry_connect(ec.message());
+  ::fcntl(connecting_.native_handle(), F_SETFD, FD_CLOEXEC);  // not the workers' connection
   // Leave from --local_addr, so that the other side sees the address this node advertises.
   if (bind_address_ && bind_address_->is_v4() == endpoint.address().is_v4()) {
     connecting_.bind({*bind_address_, 0}, ec);
@@ -158,8 +172,6 @@ void TcpRendezvous::retry_connect(const std::string& error) {
 void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
   join_timer_.cancel();
   channel_ = std::make_shared<Channel>(std::move(socket), config_.timeouts, endpoint_text_);
-  const std::string addr =
-      config_.local_addr.empty() ? channel_->local_endpoint().address().to_string() : config_.local_addr;
   channel_->start([this](const nlohmann::json& message) { on_message(message); },
                   [this](const std::string& why) {
                     channel_.reset();
@@ -167,12 +179,46 @@ void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
                                            restarts_));
                   });
   state_ = State::kIdle;
+  if (config_.secret.empty()) return send_join();
+  handshake_.emplace(AuthRole::kClient, config_.secret, random_nonce(), kProtocolVersion);
+  send(handshake_->hello());
+}
+
+void TcpRendezvous::send_join() {
+  const std::string addr =
+      config_.local_addr.empty() ? channel_->local_endpoint().address().to_string() : config_.local_addr;
   send({{"type", "join"},
         {"version", kProtocolVersion},
         {"node", node_spec(config_, addr, master_port_->port(), server_ != nullptr)}});
 }
 
+// Until the host has proved that it knows the secret, nothing it says is believed: a refusal
+// ends this node with a rendezvous error whatever exit code it names.
+void TcpRendezvous::on_handshake_message(const nlohmann::json& message) {
+  std::string why;
+  try {
+    if (message.value("type", "") == "finish") {
+      why = fmt::format("the rendezvous at {} refused this node: {}", endpoint_text_,
+                        message.at("outcome").at("error").get<std::string>());
+    } else {
+      send(handshake_->on_challenge(message));
+      channel_->authenticate(MessageAuth(AuthRole::kClient, handshake_->session_key()));
+      handshake_.reset();
+      return send_join();
+    }
+  } catch (const std::exception& e) {
+    why = fmt::format(
+        "the rendezvous at {} did not prove that it knows the job's secret ({}): it is not this job's rendezvous "
+        "host, or it has another secret; check the endpoint and that no other program holds its port",
+        endpoint_text_, e.what());
+  }
+  channel_->close();
+  channel_.reset();
+  end(rendezvous_failure(why, restarts_));
+}
+
 void TcpRendezvous::on_message(const nlohmann::json& message) {
+  if (handshake_) return on_handshake_message(message);
   try {
     const std::string type = message.at("type");
     if (type == "assign") {

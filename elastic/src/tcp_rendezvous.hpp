@@ -11,6 +11,7 @@
 #include "ddprun/rendezvous.hpp"
 #include "event_loop.hpp"
 #include "master_port.hpp"
+#include "rendezvous_auth.hpp"
 #include "rendezvous_server.hpp"
 
 namespace ddprun::elastic {
@@ -41,6 +42,8 @@ class TcpRendezvous final : public Rendezvous {
   void retry_connect(const std::string& error);
   void on_connected(asio::ip::tcp::socket socket);
   void on_message(const nlohmann::json& message);
+  void on_handshake_message(const nlohmann::json& message);
+  void send_join();
   void end(JobOutcome outcome);
   void send(const nlohmann::json& message);
   template <class F>
@@ -65,6 +68,7 @@ class TcpRendezvous final : public Rendezvous {
   double connect_retry_;  // seconds until the next attempt to reach the endpoint
   std::string last_connect_error_;
   std::shared_ptr<Channel> channel_;
+  std::optional<Handshake> handshake_;  // with a secret: from connecting until the host proved itself
   bool left_ = false;
   Lifetime lifetime_;
 };

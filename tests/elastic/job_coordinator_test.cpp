@@ -363,6 +363,68 @@ TEST_CASE("a node joining a running job is admitted in the next round, using no 
   });
 }
 
+TEST_CASE("quick joins and leaves are free up to max_membership_changes in a row, then cost restarts") {
+  JobSettings settings = job(2, 3, 1);
+  settings.max_membership_changes = 2;
+  const std::string joined3 = "membership_change: node h3 (10.0.0.3) joined; admitting it in the next round";
+  const std::string lost3 = "node_lost: node h3 (10.0.0.3) was lost: it closed the connection";
+  SUBCASE("churn spends the budget, then ends the job") {
+    play(settings, {
+        {"join 1", {}},
+        {"join 2", {}},
+        {"@30 tick", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                      "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"@31 join 3", {"n1 stop round=1 " + joined3, "n2 stop round=1 " + joined3}},
+        {"stopped 1 1", {}},
+        {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                         "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                         "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+        {"@32 gone 3", {"n1 stop round=2 " + lost3, "n2 stop round=2 " + lost3}},
+        {"stopped 1 2", {}},
+        {"stopped 2 2", {"n1 assign round=3 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                         "n2 assign round=3 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"@33 join 3", {"n1 stop round=3 " + joined3, "n2 stop round=3 " + joined3}},
+        {"stopped 1 3", {}},
+        {"stopped 2 3", {"n1 assign round=4 restarts=1 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                         "n2 assign round=4 restarts=1 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                         "n3 assign round=4 restarts=1 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+        {"@34 gone 3", {"n1 stop round=4 " + lost3, "n2 stop round=4 " + lost3}},
+        {"stopped 1 4", {}},
+        {"stopped 2 4",
+         {"n1 finish exit=69 restarts=1 error=4 rounds in a row ended by nodes joining or leaving within 30 s of their "
+          "start (last: node h3 (10.0.0.3) was lost: it closed the connection), more than max_membership_changes=2, "
+          "and the 1 restarts of --max_restarts are spent; raise --rdzv_conf max_membership_changes or "
+          "--max_restarts",
+          "n2 finish exit=69 restarts=1 error=4 rounds in a row ended by nodes joining or leaving within 30 s of their "
+          "start (last: node h3 (10.0.0.3) was lost: it closed the connection), more than max_membership_changes=2, "
+          "and the 1 restarts of --max_restarts are spent; raise --rdzv_conf max_membership_changes or "
+          "--max_restarts"}},
+    });
+  }
+  SUBCASE("a round that ran for the last-call window is progress: the count starts again") {
+    play(settings, {
+        {"join 1", {}},
+        {"join 2", {}},
+        {"@30 tick", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                      "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"@31 join 3", {"n1 stop round=1 " + joined3, "n2 stop round=1 " + joined3}},
+        {"stopped 1 1", {}},
+        {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                         "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                         "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+        {"@32 gone 3", {"n1 stop round=2 " + lost3, "n2 stop round=2 " + lost3}},
+        {"stopped 1 2", {}},
+        {"stopped 2 2", {"n1 assign round=3 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                         "n2 assign round=3 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+        {"@100 join 3", {"n1 stop round=3 " + joined3, "n2 stop round=3 " + joined3}},
+        {"stopped 1 3", {}},
+        {"stopped 2 3", {"n1 assign round=4 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                         "n2 assign round=4 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                         "n3 assign round=4 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+    });
+  }
+}
+
 TEST_CASE("success needs every node (the exit barrier); a failure elsewhere first restarts all") {
   SUBCASE("barrier") {
     play(job(2, 2), {

@@ -105,7 +105,8 @@ TEST_CASE("--rdzv_conf") {
                        RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
                        "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
-                       "heartbeat_interval, heartbeat_timeout, is_host",
+                       "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, max_connections, "
+                       "max_membership_changes",
                        RendezvousConfigError);
 }
 

@@ -52,6 +52,9 @@ inline constexpr const char* kDefaultPython = "DDPRUN_DEFAULT_PYTHON";
 inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
 // SIGTERM -> SIGKILL grace period in seconds (torchrun's name, also a ddprun flag).
 inline constexpr const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
+// The job's rendezvous secret when --rdzv_conf secret_file is not given. Removed from the
+// launcher's own environment once read: never passed on to the workers.
+inline constexpr const char* kRdzvSecret = "DDPRUN_RDZV_SECRET";
 // "1": no agent store; the workers get TORCHELASTIC_USE_AGENT_STORE=False (torchrun's name).
 inline constexpr const char* kDisableAgentStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE";
 

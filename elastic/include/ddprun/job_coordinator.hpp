@@ -17,7 +17,8 @@
 //              count as stopped; a node whose workers succeeded reports too, so that no next
 //              round starts before its launcher has closed the round's store). Then: after a worker failure, a new round while the job-wide
 //              restart budget lasts, otherwise the job finishes with the root cause (the earliest
-//              failure); after a membership change alone, a new round that uses no budget.
+//              failure); after a membership change alone, a new round that uses no budget,
+//              unless max_membership_changes rounds in a row already ended so (churn).
 //   finished   every node got the same JobOutcome; new nodes are refused.
 #pragma once
 
@@ -41,6 +42,9 @@ struct JobSettings {
   double join_timeout = 600;  // see RendezvousTimeouts
   double last_call_timeout = 30;
   double close_timeout = 60;
+  // Rounds in a row that nodes joining or leaving may end within last_call_timeout of their
+  // start without costing a restart; each one more costs one of max_restarts.
+  int max_membership_changes = 1 << 30;
 };
 
 // What a node says about itself when it joins.
@@ -133,7 +137,7 @@ class JobCoordinator {
   std::string present_nodes() const;
   void gather(double now, Messages& out);
   void complete_if_ready(double now, Messages& out);
-  void start_round(Messages& out);
+  void start_round(double now, Messages& out);
   void stop_round(StopReason reason, const std::string& why, double now, Messages& out);
   void end_round_if_stopped(double now, Messages& out);
   void record(NodeId node, WorkerFailure failure);
@@ -145,6 +149,8 @@ class JobCoordinator {
   std::uint64_t joins_ = 0;
   int round_ = 0;
   int restart_count_ = 0;
+  double round_started_ = 0;
+  int membership_changes_ = 0;  // rounds in a row ended by joins and leaves without progress
   // gathering
   double join_deadline_;
   std::optional<double> last_call_deadline_;

@@ -40,6 +40,9 @@ struct RendezvousTimeouts {
   // Silence after which a node, or the rendezvous host, counts as lost. A closed connection
   // counts at once.
   double heartbeat_timeout = 5;
+  // For a new connection to the rendezvous host to authenticate (or, without a secret, to
+  // join); then it is closed. Nothing about the job is told to it before.
+  double auth_timeout = 5;
 };
 
 struct RendezvousConfig {
@@ -66,6 +69,16 @@ struct RendezvousConfig {
   bool agent_store = true;
   std::optional<bool> is_host;  // --rdzv_conf is_host=0|1; unset: see hosts_rendezvous()
   RendezvousTimeouts timeouts;
+  // The job's secret, from --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET (load_secret());
+  // empty: the rendezvous is open, as torchrun's. Never printed, logged or given to workers.
+  std::string secret;
+  std::string secret_file;  // --rdzv_conf secret_file
+  // --rdzv_conf max_connections: connections the rendezvous host keeps at once; 0: see
+  // connection_limit().
+  int max_connections = 0;
+  // --rdzv_conf max_membership_changes: rounds ended by nodes joining or leaving that cost no
+  // restart; after that each costs one of --max_restarts. -1: 4 per node (--nnodes MAX).
+  int max_membership_changes = -1;
 };
 
 // "host[:port]" split; "[v6addr]:port" accepted.
@@ -88,12 +101,23 @@ Endpoint rendezvous_endpoint(const RendezvousConfig& config);
 Endpoint single_node_master(const RendezvousConfig& config);
 
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
-// close_timeout, heartbeat_interval, heartbeat_timeout (seconds), is_host (0|1|true|false), and
+// close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
+// (0|1|true|false), secret_file (a path), max_connections, max_membership_changes, and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
 // and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on
 // any other key or a bad value.
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config);
+
+// Fills config.secret from config.secret_file when set (trailing newlines dropped), else from
+// `env_secret` (DDPRUN_RDZV_SECRET; null when unset). Throws RendezvousConfigError when the file
+// cannot be read or the secret is empty.
+void load_secret(RendezvousConfig& config, const char* env_secret);
+
+// The connections the rendezvous host keeps at once: max_connections when given, else 2 per
+// node (--nnodes MAX) plus 16 but at most a quarter of `fd_limit` (the soft RLIMIT_NOFILE), so
+// that the rest stays for the workers' pipes and the store. At least 4.
+int connection_limit(const RendezvousConfig& config, long fd_limit);
 
 // Throws RendezvousConfigError naming the flag when the configuration cannot work.
 void validate(const RendezvousConfig& config);

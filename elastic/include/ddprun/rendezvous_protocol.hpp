@@ -1,6 +1,7 @@
 // The wire format between TcpRendezvous clients and the RendezvousServer: one JSON object per
-// line over TCP, each with a "type".
-//   client -> server  {"type":"join","version":3,"node":{NodeSpec}}  first, then any of
+// line over TCP, each with a "type". With a secret, a client first authenticates (hello,
+// challenge, proof: rendezvous_auth.hpp), and every line after that, both ways, is "TAG JSON".
+//   client -> server  {"type":"join","version":5,"node":{NodeSpec}}  first, then any of
 //                     {"type":"worker_failed","round":R,"failure":{WorkerFailure}}
 //                     {"type":"workers_stopped","round":R,"failures":[{WorkerFailure}...]}
 //                     {"type":"workers_succeeded","round":R}
@@ -10,8 +11,8 @@
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
 //   both ways         {"type":"heartbeat"} every heartbeat_interval
 // A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
-// server refuses a join of another version with a "finish", whose shape therefore never
-// changes. Field names are those of the C++ structs.
+// server refuses a join (or hello) of another version with a "finish", whose shape therefore
+// never changes; it is the only thing a peer that has not authenticated is ever told. Field names are those of the C++ structs.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,8 +23,9 @@
 namespace ddprun::elastic {
 
 // 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
-// whose workers succeeded answers a stop. 4: WorkerFailure has hung.
-inline constexpr int kProtocolVersion = 4;
+// whose workers succeeded answers a stop. 4: WorkerFailure has hung. 5: the handshake with a
+// secret and tagged lines; a host refuses a failure report of another node's workers.
+inline constexpr int kProtocolVersion = 5;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.

@@ -1,0 +1,99 @@
+// Authentication of rendezvous connections with the job's secret: a mutual HMAC-SHA256
+// challenge-response with a fresh nonce from each side, then an HMAC on every message, bound to
+// the session (a key derived from both nonces), the direction and a sequence number. Pure: no
+// I/O; the nonces are passed in, so that tests can replay a handshake.
+//
+//   client -> server  {"type":"hello","version":V,"nonce":Nc}
+//   server -> client  {"type":"challenge","nonce":Ns,"proof":HMAC(K, "ddprun-rdzv server" 0 Nc Ns)}
+//   client -> server  {"type":"proof","proof":HMAC(K, "ddprun-rdzv client" 0 Nc Ns)}
+// The client checks the server's proof before it proves itself, so that a program squatting on
+// the endpoint learns nothing and is refused. Then each side sends lines "TAG JSON", TAG =
+// HMAC(S, direction 0 seq 0 JSON) with S = HMAC(K, "ddprun-rdzv session" 0 Nc Ns) and seq
+// counting that direction's messages from 0: a line altered, replayed, reordered, or taken from
+// another connection fails. Messages are authenticated, not encrypted (nothing in them is secret).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace ddprun::elastic {
+
+// The peer failed to authenticate: a wrong proof, a malformed handshake message, a bad tag.
+class AuthError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// 32 random bytes from OpenSSL's RAND_bytes, as 64 lowercase hex digits. Throws
+// std::runtime_error when the generator fails.
+std::string random_nonce();
+
+// HMAC-SHA256 of `data` under `key`, as 64 lowercase hex digits.
+std::string hmac_sha256_hex(std::string_view key, std::string_view data);
+
+// Whether two tags are equal, in time independent of where they differ (CRYPTO_memcmp).
+bool tags_equal(std::string_view a, std::string_view b);
+
+enum class AuthRole { kClient, kServer };
+
+// One side of the handshake above. A new Handshake per connection; methods out of order, or a
+// wrong proof, throw AuthError.
+class Handshake {
+ public:
+  // `nonce` must come from random_nonce() (tests pass fixed ones).
+  Handshake(AuthRole role, std::string secret, std::string nonce, int version);
+
+  // Client: the first message.
+  nlohmann::json hello() const;
+  // Server: answers a hello with the challenge, which carries the server's proof.
+  nlohmann::json on_hello(const nlohmann::json& hello);
+  // Client: checks the server's proof; returns the client's proof. Done afterwards.
+  nlohmann::json on_challenge(const nlohmann::json& challenge);
+  // Server: checks the client's proof. Done afterwards.
+  void on_proof(const nlohmann::json& proof);
+
+  bool done() const { return done_; }
+  // The session key; only once done().
+  const std::string& session_key() const;
+  // The version the client's hello named (server side).
+  int peer_version() const { return peer_version_; }
+
+ private:
+  std::string proof(std::string_view label) const;
+  void derive_session_key();
+
+  AuthRole role_;
+  std::string secret_;
+  std::string own_nonce_;
+  std::string client_nonce_;
+  std::string server_nonce_;
+  int version_;
+  int peer_version_ = 0;
+  int step_ = 0;
+  bool done_ = false;
+  std::string session_key_;
+};
+
+// The tags of one authenticated connection, for one side of it.
+class MessageAuth {
+ public:
+  MessageAuth(AuthRole role, std::string session_key);
+  // The line to send for `json_text` (no newline): "TAG JSON". Advances the send sequence.
+  std::string seal(std::string_view json_text);
+  // The JSON text of a received line when its tag is right for the next receive sequence
+  // number (which then advances); throws AuthError otherwise.
+  std::string_view open(std::string_view line);
+
+ private:
+  std::string tag(std::string_view direction, unsigned long long seq, std::string_view json_text) const;
+
+  AuthRole role_;
+  std::string key_;
+  unsigned long long sent_ = 0;
+  unsigned long long received_ = 0;
+};
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The authenticated rendezvous with real ddprun processes on loopback addresses (127.0.0.2, .3)
+# and rdzv_peer.py as the stranger, the forger, the squatter and the flood.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+peer=(python3 "$DDPRUN_SOURCE_DIR/tests/elastic/rdzv_peer.py")
+port=$(( 20000 + RANDOM % 20000 ))
+next_port() { port=$((port + 1)); }
+node() {
+  local addr=$1 name=$2; shift 2
+  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  eval "PID_$name=$!"
+}
+finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+printf 'the-jobs-secret\n' > "$T/secret"; chmod 600 "$T/secret"
+
+worker dump <<'SH'
+#!/bin/sh
+echo "$RANK $WORLD_SIZE $MASTER_ADDR $TORCHELASTIC_RUN_ID" > "$T/env.$RANK"
+echo "$RANK" >> "$T/starts"
+env > "$T/environ.$RANK"
+sleep "${HOLD:-0}"
+SH
+
+# 1. The secret from a file on one node and from DDPRUN_RDZV_SECRET on the other: the job runs,
+# no warning, and the workers never see the secret.
+next_port
+job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=authjob)
+node 127.0.0.2 a "${job[@]}" --rdzv_conf=secret_file=$T/secret "$T/dump"
+DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.3 b "${job[@]}" "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "authenticated pair ($(cat "$T/a.err" "$T/b.err"))"
+expect_eq "$(cat "$T"/env.* | sort | tr '\n' ' ')" "0 4 127.0.0.2 authjob 1 4 127.0.0.2 authjob 2 4 127.0.0.2 authjob 3 4 127.0.0.2 authjob " "ranks"
+! grep -l "the-jobs-secret\|DDPRUN_RDZV_SECRET" "$T"/environ.* "$T"/a.* "$T"/b.* || fail "the secret reached a worker or the output"
+expect_not_in "$T/a.err" "rendezvous is open"
+"$DDPRUN" --print_config --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=x \
+  --rdzv_conf=secret_file=$T/secret "$T/dump" > "$T/config.json"
+expect_not_in "$T/config.json" "the-jobs-secret"
+ok "secret from secret_file and DDPRUN_RDZV_SECRET: the job runs; workers, output and --print_config never show it"
+
+# 2. Without a secret: it works as torchrun's, with one warning line per node. Node 0 of a
+# static job listens on --master_addr's address, not 0.0.0.0, even without --local_addr.
+next_port; rm -f "$T"/env.*
+job=(--nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.2 --master_port=$port)
+HOLD=2 "$DDPRUN" "${job[@]}" --node_rank=0 "$T/dump" >"$T/a.out" 2>"$T/a.err" &
+PID_a=$!
+HOLD=2 node 127.0.0.3 b "${job[@]}" --node_rank=1 "$T/dump"
+wait_for 20 test -e "$T/env.1"
+expect_eq "$(ss -Hltn "sport = :$port" | awk '{print $4}')" "127.0.0.2:$port" "the static host's listening address"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "open pair"
+for n in a b; do expect_eq "$(grep -c "warning: the rendezvous is open" "$T/$n.err")" 1 "warning lines of $n"; done
+ok "no secret: the job runs, one warning line that the rendezvous is open on each node; listening on 127.0.0.2"
+
+# 3. Strangers: a ddprun with a wrong secret, one with none, and a raw join are refused and told
+# nothing about the job, which runs unchanged.
+next_port; rm -f "$T"/env.* "$T/starts"
+job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=secretjob42
+     --max_restarts=3 --rdzv_conf=last_call_timeout=1)
+export HOLD=3
+DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.2 a "${job[@]}" "$T/dump"
+DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.3 b "${job[@]}" "$T/dump"
+wait_for 20 test -e "$T/env.3"
+DDPRUN_RDZV_SECRET=a-guess node 127.0.0.4 wrong "${job[@]}" "$T/dump"
+node 127.0.0.5 none "${job[@]}" "$T/dump"
+"${peer[@]}" stranger 127.0.0.2 $port --secret=a-guess > "$T/raw-wrong.out" 2>&1
+"${peer[@]}" stranger 127.0.0.2 $port --nnodes=2 > "$T/raw-none.out" 2>&1
+finish wrong; finish none; finish a; finish b
+unset HOLD
+expect_eq "$RC_a $RC_b" "0 0" "the job with strangers around ($(cat "$T/a.err"))"
+expect_eq "$(cat "$T"/env.* | awk '{print $2}' | sort -u)" "4" "world size unchanged"
+expect_eq "$(wc -l < "$T/starts")" 4 "worker starts (one round, no restart)"
+expect_eq "$RC_wrong $RC_none" "69 69" "strangers' exit codes"
+expect_in "$T/wrong.err" "did not prove that it knows the job's secret"
+expect_in "$T/none.err" "failed: the rendezvous needs the job.s secret and this node has none"
+expect_in "$T/raw-wrong.out" "server proof ok: False"
+expect_in "$T/raw-wrong.out" "authentication failed: its proof does not match the job's secret"
+expect_in "$T/raw-none.out" "needs the job's secret"
+for f in wrong.err none.err raw-wrong.out raw-none.out; do
+  expect_not_in "$T/$f" "secretjob42|\"max_restarts\"|\"world_size\"|\"assign"
+done
+expect_in "$T/a.err" "refused a rendezvous connection from 127.0.0.[45]"
+ok "strangers with a wrong secret and with none are refused, learn nothing, and the job runs unchanged"
+
+# 4. An authenticated connection that reports a failure of another node's worker is refused
+# (closed as a lost node); the forged failure never ends the job.
+next_port; rm -f "$T"/env.*
+job=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=forged
+     --rdzv_conf=last_call_timeout=3)
+export HOLD=2
+DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.2 a "${job[@]}" "$T/dump"
+DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.3 b "${job[@]}" "$T/dump"
+"${peer[@]}" forge 127.0.0.2 $port --secret=the-jobs-secret --run-id=forged --nnodes=2:3 > "$T/forge.out" 2>&1
+finish a; finish b
+unset HOLD
+expect_eq "$RC_a $RC_b" "0 0" "the job after a forged failure ($(cat "$T/a.err" "$T/forge.out"))"
+expect_in "$T/forge.out" "forging a failure of rank"
+expect_in "$T/forge.out" "closed by peer"
+expect_in "$T/a.err" "was lost: it sent a bad 'worker_failed' message: it reports worker rank [0-9]+ of node group rank [0-9]+, not one of its own"
+expect_not_in "$T/a.err" "exit code 7|forged"
+ok "a failure report for another node's worker is refused and closes the forger's connection"
+
+# 5. A program squatting on the endpoint cannot serve a job with a secret: the node refuses it
+# and says so, and proves nothing to it.
+next_port
+"${peer[@]}" squat 127.0.0.2 $port --secret=squatters-guess > "$T/squat.out" 2>&1 &
+squatter=$!
+wait_for 10 grep -qs listening "$T/squat.out"
+run_ddprun squatted --local_addr=127.0.0.2 --nnodes=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port \
+  --rdzv_id=sq --rdzv_conf=secret_file=$T/secret "$T/dump"
+expect_eq "$RC" 69 "exit code against a squatter"
+expect_in "$T/squatted.err" "the rendezvous at 127.0.0.2:$port did not prove that it knows the job's secret"
+expect_in "$T/squat.out" "received .*\"type\":\"hello\""
+kill $squatter; wait $squatter || true
+expect_not_in "$T/squat.out" "\"type\":\"(proof|join)\""
+ok "a squatter on the endpoint is refused by the real node, which says so"
+
+# 6. At a small file limit, hundreds of idle connections: no busy loop, and the job still
+# restarts its worker. (a) the default cap on connections; (b) no cap to speak of, so accept()
+# runs out of descriptors.
+worker flaky <<'SH'
+#!/bin/sh
+echo "$TORCHELASTIC_RESTART_COUNT" >> "$T/attempt"
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && { sleep "$FAIL_AFTER"; exit 3; }
+exec sleep 6
+SH
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+for variant in cap emfile; do
+  next_port; rm -f "$T/attempt"
+  conf=last_call_timeout=0.5,auth_timeout=2
+  [[ $variant == emfile ]] && conf+=,max_connections=1000
+  export FAIL_AFTER=$([[ $variant == cap ]] && echo 1.5 || echo 7)
+  ( ulimit -n 64; DDPRUN_RDZV_SECRET=the-jobs-secret exec "$DDPRUN" --local_addr=127.0.0.2 --nnodes=1:2 \
+      --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=fd --max_restarts=1 \
+      --rdzv_conf=$conf "$T/flaky" >"$T/fd.out" 2>"$T/fd.err" ) &
+  host=$!
+  wait_for 10 test -e "$T/attempt"
+  "${peer[@]}" flood 127.0.0.2 $port 300 5 > "$T/flood.out" 2>&1 &
+  flood=$!
+  sleep 1; before=$(cpu_ticks $host); sleep 2; after=$(cpu_ticks $host)
+  wait $flood
+  rc=0; wait $host || rc=$?
+  expect_eq "$rc" 0 "fd-limit job ($variant): $(cat "$T/fd.err")"
+  expect_eq "$(tr '\n' ' ' < "$T/attempt")" "0 1 " "attempts ($variant)"
+  (( after - before < 50 )) || fail "the host used $((after - before)) ticks of CPU in 2 s of flood ($variant)"
+  # Every idle connection is closed: by the cap or the descriptor limit, else at auth_timeout.
+  [[ $variant == cap ]] && expect_in "$T/flood.out" "closed by host 300$"
+  expect_in "$T/flood.out" "closed by host [1-9]"
+  if [[ $variant == emfile ]]; then
+    expect_eq "$(grep -c "out of file descriptors" "$T/fd.err")" 1 "one line at the descriptor limit"
+  fi
+done
+unset FAIL_AFTER
+ok "300 idle connections at ulimit -n 64: no busy loop, idle ones closed, the worker restarts"
+
+wait_for 10 no_leftovers
