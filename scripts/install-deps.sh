@@ -21,6 +21,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
   libcpp-httplib-dev               # the launcher's status server (--status_port)
+  libssl-dev                       # libcrypto: the authenticated rendezvous (HMAC-SHA256)
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
