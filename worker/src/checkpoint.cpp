@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -84,6 +85,38 @@ std::vector<std::string> list_names(const fs::path& dir) {
     names.push_back(entry.path().filename().string());
   }
   return names;
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  ::gethostname(buffer, sizeof buffer - 1);
+  return buffer;
+}
+
+// ".checkpoint-<step>.pt.tmp.<host>.<pid>": the writer's host and pid, so that a temp file left
+// by a writer that was killed mid-save is recognised as stale.
+fs::path temp_path(const fs::path& dir, int64_t step) {
+  return dir / ("." + checkpoint_file_name(step) + ".tmp." + host_name() + "." + std::to_string(::getpid()));
+}
+
+// Removes the temp files of writers on this host that no longer run (killed during a save).
+// Files of other hosts are left alone: their writers cannot be checked from here.
+void remove_stale_temp_files(const fs::path& dir) {
+  const std::string host = host_name();
+  for (const auto& name : list_names(dir)) {
+    const auto at = name.find(".tmp.");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    const std::string writer = name.substr(at + 5);  // "<host>.<pid>", or "<pid>" before 0.x
+    const auto dot = writer.rfind('.');
+    const std::string writer_host = dot == std::string::npos ? host : writer.substr(0, dot);
+    const std::string pid_text = dot == std::string::npos ? writer : writer.substr(dot + 1);
+    char* end = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end, 10);
+    if (writer_host != host || pid_text.empty() || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    std::error_code ignored;
+    fs::remove(dir / name, ignored);
+  }
 }
 
 using torch::serialize::InputArchive;
@@ -262,7 +295,8 @@ void Checkpointer::save(int64_t step, const CheckpointItems& items) {
   fs::create_directories(dir_, ec);
   if (ec) throw std::runtime_error("checkpoint: cannot create " + dir_.string() + ": " + ec.message());
   const fs::path final_path = dir_ / checkpoint_file_name(step);
-  const fs::path tmp_path = dir_ / ("." + checkpoint_file_name(step) + ".tmp." + std::to_string(::getpid()));
+  remove_stale_temp_files(dir_);
+  const fs::path tmp_path = temp_path(dir_, step);
   write_durably(tmp_path, bytes);
   if (std::rename(tmp_path.c_str(), final_path.c_str()) != 0) {
     ::unlink(tmp_path.c_str());
@@ -285,6 +319,7 @@ std::optional<int64_t> Checkpointer::load_latest(const CheckpointItems& items) {
   if (items.model == nullptr) throw std::invalid_argument("Checkpointer::load_latest: CheckpointItems::model is required");
   std::string bytes;
   if (comm_->rank() == 0) {
+    remove_stale_temp_files(dir_);  // left by a rank 0 killed during a save, before this restart
     if (auto step = newest_checkpoint(list_names(dir_))) bytes = read_file(dir_ / checkpoint_file_name(*step));
   }
   const auto on_device = at::TensorOptions().device(comm_->device());
