@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/rendezvous_protocol.hpp"
 #include "event_loop.hpp"
 
 namespace ddprun::elastic {
@@ -36,7 +37,8 @@ void Channel::start(OnMessage on_message, OnClosed on_closed) {
 
 void Channel::send(const nlohmann::json& message) {
   if (closed_ || sending_finished_) return;
-  out_.push_back(message.dump() + "\n");
+  // Replaced, not thrown: an --rdzv_id or a worker's error message need not be UTF-8.
+  out_.push_back(message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   if (!writing_) write_next();
 }
 
@@ -77,12 +79,13 @@ void Channel::read_next() {
         if (ec == asio::error::not_found) return self->lost("sent a line longer than 1 MiB");
         if (ec) return self->lost(ec.message());
         self->expect_message_within_timeout();
-        nlohmann::json message = nlohmann::json::parse(self->in_.begin(), self->in_.begin() + length - 1,
-                                                       nullptr, /*allow_exceptions=*/false);
+        std::optional<nlohmann::json> parsed = parse_message(std::string_view(self->in_).substr(0, length - 1));
         self->in_.erase(0, length);
-        if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) {
-          return self->lost("sent a message that is not a JSON object with a \"type\"");
+        if (!parsed) {
+          return self->lost(fmt::format("sent a message that is not a JSON object with a \"type\" (nested at most {} deep)",
+                                        kMaxMessageDepth));
         }
+        const nlohmann::json& message = *parsed;
         if (message["type"] != "heartbeat" && self->on_message_) {
           const OnMessage on_message = self->on_message_;  // the handler may close() this channel
           on_message(message);

@@ -16,6 +16,27 @@ StopReason parse_stop_reason(std::string_view name) {
 }
 
 namespace {
+struct TooDeep {};
+}  // namespace
+
+std::optional<json> parse_message(std::string_view line) {
+  json message;
+  try {
+    message = json::parse(
+        line.begin(), line.end(),
+        [](int depth, json::parse_event_t, json&) {
+          if (depth > kMaxMessageDepth) throw TooDeep{};
+          return true;
+        },
+        /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    return std::nullopt;
+  }
+  if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) return std::nullopt;
+  return message;
+}
+
+namespace {
 struct WireMessage {
   json operator()(const Assign& m) const { return {{"type", "assign"}, {"assignment", m.assignment}}; }
   json operator()(const Stop& m) const {

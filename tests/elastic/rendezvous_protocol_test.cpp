@@ -83,4 +83,19 @@ TEST_CASE("a message missing a field is an error, not a default") {
 }
 
 }  // namespace
+TEST_CASE("parse_message takes objects with a string type, nested a few levels") {
+  CHECK(parse_message(R"({"type":"heartbeat"})"));
+  CHECK(parse_message(R"({"type":"finish","outcome":{"failures":[{"rank":1}]}})"));
+  CHECK_FALSE(parse_message(""));
+  CHECK_FALSE(parse_message("[1]"));
+  CHECK_FALSE(parse_message(R"({"type":3})"));
+  CHECK_FALSE(parse_message(R"({"kind":"join"})"));
+  CHECK_FALSE(parse_message(R"({"type":"join")"));
+  // 1 MiB of '[' (a line the channel accepts) used to build a tree whose destruction overflowed
+  // the stack.
+  const std::string deep = R"({"type":"join","node":)" + std::string(1 << 20, '[');
+  CHECK_FALSE(parse_message(deep));
+  CHECK_FALSE(parse_message(std::string(1 << 20, '{')));
+}
+
 }  // namespace ddprun::elastic
