@@ -133,8 +133,11 @@ TEST_CASE("expand_hostlist bounds hostile lists and quotes them short") {
       {"a[0-60000]" + std::string(200, 'b') + "[0-15]", "expands to more than 33554432 characters"},
       {std::string(100000, '['), "is nested"},
   };
-  for (const auto& [list, problem] : cases) {
-    CAPTURE(list.substr(0, 40));
+  for (const auto& c : cases) {
+    const std::string& list = c.first;
+    const char* problem = c.second;
+    const std::string start = list.substr(0, 40);
+    CAPTURE(start);
     try {
       expand_hostlist(list);
       FAIL("no exception");

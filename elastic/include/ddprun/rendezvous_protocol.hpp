@@ -45,7 +45,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_r
 inline constexpr int kMaxMessageDepth = 32;
 
 // One line received (without its '\n') as a message: a JSON object with a string "type", nested
-// at most kMaxMessageDepth deep. nullopt when it is not one; never throws.
+// at most kMaxMessageDepth deep, whose non-integer numbers fit in an int (but "timestamp"s).
+// nullopt when it is not one; never throws.
 std::optional<nlohmann::json> parse_message(std::string_view line);
 
 // Throws std::invalid_argument for a name to_string(StopReason) does not give.
