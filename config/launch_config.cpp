@@ -317,7 +317,7 @@ RawOptions options_from_json_file(const std::string& path) {
       if (depth > kMaxJsonDepth) throw TooDeep{};
       return true;
     });
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw UsageError(fmt::format("{}: not valid JSON ({})", where, shown(e.what(), 200)));
   } catch (const TooDeep&) {
     throw UsageError(fmt::format("{}: nested deeper than {} levels; expected a JSON object of options", where,
