@@ -419,9 +419,39 @@ int visible_gpu_count(int physical, const std::optional<std::string>& visible) {
   return std::min(count, physical);
 }
 
-LaunchConfig resolve_config(const OptionSources& sources,
-                            const std::vector<std::string>& program_and_args,
+namespace {
+
+LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string>& program_and_args,
+                     ResolveContext& context);
+
+// A message about "--key=VALUE" whose value came from a PET_KEY variable names the variable:
+// the user looks for it in the environment, not on the command line.
+std::string attributed(const std::string& message, const OptionSources& sources) {
+  if (message.rfind("--", 0) != 0) return message;
+  const std::size_t end = message.find_first_of("=: ", 2);
+  if (end == std::string::npos) return message;
+  const std::string key = message.substr(2, end - 2);
+  if (sources.cli.count(key) > 0 || sources.file.count(key) > 0 || sources.env.count(key) == 0) return message;
+  std::string variable = env::kPetPrefix + key;
+  std::transform(variable.begin(), variable.end(), variable.begin(), ::toupper);
+  return variable + message.substr(end);
+}
+
+}  // namespace
+
+LaunchConfig resolve_config(const OptionSources& sources, const std::vector<std::string>& program_and_args,
                             ResolveContext& context) {
+  try {
+    return resolve(sources, program_and_args, context);
+  } catch (const UsageError& e) {
+    throw UsageError(attributed(e.what(), sources));
+  }
+}
+
+namespace {
+
+LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string>& program_and_args,
+                     ResolveContext& context) {
   RawOptions merged;
   for (const auto& spec : kOptions) {
     if (spec.default_text != nullptr) merged[spec.key] = spec.default_text;
@@ -561,6 +591,8 @@ LaunchConfig resolve_config(const OptionSources& sources,
   }
   return c;
 }
+
+}  // namespace
 
 nlohmann::json to_json(const LaunchConfig& c) {
   const auto nullable = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };

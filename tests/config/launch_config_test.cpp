@@ -316,9 +316,11 @@ TEST_CASE("hostile values are refused with one short line naming the option") {
     CHECK(message.size() < 300);
     CHECK(message.find('\n') == std::string::npos);
   }
-  // The same values from PET_* variables.
-  CHECK(usage_error({}, {{"nnodes", digits}}).rfind("--nnodes=999", 0) == 0);
-  CHECK(usage_error({}, {{"shutdown_timeout", "inf"}}).rfind("--shutdown_timeout=inf", 0) == 0);
+  // The same values from PET_* variables name the variable, unless the command line overrides it.
+  CHECK(usage_error({}, {{"nnodes", digits}}).rfind("PET_NNODES=999", 0) == 0);
+  CHECK(usage_error({}, {{"shutdown_timeout", "inf"}}).rfind("PET_SHUTDOWN_TIMEOUT=inf: expected", 0) == 0);
+  CHECK(usage_error({{"shutdown_timeout", "nan"}}, {{"shutdown_timeout", "inf"}}).rfind("--shutdown_timeout=nan", 0) == 0);
+  CHECK(usage_error({}, {{"redirects", "9"}}).rfind("PET_REDIRECTS=9: expected", 0) == 0);
 }
 
 TEST_CASE("the longest values that are valid are accepted") {
