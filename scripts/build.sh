@@ -6,8 +6,8 @@
 #       library's tests (the launcher's do not depend on libtorch and run in build/), with the
 #       worker library shared (build/ has it static: CI builds and installs both kinds)
 #   scripts/build.sh --fuzz [extra cmake -D options]     with clang, ASan and UBSan, no libtorch, in
-#       build-fuzz/: the libFuzzer targets (tests/fuzz) and the launcher/config/elastic/SLURM unit
-#       tests, nothing else
+#       build-fuzz/: the libFuzzer targets (tests/fuzz), ddprun and the launcher/config/elastic/SLURM
+#       unit tests, nothing else
 # DDPRUN_BUILD_DIR / DDPRUN_TORCH2_BUILD_DIR / DDPRUN_FUZZ_BUILD_DIR override the folders;
 # DDPRUN_JOBS the parallel jobs (default: cores).
 set -euo pipefail
@@ -29,7 +29,7 @@ elif [[ "${1:-}" == "--fuzz" ]]; then
   # a fraction of RelWithDebInfo's time.
   options=(-DCMAKE_CXX_COMPILER=clang++ -DDDPRUN_WORKER=OFF -DDDPRUN_FUZZ=ON
            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only")
-  targets=(fuzz config_unit_tests launcher_unit_tests elastic_unit_test slurm_hostlist_test
+  targets=(fuzz ddprun config_unit_tests launcher_unit_tests elastic_unit_test slurm_hostlist_test
            slurm_hostlist_scontrol_test slurm_env_test)
 else
   build=${DDPRUN_BUILD_DIR:-$root/build}
