@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/input_limits.hpp"
+
 namespace ddprun::slurm {
 namespace {
 
@@ -71,6 +73,13 @@ class Expander {
     for (std::size_t n = 0; n < count; ++n) {
       std::string host;
       for (std::size_t p = 0; p < parts.size(); ++p) host += parts[p][pick[p]];
+      if (host.size() > kMaxHostNameChars) {
+        fail(fmt::format("host \"{}\" is longer than {} characters", shown(host), kMaxHostNameChars));
+      }
+      expanded_chars_ += host.size();
+      if (expanded_chars_ > kMaxHostlistChars) {
+        fail(fmt::format("it expands to more than {} characters", kMaxHostlistChars));
+      }
       hosts_.push_back(std::move(host));
       for (std::size_t g : groups) {
         if (++pick[g] < parts[g].size()) break;
@@ -100,9 +109,9 @@ class Expander {
     const std::string_view hi_text = dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
     const std::uint64_t lo = parse_number(lo_text, range, begin);
     const std::uint64_t hi = parse_number(hi_text, range, begin);
-    if (lo > hi) fail(fmt::format("range \"{}\" at offset {} decreases", range, begin));
+    if (lo > hi) fail(fmt::format("range \"{}\" at offset {} decreases", shown(range), begin));
     if (hi - lo >= kMaxHostsPerRange) {
-      fail(fmt::format("range \"{}\" at offset {} has more than {} hosts", range, begin, kMaxHostsPerRange));
+      fail(fmt::format("range \"{}\" at offset {} has more than {} hosts", shown(range), begin, kMaxHostsPerRange));
     }
     const std::size_t width = lo_text.size();
     for (std::uint64_t v = lo;; ++v) {
@@ -114,13 +123,13 @@ class Expander {
   }
 
   std::uint64_t parse_number(std::string_view text, std::string_view range, std::size_t offset) {
-    if (text.empty()) fail(fmt::format("range \"{}\" at offset {} is not N or N-M", range, offset));
+    if (text.empty()) fail(fmt::format("range \"{}\" at offset {} is not N or N-M", shown(range), offset));
     std::uint64_t value = 0;
     for (char c : text) {
-      if (c < '0' || c > '9') fail(fmt::format("range \"{}\" at offset {} is not N or N-M", range, offset));
+      if (c < '0' || c > '9') fail(fmt::format("range \"{}\" at offset {} is not N or N-M", shown(range), offset));
       const unsigned digit = static_cast<unsigned>(c - '0');
       if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) {
-        fail(fmt::format("number \"{}\" at offset {} is too large", text, offset));
+        fail(fmt::format("number \"{}\" at offset {} is too large", shown(text), offset));
       }
       value = value * 10 + digit;
     }
@@ -128,11 +137,12 @@ class Expander {
   }
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw HostlistError(fmt::format("invalid hostlist \"{}\": {}", list_, problem));
+    throw HostlistError(fmt::format("invalid hostlist \"{}\": {}", shown(list_), problem));
   }
 
   std::string_view list_;
   std::vector<std::string> hosts_;
+  std::size_t expanded_chars_ = 0;
 };
 
 }  // namespace

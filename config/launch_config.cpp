@@ -5,13 +5,17 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <regex>
+#include <cstring>
 #include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/input_limits.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::config {
@@ -95,7 +99,7 @@ std::string flag_name(const std::string& key) { return "--" + key; }
 int parse_int(const std::string& key, const std::string& text, int min, int max,
               const char* accepted) {
   const auto fail = [&] {
-    return UsageError(fmt::format("{}={}: expected {}", flag_name(key), text, accepted));
+    return UsageError(fmt::format("{}={}: expected {}", flag_name(key), shown(text), accepted));
   };
   if (text.empty()) throw fail();
   char* end = nullptr;
@@ -107,28 +111,30 @@ int parse_int(const std::string& key, const std::string& text, int min, int max,
   return static_cast<int>(value);
 }
 
+// A number of seconds, at most kMaxTimeoutSeconds: inf, nan and 1e308 are refused, never
+// turned into a timer that overflows and fires at once.
 double parse_seconds(const std::string& key, const std::string& text, bool allow_zero) {
   const auto fail = [&] {
-    return UsageError(fmt::format("{}={}: expected a number of seconds{}", flag_name(key), text,
-                                  allow_zero ? " (0 or more)" : " greater than 0"));
+    return UsageError(fmt::format("{}={}: expected a number of seconds {}, {}", flag_name(key), shown(text),
+                                  allow_zero ? "(0 or more)" : "greater than 0", kMaxTimeoutText));
   };
   char* end = nullptr;
   errno = 0;
   const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || errno != 0 || *end != '\0' || !(value >= 0) || (!allow_zero && value == 0))
+  if (text.empty() || errno != 0 || *end != '\0' || !(value >= 0) || (!allow_zero && value == 0) ||
+      !(value <= kMaxTimeoutSeconds))
     throw fail();
   return value;
 }
 
-// "off", "auto", "auto:FLOOR" or a number of seconds greater than 0 (at most a year: more is a
-// typo, and would overflow the timers).
+// "off", "auto", "auto:FLOOR" or a number of seconds greater than 0 (at most kMaxTimeoutSeconds).
 HangTimeout parse_hang_timeout(const std::string& text) {
   HangTimeout t;
   if (text == "off") return t;
   const auto fail = [&] {
     return UsageError(fmt::format(
-        "--hang_timeout={}: expected a number of seconds greater than 0, auto, auto:MIN_SECONDS or off",
-        text.size() > 80 ? text.substr(0, 80) + "..." : text));
+        "--hang_timeout={}: expected a number of seconds greater than 0 and {}, auto, auto:MIN_SECONDS or off",
+        shown(text), kMaxTimeoutText));
   };
   std::string number = text;
   if (text.rfind("auto", 0) == 0) {
@@ -142,7 +148,7 @@ HangTimeout parse_hang_timeout(const std::string& text) {
   char* end = nullptr;
   errno = 0;
   const double value = std::strtod(number.c_str(), &end);
-  if (number.empty() || errno != 0 || *end != '\0' || !(value > 0) || value > 365 * 86400.0) throw fail();
+  if (number.empty() || errno != 0 || *end != '\0' || !(value > 0) || !(value <= kMaxTimeoutSeconds)) throw fail();
   t.seconds = value;
   return t;
 }
@@ -153,28 +159,37 @@ bool parse_flag(const std::string& key, const std::string& text) {
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "no" || lower == "off" || lower.empty())
     return false;
-  throw UsageError(fmt::format("{}={}: expected 1/0 or true/false", flag_name(key), text));
+  throw UsageError(fmt::format("{}={}: expected 1/0 or true/false", flag_name(key), shown(text)));
 }
 
+// "0".."3", or LOCAL_RANK:MASK,... Parsed by hand: std::regex recurses once per character and
+// overflowed the stack on a long list.
 StreamSelection parse_streams(const std::string& key, const std::string& text) {
+  const auto fail = [&] {
+    return UsageError(fmt::format(
+        "{}={}: expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or per local rank like 0:1,1:3",
+        flag_name(key), shown(text)));
+  };
+  const auto is_mask = [](char c) { return c >= '0' && c <= '3'; };
   StreamSelection selection;
-  static const std::regex kOne("[0-3]");
-  static const std::regex kMap("([0-9]+:[0-3])(,[0-9]+:[0-3])*");
-  if (std::regex_match(text, kOne)) {
+  if (text.size() == 1 && is_mask(text[0])) {
     selection.all = text[0] - '0';
     return selection;
   }
-  if (!std::regex_match(text, kMap)) {
-    throw UsageError(fmt::format(
-        "{}={}: expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or per local rank like 0:1,1:3",
-        flag_name(key), text));
-  }
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto colon = item.find(':');
-    selection.per_rank[std::stoi(item.substr(0, colon))] = std::stoi(item.substr(colon + 1));
-  }
+  std::size_t i = 0;
+  do {
+    if (i > 0) ++i;  // the ','
+    int rank = 0;
+    const std::size_t begin = i;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+      if (i - begin >= 7) throw fail();  // local ranks are below 1 << 20
+      rank = rank * 10 + (text[i] - '0');
+    }
+    if (i == begin || i + 1 >= text.size() || text[i] != ':' || !is_mask(text[i + 1])) throw fail();
+    selection.per_rank[rank] = text[i + 1] - '0';
+    i += 2;
+  } while (i < text.size() && text[i] == ',');
+  if (i != text.size()) throw fail();
   return selection;
 }
 
@@ -188,7 +203,7 @@ std::set<int> parse_rank_list(const std::string& key, const std::string& text, i
   }
   if (ranks.empty()) {
     throw UsageError(fmt::format("{}={}: expected local ranks separated by commas, e.g. 0,1",
-                                 flag_name(key), text));
+                                 flag_name(key), shown(text)));
   }
   return ranks;
 }
@@ -253,50 +268,97 @@ RawOptions options_from_environment(const std::map<std::string, std::string>& en
   return options;
 }
 
+namespace {
+
+// The file's bytes, at most kMaxConfigFileBytes. Every failure names --config and the path:
+// the path is the user's, so its problems are usage errors.
+std::string read_config_file(const std::string& path, const std::string& where) {
+  const auto fail = [&](const std::string& problem) { return UsageError(fmt::format("{}: {}", where, problem)); };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw fail(fmt::format("cannot open the file ({})", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw fail("is a folder; expected a JSON file of options");
+  }
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw fail(fmt::format("cannot read the file ({})", std::strerror(error)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxConfigFileBytes) {
+      ::close(fd);
+      throw fail(fmt::format("larger than {} bytes; expected a small JSON object of options", kMaxConfigFileBytes));
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+struct TooDeep {};
+
+}  // namespace
+
 RawOptions options_from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UsageError(fmt::format("--config {}: cannot open the file", path));
+  const std::string where = fmt::format("--config {}", shown(path));
+  const std::string text = read_config_file(path, where);
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw UsageError(fmt::format("--config {}: not valid JSON ({})", path, e.what()));
+    // The parser itself keeps its own stack, but a tree 100,000 deep overflows the stack when it
+    // is destroyed: refuse it while parsing, before it is built.
+    doc = nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxJsonDepth) throw TooDeep{};
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
+    throw UsageError(fmt::format("{}: not valid JSON ({})", where, shown(e.what(), 200)));
+  } catch (const TooDeep&) {
+    throw UsageError(fmt::format("{}: nested deeper than {} levels; expected a JSON object of options", where,
+                                 kMaxJsonDepth));
   }
   if (!doc.is_object()) {
-    throw UsageError(fmt::format("--config {}: expected a JSON object of options", path));
+    throw UsageError(fmt::format("{}: expected a JSON object of options", where));
   }
   RawOptions options;
   for (const auto& [raw_key, value] : doc.items()) {
     const std::string key = underscored(raw_key);
     if (key == "program") {
-      if (!value.is_string()) throw UsageError(fmt::format("--config {}: \"program\" must be a string", path));
+      if (!value.is_string()) throw UsageError(fmt::format("{}: \"program\" must be a string", where));
       options[key] = value.get<std::string>();
       continue;
     }
     if (key == "args") {
-      if (!value.is_array()) throw UsageError(fmt::format("--config {}: \"args\" must be an array of strings", path));
+      if (!value.is_array() || !std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_string(); })) {
+        throw UsageError(fmt::format("{}: \"args\" must be an array of strings", where));
+      }
       options[key] = value.dump();
       continue;
     }
     const OptionSpec* spec = find_spec(key);
     if (spec == nullptr) {
       throw UsageError(fmt::format(
-          "--config {}: unknown key \"{}\" (keys are ddprun's option names, e.g. "
+          "{}: unknown key \"{}\" (keys are ddprun's option names, e.g. "
           "\"nproc_per_node\"; see ddprun --help)",
-          path, raw_key));
+          where, shown(raw_key)));
     }
     if (value.is_null()) continue;
     if (value.is_boolean()) {
       options[key] = value.get<bool>() ? "1" : "0";
     } else if (value.is_number_integer()) {
-      options[key] = std::to_string(value.get<long long>());
+      options[key] = value.dump();  // exact, for unsigned and negative numbers alike
     } else if (value.is_number()) {
       options[key] = fmt::format("{}", value.get<double>());
     } else if (value.is_string()) {
       options[key] = value.get<std::string>();
     } else {
-      throw UsageError(fmt::format("--config {}: \"{}\" must be a string, number or boolean",
-                                   path, raw_key));
+      throw UsageError(fmt::format("{}: \"{}\" must be a string, number or boolean", where, raw_key));
     }
   }
   return options;
@@ -357,9 +419,39 @@ int visible_gpu_count(int physical, const std::optional<std::string>& visible) {
   return std::min(count, physical);
 }
 
-LaunchConfig resolve_config(const OptionSources& sources,
-                            const std::vector<std::string>& program_and_args,
+namespace {
+
+LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string>& program_and_args,
+                     ResolveContext& context);
+
+// A message about "--key=VALUE" whose value came from a PET_KEY variable names the variable:
+// the user looks for it in the environment, not on the command line.
+std::string attributed(const std::string& message, const OptionSources& sources) {
+  if (message.rfind("--", 0) != 0) return message;
+  const std::size_t end = message.find_first_of("=: ", 2);
+  if (end == std::string::npos) return message;
+  const std::string key = message.substr(2, end - 2);
+  if (sources.cli.count(key) > 0 || sources.file.count(key) > 0 || sources.env.count(key) == 0) return message;
+  std::string variable = env::kPetPrefix + key;
+  std::transform(variable.begin(), variable.end(), variable.begin(), ::toupper);
+  return variable + message.substr(end);
+}
+
+}  // namespace
+
+LaunchConfig resolve_config(const OptionSources& sources, const std::vector<std::string>& program_and_args,
                             ResolveContext& context) {
+  try {
+    return resolve(sources, program_and_args, context);
+  } catch (const UsageError& e) {
+    throw UsageError(attributed(e.what(), sources));
+  }
+}
+
+namespace {
+
+LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string>& program_and_args,
+                     ResolveContext& context) {
   RawOptions merged;
   for (const auto& spec : kOptions) {
     if (spec.default_text != nullptr) merged[spec.key] = spec.default_text;
@@ -378,15 +470,22 @@ LaunchConfig resolve_config(const OptionSources& sources,
   c.debug = flag("debug");
   c.standalone = flag("standalone");
 
-  static const std::regex kMinMax("([0-9]+)(:([0-9]+))?");
-  std::smatch m;
   const std::string nnodes = text("nnodes");
-  if (!std::regex_match(nnodes, m, kMinMax)) {
-    throw UsageError(fmt::format("--nnodes={}: expected a number of nodes N or MIN:MAX", nnodes));
-  }
-  c.min_nodes = parse_int("nnodes", m[1], 1, 1 << 20, "1 or more nodes, as N or MIN:MAX");
-  c.max_nodes = m[3].matched ? parse_int("nnodes", m[3], 1, 1 << 20, "1 or more nodes, as N or MIN:MAX")
-                             : c.min_nodes;
+  const auto node_count = [&](const std::string& part) {
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char ch) { return std::isdigit(ch); });
+    if (!digits) {
+      throw UsageError(fmt::format("--nnodes={}: expected a number of nodes N or MIN:MAX", shown(nnodes)));
+    }
+    const auto n = part.size() <= 8 ? std::stol(part) : 0L;
+    if (n < 1 || n > (1 << 20)) {
+      throw UsageError(fmt::format("--nnodes={}: expected 1 or more nodes (at most {}), as N or MIN:MAX",
+                                   shown(nnodes), 1 << 20));
+    }
+    return static_cast<int>(n);
+  };
+  const auto colon = nnodes.find(':');
+  c.min_nodes = node_count(nnodes.substr(0, colon));
+  c.max_nodes = colon == std::string::npos ? c.min_nodes : node_count(nnodes.substr(colon + 1));
   if (c.min_nodes > c.max_nodes) {
     throw UsageError(fmt::format("--nnodes={}: MIN is larger than MAX; expected MIN:MAX with MIN <= MAX", nnodes));
   }
@@ -397,21 +496,33 @@ LaunchConfig resolve_config(const OptionSources& sources,
                                    c.node_rank, c.max_nodes, c.max_nodes - 1));
     }
   }
-  c.master_addr = text("master_addr");
-  if (c.master_addr.empty()) throw UsageError("--master_addr: expected a host name or address");
+  const auto host = [&](const char* key) {
+    std::string value = text(key);
+    if (value.empty() || value.size() > kMaxHostChars) {
+      throw UsageError(fmt::format("{}={}: expected a host name or address (at most {} characters)", flag_name(key),
+                                   shown(value), kMaxHostChars));
+    }
+    return value;
+  };
+  c.master_addr = host("master_addr");
   if (has("master_port")) {
     c.master_port = parse_int("master_port", text("master_port"), 1, 65535, "a port in 1..65535");
   }
-  c.local_addr = text("local_addr");
+  if (has("local_addr") && !text("local_addr").empty()) c.local_addr = host("local_addr");
 
   c.rdzv_backend = text("rdzv_backend");
   if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d") {
     throw UsageError(fmt::format(
         "--rdzv_backend={}: expected static or c10d (ddprun serves both itself; etcd is not supported)",
-        c.rdzv_backend));
+        shown(c.rdzv_backend)));
   }
   c.rdzv_endpoint = text("rdzv_endpoint");
   c.rdzv_id = text("rdzv_id");
+  if (c.rdzv_id.size() > 256 ||
+      std::any_of(c.rdzv_id.begin(), c.rdzv_id.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
+    throw UsageError(fmt::format("--rdzv_id={}: expected a job id of at most 256 printable characters",
+                                 shown(c.rdzv_id)));
+  }
   c.rdzv_conf = text("rdzv_conf");
 
   c.max_restarts = parse_int("max_restarts", text("max_restarts"), 0, 1 << 30, "a number of restarts, 0 or more");
@@ -421,9 +532,6 @@ LaunchConfig resolve_config(const OptionSources& sources,
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
   c.hang_timeout = parse_hang_timeout(text("hang_timeout"));
   c.hang_timeout.startup = parse_seconds("hang_startup", text("hang_startup"), false);
-  if (c.hang_timeout.startup > 365 * 86400.0) {
-    throw UsageError(fmt::format("--hang_startup={}: expected at most a year of seconds", text("hang_startup")));
-  }
 
   c.log_dir = text("log_dir");
   c.redirects = parse_streams("redirects", text("redirects"));
@@ -432,15 +540,14 @@ LaunchConfig resolve_config(const OptionSources& sources,
   if (has("status_port")) {
     c.status_port = parse_int("status_port", text("status_port"), 0, 65535, "a port in 0..65535 (0: a free one)");
   }
-  c.status_addr = text("status_addr");
-  if (c.status_addr.empty()) throw UsageError("--status_addr: expected a host name or address");
+  c.status_addr = host("status_addr");
 
   c.module = flag("module");
   c.no_python = flag("no_python");
   c.run_path = flag("run_path");
   c.start_method = text("start_method");
   if (c.start_method != "spawn" && c.start_method != "fork" && c.start_method != "forkserver") {
-    throw UsageError(fmt::format("--start_method={}: expected spawn, fork or forkserver", c.start_method));
+    throw UsageError(fmt::format("--start_method={}: expected spawn, fork or forkserver", shown(c.start_method)));
   }
   if (c.module && c.no_python) {
     throw UsageError("-m/--module and --no_python cannot be used together: a module needs the Python interpreter");
@@ -451,7 +558,10 @@ LaunchConfig resolve_config(const OptionSources& sources,
     c.program_args.assign(program_and_args.begin() + 1, program_and_args.end());
   } else if (has("program")) {
     c.program = text("program");
-    if (has("args")) c.program_args = nlohmann::json::parse(text("args")).get<std::vector<std::string>>();
+    if (has("args")) {
+      // options_from_json_file() checked it: an array of strings.
+      c.program_args = nlohmann::json::parse(text("args")).get<std::vector<std::string>>();
+    }
   }
   if (c.program.empty()) {
     throw UsageError("missing PROGRAM: usage is ddprun [options] PROGRAM [ARGS...] (see ddprun --help)");
@@ -469,7 +579,7 @@ LaunchConfig resolve_config(const OptionSources& sources,
     if (c.max_nodes > 1) throw UsageError("--debug runs one worker on one node; drop --nnodes");
     if (sources.given("nproc_per_node")) {
       if (c.nproc_spec != "1") {
-        throw UsageError(fmt::format("--debug runs one worker; drop --nproc_per_node={}", c.nproc_spec));
+        throw UsageError(fmt::format("--debug runs one worker; drop --nproc_per_node={}", shown(c.nproc_spec)));
       }
     }
     c.nproc_spec = "1";
@@ -481,6 +591,8 @@ LaunchConfig resolve_config(const OptionSources& sources,
   }
   return c;
 }
+
+}  // namespace
 
 nlohmann::json to_json(const LaunchConfig& c) {
   const auto nullable = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };

@@ -1,5 +1,6 @@
 #include "ddprun/slurm_env.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <initializer_list>
 #include <numeric>
@@ -9,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "ddprun/hostlist.hpp"
+#include "ddprun/input_limits.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::slurm {
@@ -30,7 +32,7 @@ std::optional<Var> first_of(const Environment& env, std::initializer_list<const 
 }
 
 [[noreturn]] void bad(const Var& var, std::string_view problem) {
-  throw SlurmEnvError(fmt::format("{}=\"{}\" {}", var.name, var.value, problem));
+  throw SlurmEnvError(fmt::format("{}=\"{}\" {}", var.name, shown(var.value), problem));
 }
 
 int parse_int(const Var& var, int min, int max = INT_MAX) {
@@ -43,6 +45,15 @@ int parse_int(const Var& var, int min, int max = INT_MAX) {
   }
   if (value < min || value > max) bad(var, fmt::format("is outside {}..{}", min, max));
   return static_cast<int>(value);
+}
+
+// A job or step id: SLURM's are numbers; anything long or with control characters is not one,
+// and would end up in messages and (as the rendezvous id) in folder names.
+Var identifier(Var var) {
+  if (var.value.size() > 64 || std::any_of(var.value.begin(), var.value.end(), [](unsigned char c) { return c < 0x20; })) {
+    bad(var, "is not a SLURM id (at most 64 printable characters)");
+  }
+  return var;
 }
 
 Var require(const Environment& env, const char* name, std::string_view where) {
@@ -65,7 +76,7 @@ std::optional<int> node_count(const std::optional<Var>& count, const std::vector
   if (!count) return hosts.empty() ? std::nullopt : std::optional<int>(static_cast<int>(hosts.size()));
   const int n = parse_int(*count, 1);
   if (list && static_cast<std::size_t>(n) != hosts.size()) {
-    bad(*count, fmt::format("contradicts {}=\"{}\", which names {} hosts", list->name, list->value, hosts.size()));
+    bad(*count, fmt::format("contradicts {}=\"{}\", which names {} hosts", list->name, shown(list->value), hosts.size()));
   }
   return n;
 }
@@ -78,8 +89,8 @@ SlurmInference infer_from_slurm(const Environment& env) {
   const auto job = first_of(env, {e::kSlurmJobId});
   if (!job) return r;
   r.in_slurm = true;
-  r.job_id = job->value;
-  if (auto step = first_of(env, {e::kSlurmStepId, e::kSlurmStepIdOld})) r.step_id = step->value;
+  r.job_id = identifier(*job).value;
+  if (auto step = first_of(env, {e::kSlurmStepId, e::kSlurmStepIdOld})) r.step_id = identifier(*step).value;
   r.in_step = r.step_id.has_value();
   r.run_id = r.in_step ? r.job_id + "." + *r.step_id : r.job_id;
   if (auto gpus = first_of(env, {e::kSlurmGpusOnNode})) r.gpus_on_node = parse_int(*gpus, 0);
@@ -147,7 +158,7 @@ std::optional<WorkerIdentity> worker_identity_from_slurm(const Environment& env)
   if (!job || !step || !procid) return std::nullopt;
 
   WorkerIdentity w;
-  w.run_id = job->value + "." + step->value;
+  w.run_id = identifier(*job).value + "." + identifier(*step).value;
   const std::string where = "SLURM step " + w.run_id;
   const auto tasks = first_of(env, {e::kSlurmStepNumTasks, e::kSlurmNtasks});
   if (!tasks) throw SlurmEnvError(fmt::format("neither {} nor {} is set in {}", e::kSlurmStepNumTasks, e::kSlurmNtasks, where));
@@ -188,7 +199,7 @@ std::optional<WorkerIdentity> worker_identity_from_slurm(const Environment& env)
 
 std::vector<int> expand_tasks_per_node(std::string_view counts, std::string_view variable) {
   auto fail = [&](std::string_view problem) {
-    throw SlurmEnvError(fmt::format("{}=\"{}\" {}", variable, counts, problem));
+    throw SlurmEnvError(fmt::format("{}=\"{}\" {}", variable, shown(counts), problem));
   };
   // One number of at most 9 digits starting at `i`; advances `i` past it.
   auto number = [&](std::size_t& i) {
@@ -219,7 +230,7 @@ std::vector<int> expand_tasks_per_node(std::string_view counts, std::string_view
 
 int master_port_for_job(std::string_view job_id) {
   if (job_id.empty() || job_id.find_first_not_of("0123456789") != std::string_view::npos) {
-    throw SlurmEnvError(fmt::format("{}=\"{}\" is not a number", env::kSlurmJobId, job_id));
+    throw SlurmEnvError(fmt::format("{}=\"{}\" is not a number", env::kSlurmJobId, shown(job_id)));
   }
   const std::string_view last4 = job_id.substr(job_id.size() > 4 ? job_id.size() - 4 : 0);
   return kMasterPortBase + std::stoi(std::string(last4));

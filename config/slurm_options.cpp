@@ -1,5 +1,6 @@
 #include "ddprun/slurm_options.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -27,7 +28,8 @@ bool infers_endpoint(const slurm::SlurmInference& inference, const OptionSources
   int max_nodes = inference.nnodes.value_or(1);
   if (nnodes) {
     const std::string max_text = nnodes->substr(nnodes->find(':') + 1);  // "N" or "MIN:MAX"
-    max_nodes = std::atoi(max_text.c_str());
+    // strtol saturates where atoi's overflow is undefined; a bad value is resolve_config's to reject.
+    max_nodes = static_cast<int>(std::clamp(std::strtol(max_text.c_str(), nullptr, 10), 0L, 1L << 30));
     if (max_nodes < 1) return true;  // resolve_config rejects it, naming --nnodes
   }
   if (max_nodes <= 1) return false;

@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "ddprun/input_limits.hpp"
+
 namespace ddprun::launcher {
 namespace {
 
@@ -123,7 +125,7 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
     const std::string& unknown = cl.program_and_args.front();
     throw config::UsageError(fmt::format(
         "unknown option {} (see ddprun --help; put -- before a PROGRAM that starts with -)",
-        unknown.substr(0, unknown.find('='))));
+        shown(unknown.substr(0, unknown.find('=')))));
   }
   // An option given empty and again with a value: the value (CLI11 keeps the last one too).
   for (const auto& [key, value] : empty_values) cl.options[key] = value;

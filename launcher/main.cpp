@@ -1,10 +1,12 @@
 // ddprun: command line -> launch configuration -> rendezvous -> agent -> exit code.
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <random>
 
@@ -16,6 +18,7 @@
 #include "containment.hpp"
 #include "cli.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/input_limits.hpp"
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "ddprun/rendezvous_config.hpp"
@@ -108,6 +111,50 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
   return r;
 }
 
+// The user's paths, checked before anything starts: a --log_dir that cannot be made or written,
+// an --event_log that cannot be appended to, or a TMPDIR without room for ddprun's folder, is the
+// user's mistake (exit 64), not ddprun's.
+void check_user_paths(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
+  namespace fs = std::filesystem;
+  if (cfg.log_dir.empty()) {  // make_run_paths() makes a folder in TMPDIR
+    const std::string tmp = get(vars, "TMPDIR", "/tmp");
+    if (::access(tmp.c_str(), W_OK | X_OK) != 0) {
+      throw config::UsageError(
+          fmt::format("TMPDIR={}: cannot create a folder there ({})", shown(tmp), std::strerror(errno)));
+    }
+  }
+  if (!cfg.log_dir.empty()) {
+    const auto fail = [&](const std::string& problem) {
+      return config::UsageError(fmt::format("--log_dir={}: {}", shown(cfg.log_dir), problem));
+    };
+    std::error_code ec;
+    if (fs::exists(cfg.log_dir, ec) && !fs::is_directory(cfg.log_dir, ec)) throw fail("is not a folder");
+    fs::create_directories(cfg.log_dir, ec);
+    if (ec) throw fail(fmt::format("cannot create the folder ({})", ec.message()));
+    if (!fs::is_directory(cfg.log_dir, ec)) throw fail("is not a folder");
+    if (::access(cfg.log_dir.c_str(), W_OK | X_OK) != 0) {
+      throw fail(fmt::format("cannot write in the folder ({})", std::strerror(errno)));
+    }
+  }
+  if (!cfg.event_log.empty()) {
+    const int fd = ::open(cfg.event_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      throw config::UsageError(fmt::format("--event_log={}: cannot append to the file ({})", shown(cfg.event_log),
+                                           std::strerror(errno)));
+    }
+    ::close(fd);
+  }
+}
+
+// `run_id` as part of a folder name: the user's --rdzv_id may hold '/', "..", or be long.
+std::string path_safe(const std::string& run_id) {
+  std::string out = run_id.substr(0, 64);
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return out;
+}
+
 // Where log files go, and the private folder for error files when there are none.
 launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
                                   const std::map<std::string, std::string>& vars) {
@@ -116,7 +163,8 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
   const auto make_temp = [&](const std::string& stem) {
     std::string pattern = tmp + "/" + stem + "-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::system_error(errno, std::generic_category(), "cannot create a folder in " + tmp);
+      throw config::UsageError(
+          fmt::format("TMPDIR={}: cannot create a folder there ({})", shown(tmp), std::strerror(errno)));
     }
     return pattern;
   };
@@ -124,10 +172,10 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     paths.logs_root = cfg.log_dir;
     paths.log_everything = true;
   } else if (cfg.redirects.any() || cfg.tee.any()) {
-    paths.logs_root = make_temp("ddprun-logs-" + run_id);
+    paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {
-    paths.private_root = make_temp("ddprun-" + run_id);
+    paths.private_root = make_temp("ddprun-" + path_safe(run_id));
   }
   return paths;
 }
@@ -154,7 +202,8 @@ int run(int argc, char** argv) {
   sources.inferred = config::options_from_slurm(slurm_job, sources);
   config::LaunchConfig cfg = config::resolve_config(sources, command_line->program_and_args, context);
   if (command_line->print_config) {
-    std::cout << config::to_json(cfg).dump(2) << "\n";
+    // Replaced, not thrown: values are the user's bytes, which need not be UTF-8.
+    std::cout << config::to_json(cfg).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return exit_code::kSuccess;
   }
   const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg, vars);
@@ -166,6 +215,7 @@ int run(int argc, char** argv) {
                  "give every node the same secret with --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET\n";
   }
   check_program(cfg, vars);
+  check_user_paths(cfg, vars);
   if (slurm_job.in_slurm) {
     // Where the nodes meet; on one node, MASTER_ADDR[:MASTER_PORT] (no port: a free one).
     const elastic::Endpoint at = cfg.multi_node() ? elastic::rendezvous_endpoint(rendezvous_config)
@@ -202,10 +252,12 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const config::UsageError& e) {
-    std::cerr << "ddprun: error: " << e.what() << "\n";
+    // Messages quote values shortened already; this keeps the promise of one line whatever
+    // a message holds (CLI11's quote arguments as given).
+    std::cerr << "ddprun: error: " << shown(e.what(), 1000) << "\n";
     return exit_code::kUsage;
   } catch (const std::exception& e) {
-    std::cerr << "ddprun: internal error: " << e.what() << "\n";
+    std::cerr << "ddprun: internal error: " << shown(e.what(), 1000) << "\n";
     return exit_code::kInternal;
   }
 }

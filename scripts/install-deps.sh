@@ -27,6 +27,7 @@ packages=(
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
   python3-venv                     # the PyTorch 2.x virtual environment (--torch2)
   iproute2 procps psmisc util-linux time  # namespaces, process checks, script(1), benchmarks
+  clang libclang-rt-14-dev         # the fuzz/sanitizer build (build-fuzz/): libFuzzer, ASan, UBSan
 )
 if (( slurm )); then
   packages+=(slurmctld slurmd slurm-client munge)

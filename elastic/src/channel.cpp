@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/rendezvous_protocol.hpp"
 #include "event_loop.hpp"
 
 namespace ddprun::elastic {
@@ -41,7 +42,8 @@ void Channel::authenticate(MessageAuth auth) {
 
 void Channel::send(const nlohmann::json& message) {
   if (closed_ || sending_finished_) return;
-  const std::string text = message.dump();
+  // Replaced, not thrown: an --rdzv_id or a worker's error message need not be UTF-8.
+  const std::string text = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out_.push_back((auth_ ? auth_->seal(text) : text) + "\n");
   if (!writing_) write_next();
 }
@@ -94,11 +96,13 @@ void Channel::read_next() {
             return self->lost(fmt::format("sent {}", e.what()));
           }
         }
-        nlohmann::json message = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+        std::optional<nlohmann::json> parsed = parse_message(line);
         self->in_.erase(0, length);
-        if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) {
-          return self->lost("sent a message that is not a JSON object with a \"type\"");
+        if (!parsed) {
+          return self->lost(fmt::format("sent a message that is not a JSON object with a \"type\" (nested at most {} deep)",
+                                        kMaxMessageDepth));
         }
+        const nlohmann::json& message = *parsed;
         if (message["type"] != "heartbeat" && self->on_message_) {
           const OnMessage on_message = self->on_message_;  // the handler may close() this channel
           on_message(message);

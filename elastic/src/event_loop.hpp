@@ -12,8 +12,14 @@ inline double monotonic_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Saturates instead of overflowing: the configuration bounds every timeout (kMaxTimeoutSeconds), and
+// a timer of more than the clock can count must wait long, never fire at once.
 inline std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+  using Clock = std::chrono::steady_clock;
+  constexpr double kMax = std::chrono::duration<double>(Clock::duration::max()).count() / 2;
+  if (!(s > 0)) return Clock::duration::zero();
+  if (s >= kMax) return Clock::duration::max() / 2;
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 inline std::chrono::steady_clock::time_point monotonic_time_point(double s) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/input_limits.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -25,7 +27,7 @@ RendezvousConfigError bad_endpoint(std::string_view endpoint, std::string_view p
   return RendezvousConfigError(fmt::format(
       "--rdzv_endpoint={}: {}; expected HOST[:PORT] with PORT in 0..65535, an IPv6 address in brackets "
       "([::1]:29400)",
-      endpoint, problem));
+      shown(endpoint), problem));
 }
 
 int parse_port(std::string_view text, std::string_view endpoint) {
@@ -34,7 +36,7 @@ int parse_port(std::string_view text, std::string_view endpoint) {
   errno = 0;
   const long port = std::strtol(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || errno != 0 || port < 0 || port > 65535) {
-    throw bad_endpoint(endpoint, fmt::format("bad port '{}'", text));
+    throw bad_endpoint(endpoint, fmt::format("bad port '{}'", shown(text, 12)));
   }
   return static_cast<int>(port);
 }
@@ -44,9 +46,10 @@ double parse_seconds(std::string_view key, std::string_view value) {
   char* end = nullptr;
   errno = 0;
   const double seconds = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(seconds) || seconds <= 0) {
-    throw RendezvousConfigError(
-        fmt::format("--rdzv_conf {}={}: expected a positive number of seconds", key, value));
+  // Bounded: 1e300 overflowed the timer, which then fired at once and failed the job.
+  if (s.empty() || *end != '\0' || errno != 0 || !(seconds > 0) || !(seconds <= kMaxTimeoutSeconds)) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected a positive number of seconds, {}",
+                                            key, shown(value), kMaxTimeoutText));
   }
   return seconds;
 }
@@ -54,7 +57,7 @@ double parse_seconds(std::string_view key, std::string_view value) {
 bool parse_bool(std::string_view key, std::string_view value) {
   if (value == "1" || value == "true" || value == "True") return true;
   if (value == "0" || value == "false" || value == "False") return false;
-  throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected 0, 1, true or false", key, value));
+  throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected 0, 1, true or false", key, shown(value)));
 }
 
 int parse_count(std::string_view key, std::string_view value) {
@@ -125,6 +128,9 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
   if (e.host.empty()) {
     throw bad_endpoint(text, "no host");
   }
+  if (e.host.size() > kMaxHostChars) {
+    throw bad_endpoint(text, fmt::format("a host of more than {} characters", kMaxHostChars));
+  }
   return e;
 }
 
@@ -159,7 +165,7 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) {
-      throw RendezvousConfigError(fmt::format("--rdzv_conf '{}': expected KEY=VALUE", item));
+      throw RendezvousConfigError(fmt::format("--rdzv_conf '{}': expected KEY=VALUE", shown(item)));
     }
     const std::string_view key = trim(item.substr(0, eq));
     const std::string_view value = trim(item.substr(eq + 1));
@@ -193,7 +199,7 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
           "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, max_connections, "
           "max_membership_changes",
-          key));
+          shown(key)));
     }
   }
   return ignored;

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/input_limits.hpp"
 #include "ddprun/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
@@ -146,7 +147,7 @@ void RendezvousServer::on_message(NodeId node, const nlohmann::json& message) {
   try {
     handle(node, connection, message);
   } catch (const std::exception& e) {  // a message without the fields its type needs
-    const std::string why = fmt::format("sent a bad '{}' message: {}", message["type"].get<std::string>(), e.what());
+    const std::string why = fmt::format("sent a bad '{}' message: {}", shown(message["type"].get<std::string>()), e.what());
     connection.channel->close();
     on_closed(node, why);
   }

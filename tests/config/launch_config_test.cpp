@@ -1,3 +1,6 @@
+#include <cstdio>
+#include <cstdlib>
+
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
@@ -239,4 +242,135 @@ TEST_CASE("GPUs visible through CUDA_VISIBLE_DEVICES") {
     CAPTURE(row.visible.value_or("(unset)"));
     CHECK(visible_gpu_count(row.physical, row.visible) == row.expected);
   }
+}
+
+namespace {
+
+// The UsageError resolve() throws, or "" when it accepts.
+std::string usage_error(const RawOptions& cli, const RawOptions& env = {}) {
+  try {
+    resolve(cli, {}, env);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A file in a fresh temporary folder, with `text` in it.
+std::string temp_file(const std::string& name, const std::string& text) {
+  char folder[] = "/tmp/ddprun-config-test.XXXXXX";
+  REQUIRE(::mkdtemp(folder) != nullptr);
+  const std::string path = std::string(folder) + "/" + name;
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+}  // namespace
+
+// Issue 16: the fault sweep's inputs. Each is one short line naming the option, never a crash
+// (std::regex recursed once per character) or a value that wraps around.
+TEST_CASE("hostile values are refused with one short line naming the option") {
+  const std::string digits(100000, '9');
+  std::string long_streams;
+  for (int i = 0; i < 30000; ++i) long_streams += "0:1,";
+  long_streams += "x";
+  struct Case {
+    RawOptions cli;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {{{"nnodes", digits}}, "--nnodes=999"},
+      {{{"nnodes", "1:" + digits}}, "--nnodes=1:999"},
+      {{{"nnodes", "1:2:3"}}, "--nnodes=1:2:3: expected a number of nodes"},
+      {{{"nproc_per_node", digits}}, "--nproc_per_node=999"},
+      {{{"max_restarts", digits}}, "--max_restarts=999"},
+      {{{"redirects", long_streams}}, "--redirects=0:1,0:1"},
+      {{{"tee", "0:1,"}}, "--tee=0:1,: expected"},
+      {{{"tee", "0:4"}}, "--tee=0:4: expected"},
+      {{{"tee", "99999999:1"}}, "--tee=99999999:1: expected"},
+      {{{"shutdown_timeout", "inf"}}, "--shutdown_timeout=inf: expected a number of seconds (0 or more), at most 1000000000"},
+      {{{"shutdown_timeout", "nan"}}, "--shutdown_timeout=nan: expected"},
+      {{{"shutdown_timeout", "1e308"}}, "--shutdown_timeout=1e308: expected"},
+      {{{"shutdown_timeout", "1e10"}}, "--shutdown_timeout=1e10: expected"},
+      {{{"shutdown_timeout", "-1"}}, "--shutdown_timeout=-1: expected"},
+      {{{"shutdown_timeout", digits}}, "--shutdown_timeout=999"},
+      {{{"monitor_interval", "1e400"}}, "--monitor_interval=1e400: expected"},
+      {{{"hang_timeout", "1e10"}}, "--hang_timeout=1e10: expected"},
+      {{{"hang_timeout", "auto:inf"}}, "--hang_timeout=auto:inf: expected"},
+      {{{"hang_startup", "inf"}}, "--hang_startup=inf: expected"},
+      {{{"master_addr", std::string(300, 'h')}}, "--master_addr=hhh"},
+      {{{"status_addr", ""}}, "--status_addr=: expected a host name"},
+      {{{"rdzv_id", std::string(100000, 'j')}}, "--rdzv_id=jjj"},
+      {{{"rdzv_id", "a\nb"}}, "--rdzv_id=a?b: expected"},
+      {{{"rdzv_backend", digits}}, "--rdzv_backend=999"},
+      {{{"start_method", "x\ny"}}, "--start_method=x?y"},
+      {{{"debug", digits}}, "--debug=999"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.expected);
+    const std::string message = usage_error(c.cli);
+    CHECK_MESSAGE(message.rfind(c.expected, 0) == 0, message);
+    CHECK(message.size() < 300);
+    CHECK(message.find('\n') == std::string::npos);
+  }
+  // The same values from PET_* variables name the variable, unless the command line overrides it.
+  CHECK(usage_error({}, {{"nnodes", digits}}).rfind("PET_NNODES=999", 0) == 0);
+  CHECK(usage_error({}, {{"shutdown_timeout", "inf"}}).rfind("PET_SHUTDOWN_TIMEOUT=inf: expected", 0) == 0);
+  CHECK(usage_error({{"shutdown_timeout", "nan"}}, {{"shutdown_timeout", "inf"}}).rfind("--shutdown_timeout=nan", 0) == 0);
+  CHECK(usage_error({}, {{"redirects", "9"}}).rfind("PET_REDIRECTS=9: expected", 0) == 0);
+}
+
+TEST_CASE("the longest values that are valid are accepted") {
+  CHECK(resolve({{"shutdown_timeout", "1e9"}}).shutdown_timeout == 1e9);
+  CHECK(resolve({{"hang_timeout", "1e9"}}).hang_timeout.seconds == 1e9);
+  CHECK(resolve({{"nnodes", "1048576"}, {"node_rank", "0"}}).max_nodes == 1 << 20);
+  std::string many;
+  for (int i = 0; i < 30000; ++i) many += (i ? "," : "") + std::to_string(i) + ":3";
+  CHECK(resolve({{"redirects", many}}).redirects.per_rank.size() == 30000);
+  CHECK(resolve({{"tee", "0:1,1:2"}}).tee.mask_for(1) == 2);
+}
+
+TEST_CASE("hostile --config files are usage errors") {
+  const auto message = [](const std::string& path) {
+    try {
+      options_from_json_file(path);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto check = [&](const std::string& path, const char* problem) {
+    CAPTURE(problem);
+    const std::string m = message(path);
+    CHECK_MESSAGE(m.find(problem) != std::string::npos, m);
+    CHECK(m.rfind("--config ", 0) == 0);
+    CHECK(m.size() < 400);
+    CHECK(m.find('\n') == std::string::npos);
+  };
+  check(temp_file("deep.json", std::string(100000, '[') + std::string(100000, ']')), "nested deeper than 64");
+  check(temp_file("deep_object.json", "{\"args\": " + std::string(100000, '[') + "}"), "nested deeper than 64");
+  check(temp_file("big.json", "{\"role\": \"" + std::string(2 * 1024 * 1024, 'r') + "\"}"), "larger than 1048576 bytes");
+  check(temp_file("args.json", R"({"program": "t", "args": [1, 2]})"), "\"args\" must be an array of strings");
+  check(temp_file("program.json", R"({"program": 7})"), "\"program\" must be a string");
+  check(temp_file("list.json", "[1, 2]"), "expected a JSON object");
+  // nlohmann throws out_of_range, not parse_error, for this (found by fuzz_launch_config).
+  check(temp_file("overflow.json", R"({"max_restarts": 1e400})"), "not valid JSON");
+  check(temp_file("nul.json", std::string("{\"role\": \"a\0b\"}", 15)), "not valid JSON");
+  check(temp_file("key.json", "{\"" + std::string(100000, 'k') + "\": 1}"), "unknown key \"kkk");
+  const std::string folder = temp_file("x.json", "{}");
+  check(folder.substr(0, folder.rfind('/')), "is a folder");
+  check(std::string(5000, 'p'), "cannot open the file");
+  // Integers of any size reach the option's own check instead of wrapping around.
+  const auto opts = options_from_json_file(temp_file("huge.json", R"({"max_restarts": 18446744073709551615})"));
+  CHECK(opts.at("max_restarts") == "18446744073709551615");
+  std::string error;
+  try {
+    resolve({}, opts);
+  } catch (const UsageError& e) {
+    error = e.what();
+  }
+  CHECK(error.rfind("--max_restarts=18446744073709551615: expected", 0) == 0);
 }

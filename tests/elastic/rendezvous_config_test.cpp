@@ -96,9 +96,13 @@ TEST_CASE("--rdzv_conf") {
   CHECK(c.is_host == false);
 
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=-1", c),
-                       "--rdzv_conf join_timeout=-1: expected a positive number of seconds", RendezvousConfigError);
+                       "--rdzv_conf join_timeout=-1: expected a positive number of seconds, at most 1000000000 "
+                       "(about 31 years)",
+                       RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=5s", c),
-                       "--rdzv_conf join_timeout=5s: expected a positive number of seconds", RendezvousConfigError);
+                       "--rdzv_conf join_timeout=5s: expected a positive number of seconds, at most 1000000000 "
+                       "(about 31 years)",
+                       RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("is_host=yes", c), "--rdzv_conf is_host=yes: expected 0, 1, true or false",
                        RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("heartbeat", c), "--rdzv_conf 'heartbeat': expected KEY=VALUE",
@@ -191,4 +195,41 @@ TEST_CASE("who hosts the rendezvous") {
 }
 
 }  // namespace
+}  // namespace ddprun::elastic
+
+namespace ddprun::elastic {
+
+// Issue 16: 1e300 overflowed the join and heartbeat timers, which fired at once (exit 69).
+TEST_CASE("rdzv_conf timeouts are bounded and bad values are quoted short, on one line") {
+  RendezvousConfig c;
+  for (const char* value : {"1e300", "inf", "nan", "1e10", "-inf", "1e400"}) {
+    for (const char* key : {"join_timeout", "heartbeat_timeout", "last_call_timeout", "close_timeout"}) {
+      const std::string conf = std::string(key) + "=" + value;
+      CAPTURE(conf);
+      CHECK_THROWS_AS(apply_rdzv_conf(conf, c), RendezvousConfigError);
+    }
+  }
+  apply_rdzv_conf("join_timeout=1e9", c);
+  CHECK(c.timeouts.join_timeout == 1e9);
+
+  const std::string long_value(100000, '9');
+  for (const std::string& conf : {"join_timeout=" + long_value, "colour" + long_value + "=1", "is_host=" + long_value,
+                                  "x\ny" + long_value}) {
+    try {
+      apply_rdzv_conf(conf, c);
+      FAIL("accepted");
+    } catch (const RendezvousConfigError& e) {
+      const std::string message = e.what();
+      CHECK(message.size() < 300);
+      CHECK(message.find('\n') == std::string::npos);
+    }
+  }
+  try {
+    parse_endpoint(std::string(100000, 'h') + ":1", 0);
+    FAIL("accepted");
+  } catch (const RendezvousConfigError& e) {
+    CHECK(std::string(e.what()).size() < 300);
+  }
+}
+
 }  // namespace ddprun::elastic

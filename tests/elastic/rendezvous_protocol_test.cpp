@@ -83,4 +83,25 @@ TEST_CASE("a message missing a field is an error, not a default") {
 }
 
 }  // namespace
+TEST_CASE("parse_message takes objects with a string type, nested a few levels") {
+  CHECK(parse_message(R"({"type":"heartbeat"})"));
+  CHECK(parse_message(R"({"type":"finish","outcome":{"failures":[{"rank":1}]}})"));
+  CHECK_FALSE(parse_message(""));
+  CHECK_FALSE(parse_message("[1]"));
+  CHECK_FALSE(parse_message(R"({"type":3})"));
+  CHECK_FALSE(parse_message(R"({"kind":"join"})"));
+  CHECK_FALSE(parse_message(R"({"type":"join")"));
+  // 1 MiB of '[' (a line the channel accepts) used to build a tree whose destruction overflowed
+  // the stack.
+  const std::string deep = R"({"type":"join","node":)" + std::string(1 << 20, '[');
+  CHECK_FALSE(parse_message(deep));
+  CHECK_FALSE(parse_message(std::string(1 << 20, '{')));
+  // get<int>() of 1e300 is undefined behaviour (found by fuzz_rendezvous_protocol).
+  CHECK_FALSE(parse_message(R"({"type":"stop","round":1e300})"));
+  CHECK_FALSE(parse_message(R"({"type":"finish","outcome":{"failures":[{"pid":-3e9}]}})"));
+  CHECK_FALSE(parse_message(R"({"type":"stop","round":1e400})"));  // overflows a double: no throw either
+  CHECK(parse_message(R"({"type":"stop","round":2.0})"));
+  CHECK(parse_message(R"({"type":"worker_failed","failure":{"timestamp":4e9}})"));
+}
+
 }  // namespace ddprun::elastic

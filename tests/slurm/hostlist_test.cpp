@@ -119,3 +119,37 @@ TEST_CASE("expand_hostlist rejects malformed lists, quoting the list and the pro
 TEST_CASE("HostlistError is an invalid_argument") {
   CHECK_THROWS_AS(expand_hostlist("n[2-1]"), std::invalid_argument);
 }
+
+// Issue 16: hostile lists fail fast with a short message instead of taking gigabytes or
+// quoting 100 kB back.
+TEST_CASE("expand_hostlist bounds hostile lists and quotes them short") {
+  const std::string long_name(100000, 'a');
+  const std::vector<std::pair<std::string, const char*>> cases = {
+      {"node[1-99999999999]", "has more than 65536 hosts"},
+      {"node[1-99999999999999999999999]", "is too large"},
+      {long_name + "[0-65535]", "is longer than 255 characters"},
+      {long_name, "is longer than 255 characters"},
+      {"n[0-2000][0-1000]", "expands to more than"},
+      {"a[0-60000]" + std::string(200, 'b') + "[0-15]", "expands to more than 33554432 characters"},
+      {std::string(100000, '['), "is nested"},
+  };
+  for (const auto& c : cases) {
+    const std::string& list = c.first;
+    const char* problem = c.second;
+    const std::string start = list.substr(0, 40);
+    CAPTURE(start);
+    try {
+      expand_hostlist(list);
+      FAIL("no exception");
+    } catch (const HostlistError& e) {
+      const std::string what = e.what();
+      CHECK_MESSAGE(what.find(problem) != std::string::npos, what);
+      CHECK(what.size() < 300);
+      CHECK(what.find('\n') == std::string::npos);
+    }
+  }
+  // A long list of short names is fine.
+  std::string many;
+  for (int i = 0; i < 20000; ++i) many += "n" + std::to_string(i) + ",";
+  CHECK(expand_hostlist(many).size() == 20000);
+}

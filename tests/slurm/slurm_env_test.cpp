@@ -317,3 +317,33 @@ TEST_CASE("environment_from") {
   CHECK(environment_from(envp) == Environment{{"A", "1"}, {"B", "x=y"}, {"EMPTY", ""}});
   CHECK(environment_from(nullptr).empty());
 }
+
+TEST_CASE("hostile SLURM variables are refused with a short message") {
+  const std::string huge(100000, '9');
+  const std::vector<Environment> cases = {
+      {{"SLURM_JOB_ID", huge}},
+      {{"SLURM_JOB_ID", "1\n2"}},
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_STEP_ID", huge}},
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "n[1-99999999999]"}},
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", std::string(100000, 'n')}},
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "n1"}, {"SLURM_JOB_NUM_NODES", huge}},
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_GPUS_ON_NODE", huge}},
+  };
+  for (const Environment& env : cases) {
+    try {
+      infer_from_slurm(env);
+      FAIL("no exception");
+    } catch (const SlurmEnvError& e) {
+      const std::string what = e.what();
+      CHECK(what.size() < 400);
+      CHECK(what.find('\n') == std::string::npos);
+    }
+  }
+  CHECK_THROWS_AS(expand_tasks_per_node(huge, "SLURM_TASKS_PER_NODE"), SlurmEnvError);
+  try {
+    expand_tasks_per_node("2(x" + huge + ")", "SLURM_TASKS_PER_NODE");
+    FAIL("no exception");
+  } catch (const SlurmEnvError& e) {
+    CHECK(std::string(e.what()).size() < 300);
+  }
+}

@@ -20,6 +20,10 @@ class HostlistError : public std::invalid_argument {
 inline constexpr std::size_t kMaxHostsPerRange = 64 * 1024;
 // A bound on the whole expansion, so a hostile list cannot exhaust memory.
 inline constexpr std::size_t kMaxHosts = 1024 * 1024;
+// Host names are at most this long (DNS: 253), and all of them together at most this many
+// characters: a long name times a large range must not take gigabytes.
+inline constexpr std::size_t kMaxHostNameChars = 255;
+inline constexpr std::size_t kMaxHostlistChars = 32 * 1024 * 1024;
 
 // Expands `hostlist` into host names in the order `scontrol show hostnames` prints them,
 // duplicates kept.
@@ -32,7 +36,8 @@ inline constexpr std::size_t kMaxHosts = 1024 * 1024;
 // rack2-n1 rack2-n2 (with three or more groups, in scontrol's less obvious order).
 //
 // Throws HostlistError when the list names no host, a bracket is unbalanced or nested, a range
-// is empty, not decimal or decreasing, or a range or the whole list is larger than the limits above.
+// is empty, not decimal or decreasing, or a range, a host name or the whole list is larger than the limits
+// above.
 std::vector<std::string> expand_hostlist(std::string_view hostlist);
 
 }  // namespace ddprun::slurm

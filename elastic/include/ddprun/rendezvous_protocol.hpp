@@ -16,6 +16,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
 
 #include "ddprun/job_coordinator.hpp"
@@ -39,6 +40,16 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobOutcome, exit_code, failures, error, resta
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts,
                                    node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
+
+// Messages nest a few levels (a finish's outcome holds failures); a line nested deeper than this
+// is not a message. Without the bound, a peer's line of 1 MiB of '[' built a tree whose
+// recursive destruction overflowed the stack.
+inline constexpr int kMaxMessageDepth = 32;
+
+// One line received (without its '\n') as a message: a JSON object with a string "type", nested
+// at most kMaxMessageDepth deep, whose non-integer numbers fit in an int (but "timestamp"s).
+// nullopt when it is not one; never throws.
+std::optional<nlohmann::json> parse_message(std::string_view line);
 
 // Throws std::invalid_argument for a name to_string(StopReason) does not give.
 StopReason parse_stop_reason(std::string_view name);
