@@ -72,7 +72,7 @@ void Watchdog::check() {
   armed_for_.reset();
   if (!judging_) return;
   const double now = steady_seconds();
-  if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(now - (now - policy_.silent_for(0, now)));
+  if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(policy_.silent_for(0, now));  // no rank beat: the time since the start
   auto hung = policy_.hung(now);
   if (!hung.empty()) {
     judging_ = false;
