@@ -1,6 +1,8 @@
 // ddprun: command line -> launch configuration -> rendezvous -> agent -> exit code.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -156,6 +158,26 @@ std::string path_safe(const std::string& run_id) {
 }
 
 // Where log files go, and the private folder for error files when there are none.
+// Private folders ("ddprun.<pid>.<run id>-XXXXXX") of ddprun processes of this user that are gone:
+// a ddprun SIGKILLed before its orphan guard existed could not have it remove its folder.
+void remove_stale_private_folders(const std::string& tmp) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ddprun.", 0) != 0) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + 7, &end, 10);
+    struct stat st;
+    if (pid <= 0 || *end != '.' || ::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::getuid()) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its ddprun still runs
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
+
 launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
                                   const std::map<std::string, std::string>& vars) {
   launcher::RunPaths paths;
@@ -175,7 +197,8 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {
-    paths.private_root = make_temp("ddprun-" + path_safe(run_id));
+    remove_stale_private_folders(tmp);
+    paths.private_root = make_temp(fmt::format("ddprun.{}.{}", ::getpid(), path_safe(run_id)));
   }
   return paths;
 }

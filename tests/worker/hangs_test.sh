@@ -38,7 +38,9 @@ common_checks() {
 mkdir -p "$T/cpp"
 run_ddprun cpp --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs_cpp" --event_log="$T/cpp.jsonl" "$RANK_DRIVER" hang "$T/cpp" 3
 common_checks cpp
-expect_in "$T/cpp.err" "rank 1 hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s\)"
+# Rank 0 entered the next backward a moment after rank 1's last step: on a loaded machine both
+# may be past the timeout when it is checked; rank 1, silent longest, comes first.
+expect_in "$T/cpp.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s\)"
 expect_in "$T/cpp.err" "^        .*stuck_loading_batch"
 delay=$(detection_delay "$T/cpp.jsonl" 1 cpp)
 within 4.5 12 "$delay" || fail "C++ rank 1 found hung ${delay}s after its last step, with a 5 s timeout"
@@ -55,7 +57,7 @@ mkdir -p "$T/py"
 PYTHON_EXEC=$TORCH_PYTHON run_ddprun py --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs_py" --event_log="$T/py.jsonl" \
   "$DDPRUN_TESTS_DIR/worker/hang_worker.py" collective "$T/py"
 common_checks py
-expect_in "$T/py.err" "rank 1 hung: no progress for 5\.[0-9] s"
+expect_in "$T/py.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
 delay=$(detection_delay "$T/py.jsonl" 1 py)
 within 4.5 12 "$delay" || fail "Python rank 1 found hung ${delay}s after its last beat, with a 5 s timeout"
 if [[ -n "$py_spy" ]]; then
