@@ -157,16 +157,27 @@ std::string path_safe(const std::string& run_id) {
   return out;
 }
 
-// Where log files go, and the private folder for error files when there are none.
-// Private folders ("ddprun.<pid>.<run id>-XXXXXX") of ddprun processes of this user that are gone:
-// a ddprun SIGKILLed before its orphan guard existed could not have it remove its folder.
+// This process's PID namespace ("4026531836" of "pid:[4026531836]"): a pid means something only
+// inside it, and containers sharing a /tmp may run ddprun in others.
+std::string pid_namespace() {
+  char link[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  std::string text(link, n > 0 ? static_cast<size_t>(n) : 0);
+  const auto open = text.find('['), close = text.find(']');
+  return open != std::string::npos && close > open ? text.substr(open + 1, close - open - 1) : "0";
+}
+
+// Private folders ("ddprun.<pid namespace>.<pid>.<run id>-XXXXXX") of this user's ddprun
+// processes, in this PID namespace, that are gone: a ddprun SIGKILLed before its orphan guard
+// existed could not have it remove its folder.
 void remove_stale_private_folders(const std::string& tmp) {
+  const std::string prefix = "ddprun." + pid_namespace() + ".";
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("ddprun.", 0) != 0) continue;
+    if (name.rfind(prefix, 0) != 0) continue;
     char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + 7, &end, 10);
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
     struct stat st;
     if (pid <= 0 || *end != '.' || ::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
         st.st_uid != ::getuid()) {
@@ -178,6 +189,7 @@ void remove_stale_private_folders(const std::string& tmp) {
   }
 }
 
+// Where log files go, and the private folder for error files when there are none.
 launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
                                   const std::map<std::string, std::string>& vars) {
   launcher::RunPaths paths;
@@ -198,7 +210,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {
     remove_stale_private_folders(tmp);
-    paths.private_root = make_temp(fmt::format("ddprun.{}.{}", ::getpid(), path_safe(run_id)));
+    paths.private_root = make_temp(fmt::format("ddprun.{}.{}.{}", pid_namespace(), ::getpid(), path_safe(run_id)));
   }
   return paths;
 }
