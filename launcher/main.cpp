@@ -241,13 +241,18 @@ int run(int argc, char** argv) {
     std::cout << config::to_json(cfg).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return exit_code::kSuccess;
   }
-  const elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg, vars);
+  elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg, vars);
   // Read once; from here on neither this process's environment nor the workers' holds it.
   vars.erase(env::kRdzvSecret);
   ::unsetenv(env::kRdzvSecret);
-  if (cfg.multi_node() && rendezvous_config.secret.empty()) {
-    std::cerr << "ddprun: warning: the rendezvous is open: anyone who can reach its port can join or end this job; "
-                 "give every node the same secret with --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET\n";
+  if (cfg.multi_node()) {
+    try {
+      const std::string said = elastic::decide_auth(rendezvous_config, slurm_job.in_slurm ? slurm_job.job_id : "",
+                                                    get(vars, "SLURM_CONF", "/etc/slurm/slurm.conf"));
+      if (!said.empty()) std::cerr << said << "\n";
+    } catch (const elastic::RendezvousConfigError& e) {
+      throw config::UsageError(e.what());
+    }
   }
   check_program(cfg, vars);
   check_user_paths(cfg, vars);

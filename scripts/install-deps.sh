@@ -22,6 +22,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
   libcpp-httplib-dev               # the launcher's status server (--status_port)
   libssl-dev                       # libcrypto: the authenticated rendezvous (HMAC-SHA256)
+  libmunge-dev                     # munge.h: the rendezvous authenticated by MUNGE under SLURM
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks

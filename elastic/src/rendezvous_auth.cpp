@@ -24,10 +24,8 @@ std::string to_hex(const unsigned char* data, std::size_t size) {
   return out;
 }
 
-bool is_nonce(const nlohmann::json& value) {
-  if (!value.is_string()) return false;
-  const std::string& s = value.get_ref<const std::string&>();
-  return s.size() == 2 * kNonceBytes && s.find_first_not_of(kHex) == std::string::npos;
+bool is_nonce_value(const nlohmann::json& value) {
+  return value.is_string() && is_nonce(value.get_ref<const std::string&>());
 }
 
 std::string field(const nlohmann::json& message, const char* type, const char* name) {
@@ -38,8 +36,9 @@ std::string field(const nlohmann::json& message, const char* type, const char* n
   return message[name];
 }
 
-// Length-prefixed parts, so that no two different part lists give the same bytes.
-std::string joined(std::initializer_list<std::string_view> parts) {
+}  // namespace
+
+std::string length_prefixed(std::initializer_list<std::string_view> parts) {
   std::string out;
   for (std::string_view p : parts) {
     out += std::to_string(p.size());
@@ -49,7 +48,9 @@ std::string joined(std::initializer_list<std::string_view> parts) {
   return out;
 }
 
-}  // namespace
+bool is_nonce(std::string_view text) {
+  return text.size() == 2 * kNonceBytes && text.find_first_not_of(kHex) == std::string_view::npos;
+}
 
 std::string random_nonce() {
   std::array<unsigned char, kNonceBytes> bytes{};
@@ -78,12 +79,17 @@ Handshake::Handshake(AuthRole role, std::string secret, std::string nonce, int v
   (role_ == AuthRole::kClient ? client_nonce_ : server_nonce_) = own_nonce_;
 }
 
+void Handshake::set_secret(std::string secret) {
+  if (step_ != 0) throw AuthError("the secret came after the handshake began");
+  secret_ = std::move(secret);
+}
+
 std::string Handshake::proof(std::string_view label) const {
-  return hmac_sha256_hex(secret_, joined({label, client_nonce_, server_nonce_}));
+  return hmac_sha256_hex(secret_, length_prefixed({label, client_nonce_, server_nonce_}));
 }
 
 void Handshake::derive_session_key() {
-  session_key_ = hmac_sha256_hex(secret_, joined({"ddprun-rdzv session", client_nonce_, server_nonce_}));
+  session_key_ = hmac_sha256_hex(secret_, length_prefixed({"ddprun-rdzv session", client_nonce_, server_nonce_}));
   done_ = true;
 }
 
@@ -95,7 +101,7 @@ nlohmann::json Handshake::hello() const {
 nlohmann::json Handshake::on_hello(const nlohmann::json& hello) {
   if (role_ != AuthRole::kServer || step_ != 0) throw AuthError("a hello out of turn");
   const std::string nonce = field(hello, "hello", "nonce");
-  if (!is_nonce(hello["nonce"])) throw AuthError("a hello whose nonce is not 64 hex digits");
+  if (!is_nonce_value(hello["nonce"])) throw AuthError("a hello whose nonce is not 64 hex digits");
   if (!hello.contains("version") || !hello["version"].is_number_integer()) {
     throw AuthError("a hello without a version");
   }
@@ -108,7 +114,7 @@ nlohmann::json Handshake::on_hello(const nlohmann::json& hello) {
 nlohmann::json Handshake::on_challenge(const nlohmann::json& challenge) {
   if (role_ != AuthRole::kClient || step_ != 0) throw AuthError("a challenge out of turn");
   const std::string theirs = field(challenge, "challenge", "proof");
-  if (!is_nonce(challenge.value("nonce", nlohmann::json()))) {
+  if (!is_nonce_value(challenge.value("nonce", nlohmann::json()))) {
     throw AuthError("a challenge whose nonce is not 64 hex digits");
   }
   server_nonce_ = challenge["nonce"];
@@ -138,7 +144,7 @@ const std::string& Handshake::session_key() const {
 MessageAuth::MessageAuth(AuthRole role, std::string session_key) : role_(role), key_(std::move(session_key)) {}
 
 std::string MessageAuth::tag(std::string_view direction, unsigned long long seq, std::string_view json_text) const {
-  return hmac_sha256_hex(key_, joined({direction, std::to_string(seq), json_text}));
+  return hmac_sha256_hex(key_, length_prefixed({direction, std::to_string(seq), json_text}));
 }
 
 std::string MessageAuth::seal(std::string_view json_text) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -31,6 +32,13 @@ class AuthError : public std::runtime_error {
 // std::runtime_error when the generator fails.
 std::string random_nonce();
 
+// Whether `text` is what random_nonce() makes.
+bool is_nonce(std::string_view text);
+
+// The parts as "SIZE:BYTES" one after another, so that no two different lists give the same
+// bytes: what every HMAC and credential payload of the rendezvous is computed over.
+std::string length_prefixed(std::initializer_list<std::string_view> parts);
+
 // HMAC-SHA256 of `data` under `key`, as 64 lowercase hex digits.
 std::string hmac_sha256_hex(std::string_view key, std::string_view data);
 
@@ -45,6 +53,10 @@ class Handshake {
  public:
   // `nonce` must come from random_nonce() (tests pass fixed ones).
   Handshake(AuthRole role, std::string secret, std::string nonce, int version);
+
+  // The secret, where it is only known during the handshake (MUNGE, munge_auth.hpp): before
+  // on_hello (server) or on_challenge (client). Throws AuthError later.
+  void set_secret(std::string secret);
 
   // Client: the first message.
   nlohmann::json hello() const;

@@ -185,6 +185,18 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     } else if (key == "secret_file") {
       if (value.empty()) throw RendezvousConfigError("--rdzv_conf secret_file=: expected a path");
       config.secret_file = value;
+    } else if (key == "auth") {
+      static const std::pair<std::string_view, AuthMode> modes[] = {
+          {"auto", AuthMode::kAuto}, {"secret", AuthMode::kSecret}, {"munge", AuthMode::kMunge}, {"none", AuthMode::kNone}};
+      const auto* it = std::find_if(std::begin(modes), std::end(modes), [&](const auto& m) { return m.first == value; });
+      if (it == std::end(modes)) {
+        throw RendezvousConfigError(
+            fmt::format("--rdzv_conf auth={}: expected auto, secret, munge or none", shown(value)));
+      }
+      config.auth = it->second;
+    } else if (key == "munge_socket") {
+      if (value.empty()) throw RendezvousConfigError("--rdzv_conf munge_socket=: expected a path");
+      config.munge_socket = value;
     } else if (key == "max_connections") {
       config.max_connections = parse_count(key, value);
     } else if (key == "max_membership_changes") {
@@ -197,7 +209,8 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     } else {
       throw RendezvousConfigError(fmt::format(
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
-          "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, max_connections, "
+          "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
+          "max_connections, "
           "max_membership_changes",
           shown(key)));
     }

@@ -56,11 +56,11 @@ void check_own(const WorkerFailure& failure, int round_number, int nproc, const 
 }  // namespace
 
 RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
-                                   JobSettings settings, const RendezvousTimeouts& timeouts, std::string secret,
+                                   JobSettings settings, const RendezvousTimeouts& timeouts, NodeAuth auth,
                                    int max_connections)
     : acceptor_(io, endpoint, /*reuse_addr=*/true),
       timeouts_(timeouts),
-      secret_(std::move(secret)),
+      auth_(std::move(auth)),
       max_connections_(static_cast<std::size_t>(std::max(1, max_connections))),
       reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
       accept_pause_(io),
@@ -91,7 +91,7 @@ void RendezvousServer::accept_next() {
       auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
       Connection& connection = connections_[node];
       connection.channel = channel;
-      connection.authenticated = secret_.empty();
+      connection.authenticated = !auth_.required();
       connection.auth_deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor());
       connection.auth_deadline->expires_after(seconds(timeouts_.auth_timeout));
       connection.auth_deadline->async_wait([this, node, alive = lifetime_.token()](const asio::error_code& ec) {
@@ -102,7 +102,7 @@ void RendezvousServer::accept_next() {
         connections_.erase(it);
         send_host_finish_when_others_closed();
       });
-      if (!secret_.empty()) channel->hold_heartbeats_until_authenticated();
+      if (auth_.required()) channel->hold_heartbeats_until_authenticated();
       channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
                      [this, node](const std::string& why) { on_closed(node, why); });
     }
@@ -192,27 +192,52 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
 
 void RendezvousServer::authenticate(NodeId node, Connection& connection, const std::string& type,
                                     const nlohmann::json& message) {
+  constexpr const char* kSameSecret =
+      "give every node the same secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)";
+  constexpr const char* kSameJob =
+      "start every node's ddprun in the same SLURM job (one srun), or give every node the same secret "
+      "(--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)";
+  const bool peer_uses_munge = message.contains("munge");
   try {
-    if (secret_.empty()) {
-      // Only a hello reaches here: this node has a secret, the job has none.
+    if (!auth_.required()) {
+      // Only a hello reaches here: this node authenticates, the host does not.
       return refuse(node, connection,
-                    "this node has a rendezvous secret but the rendezvous host has none; give every node the same "
-                    "secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)");
+                    fmt::format("this node authenticates with {} but the rendezvous host does not; {}",
+                                peer_uses_munge ? "MUNGE" : "a secret", kSameSecret));
     }
     if (type == "join") {
       const int version = message.at("version");
+      if (version != kProtocolVersion) return refuse(node, connection, version_mismatch(version));
       return refuse(node, connection,
-                    version != kProtocolVersion
-                        ? version_mismatch(version)
-                        : "the rendezvous needs the job's secret and this node has none; give every node the same "
-                          "secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)");
+                    auth_.munge ? fmt::format("the rendezvous authenticates its nodes with MUNGE ({}) and this node "
+                                              "does not; {}",
+                                              auth_.munge->scope(), kSameJob)
+                                : fmt::format("the rendezvous needs the job's secret and this node has none; {}",
+                                              kSameSecret));
     }
     if (!connection.handshake) {
-      connection.handshake.emplace(AuthRole::kServer, secret_, random_nonce(), kProtocolVersion);
-      const nlohmann::json challenge = connection.handshake->on_hello(message);
+      connection.handshake.emplace(AuthRole::kServer, auth_.secret, random_nonce(), kProtocolVersion);
+      std::string credential;
+      if (auth_.munge) {
+        if (!peer_uses_munge || !message["munge"].is_string()) {
+          return refuse(node, connection,
+                        fmt::format("the rendezvous authenticates its nodes with MUNGE ({}) and this node uses a "
+                                    "secret; {}",
+                                    auth_.munge->scope(), kSameJob));
+        }
+        MungeKeyExchange::Grant grant = auth_.munge->grant(message["munge"], message.value("nonce", nlohmann::json()).is_string() ? message["nonce"].get<std::string>() : "");
+        connection.handshake->set_secret(std::move(grant.secret));
+        credential = std::move(grant.credential);
+      } else if (peer_uses_munge) {
+        return refuse(node, connection,
+                      fmt::format("this node authenticates with MUNGE and the rendezvous host with a secret; {}",
+                                  kSameSecret));
+      }
+      nlohmann::json challenge = connection.handshake->on_hello(message);
       if (connection.handshake->peer_version() != kProtocolVersion) {
         return refuse(node, connection, version_mismatch(connection.handshake->peer_version()));
       }
+      if (!credential.empty()) challenge["munge"] = std::move(credential);
       return connection.channel->send(challenge);
     }
     connection.handshake->on_proof(message);
@@ -220,7 +245,8 @@ void RendezvousServer::authenticate(NodeId node, Connection& connection, const s
     connection.handshake.reset();
     connection.authenticated = true;
   } catch (const AuthError& e) {
-    refuse(node, connection, fmt::format("authentication failed: {}; give every node the same secret", e.what()));
+    refuse(node, connection,
+           fmt::format("authentication failed: {}; {}", e.what(), auth_.munge ? kSameJob : kSameSecret));
   }
 }
 

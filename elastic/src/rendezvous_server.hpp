@@ -13,6 +13,7 @@
 #include <string>
 
 #include "channel.hpp"
+#include "munge_auth.hpp"
 #include "rendezvous_auth.hpp"
 #include "ddprun/job_coordinator.hpp"
 #include "event_loop.hpp"
@@ -23,10 +24,10 @@ class RendezvousServer {
  public:
   // Listens on `endpoint` at once; throws std::system_error when it cannot (e.g. the address
   // is in use). The join timeout starts now.
-  // `secret` empty: open, as torchrun's. At most `max_connections` connections at once (more
+  // `auth`: the job's secret, MUNGE, or neither (open, as torchrun's). At most `max_connections` connections at once (more
   // close the oldest that has not authenticated, else the newest).
   RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint, JobSettings settings,
-                   const RendezvousTimeouts& timeouts, std::string secret, int max_connections);
+                   const RendezvousTimeouts& timeouts, NodeAuth auth, int max_connections);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
   RendezvousServer& operator=(const RendezvousServer&) = delete;
@@ -40,7 +41,7 @@ class RendezvousServer {
  private:
   struct Connection {
     std::shared_ptr<Channel> channel;
-    std::optional<Handshake> handshake;  // with a secret, until it has authenticated
+    std::optional<Handshake> handshake;  // with a secret or MUNGE, until it has authenticated
     std::shared_ptr<asio::steady_timer> auth_deadline;
     bool authenticated = false;
     bool joined = false;
@@ -65,7 +66,7 @@ class RendezvousServer {
 
   asio::ip::tcp::acceptor acceptor_;
   RendezvousTimeouts timeouts_;
-  std::string secret_;
+  NodeAuth auth_;
   std::size_t max_connections_;
   // A descriptor held open so that, when the process runs out, it can be closed to accept and
   // close a pending connection instead of spinning on EMFILE (see accept_one_at_fd_limit).

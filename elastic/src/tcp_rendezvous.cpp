@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -55,6 +56,14 @@ void TcpRendezvous::join(Handlers handlers) {
   } catch (const std::system_error& e) {
     return end(rendezvous_failure(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()), 0));
   }
+  auth_.secret = config_.secret;
+  if (!config_.munge_scope.empty()) {
+    try {
+      auth_.munge = std::make_shared<MungeKeyExchange>(open_munge(config_.munge_socket), config_.munge_scope, ::getuid());
+    } catch (const MungeError& e) {
+      return end(rendezvous_failure(fmt::format("could not use MUNGE: {}", e.what()), 0));
+    }
+  }
   host_if_chosen();
   if (state_ == State::kDone) return;
   join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
@@ -104,7 +113,7 @@ void TcpRendezvous::host_if_chosen() {
     listen = candidate;
     try {
       server_ = std::make_unique<RendezvousServer>(io_, listen, job_settings(config_), config_.timeouts,
-                                                   config_.secret, max_connections);
+                                                   auth_, max_connections);
       return;
     } catch (const std::system_error& e) {
       if (e.code().value() == EADDRNOTAVAIL) continue;  // not this host's address
@@ -179,9 +188,20 @@ void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
                                            restarts_));
                   });
   state_ = State::kIdle;
-  if (config_.secret.empty()) return send_join();
-  handshake_.emplace(AuthRole::kClient, config_.secret, random_nonce(), kProtocolVersion);
-  send(handshake_->hello());
+  if (!auth_.required()) return send_join();
+  client_nonce_ = random_nonce();
+  handshake_.emplace(AuthRole::kClient, auth_.secret, client_nonce_, kProtocolVersion);
+  nlohmann::json hello = handshake_->hello();
+  if (auth_.munge) {
+    try {
+      hello["munge"] = auth_.munge->client_credential(client_nonce_);
+    } catch (const MungeError& e) {
+      channel_->close();
+      channel_.reset();
+      return end(rendezvous_failure(fmt::format("could not authenticate with MUNGE: {}", e.what()), restarts_));
+    }
+  }
+  send(hello);
 }
 
 void TcpRendezvous::send_join() {
@@ -201,16 +221,26 @@ void TcpRendezvous::on_handshake_message(const nlohmann::json& message) {
       why = fmt::format("the rendezvous at {} refused this node: {}", endpoint_text_,
                         message.at("outcome").at("error").get<std::string>());
     } else {
+      if (auth_.munge) {
+        if (!message.contains("munge") || !message["munge"].is_string()) {
+          throw AuthError("its challenge has no MUNGE credential");
+        }
+        handshake_->set_secret(auth_.munge->accept(message["munge"], client_nonce_));
+      }
       send(handshake_->on_challenge(message));
       channel_->authenticate(MessageAuth(AuthRole::kClient, handshake_->session_key()));
       handshake_.reset();
       return send_join();
     }
   } catch (const std::exception& e) {
-    why = fmt::format(
-        "the rendezvous at {} did not prove that it knows the job's secret ({}): it is not this job's rendezvous "
-        "host, or it has another secret; check the endpoint and that no other program holds its port",
-        endpoint_text_, e.what());
+    why = auth_.munge
+              ? fmt::format("the rendezvous at {} did not prove with MUNGE that it belongs to this job ({}): {}; check "
+                            "the endpoint and that no other program holds its port",
+                            endpoint_text_, auth_.munge->scope(), e.what())
+              : fmt::format("the rendezvous at {} did not prove that it knows the job's secret ({}): it is not this "
+                            "job's rendezvous host, or it has another secret; check the endpoint and that no other "
+                            "program holds its port",
+                            endpoint_text_, e.what());
   }
   channel_->close();
   channel_.reset();

@@ -11,6 +11,7 @@
 #include "ddprun/rendezvous.hpp"
 #include "event_loop.hpp"
 #include "master_port.hpp"
+#include "munge_auth.hpp"
 #include "rendezvous_auth.hpp"
 #include "rendezvous_server.hpp"
 
@@ -68,7 +69,9 @@ class TcpRendezvous final : public Rendezvous {
   double connect_retry_;  // seconds until the next attempt to reach the endpoint
   std::string last_connect_error_;
   std::shared_ptr<Channel> channel_;
-  std::optional<Handshake> handshake_;  // with a secret: from connecting until the host proved itself
+  NodeAuth auth_;                       // the secret or MUNGE; neither: open
+  std::optional<Handshake> handshake_;  // authenticating: from connecting until the host proved itself
+  std::string client_nonce_;            // this connection's, for the host's MUNGE credential
   bool left_ = false;
   Lifetime lifetime_;
 };

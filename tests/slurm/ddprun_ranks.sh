@@ -16,6 +16,11 @@ wait_job 120 "$job" COMPLETED
 
 expect_line job.out "ddprun: SLURM job $job step 0: 2 nodes, node rank 0, .*rendezvous at n1:[0-9]+, run id $job\.0"
 expect_line job.out "ddprun: SLURM job $job step 0: 2 nodes, node rank 1, .*rendezvous at n1:[0-9]+, run id $job\.0"
+# No secret was given: the nodes authenticate each other with the cluster's MUNGE, found through
+# slurm.conf's AuthInfo socket (this cluster's munged is not at the default path).
+munge_lines=$(grep -c "ddprun: the rendezvous is authenticated with MUNGE (SLURM job $job, run $job\.0)" job.out || true)
+[[ $munge_lines -eq 2 ]] || fail "expected both nodes to authenticate with MUNGE, $munge_lines did: $(cat job.out)"
+! grep -q "rendezvous is open" job.out || fail "a node's rendezvous is open: $(grep "rendezvous is open" job.out)"
 ports=()
 for rank in 0 1 2 3; do
   f=$PROBE_DIR/attempt0/rank$rank.env
@@ -31,4 +36,4 @@ for rank in 0 1 2 3; do
 done
 [[ $(printf '%s\n' "${ports[@]}" | sort -u | wc -l) -eq 1 && -n ${ports[0]} ]] \
   || fail "the ranks disagree on MASTER_PORT: ${ports[*]}"
-echo "PASS: job $job: 2 nodes x 2 workers, ranks 0..3 by node, one world of 4"
+echo "PASS: job $job: 2 nodes x 2 workers, ranks 0..3 by node, one world of 4, authenticated with MUNGE"

@@ -45,6 +45,13 @@ struct RendezvousTimeouts {
   double auth_timeout = 5;
 };
 
+// How the nodes prove to each other that they belong to the job (--rdzv_conf auth=...).
+//   auto:   the secret when one is given; else MUNGE under SLURM when munged answers; else none
+//   secret: the secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET), required
+//   munge:  MUNGE, required (also outside SLURM, on any cluster that runs munged)
+//   none:   an open rendezvous, as torchrun's
+enum class AuthMode { kAuto, kSecret, kMunge, kNone };
+
 struct RendezvousConfig {
   Backend backend = Backend::kStatic;
   // --rdzv_endpoint as "host[:port]". For the static backend it replaces master_addr and, when it
@@ -73,6 +80,13 @@ struct RendezvousConfig {
   // empty: the rendezvous is open, as torchrun's. Never printed, logged or given to workers.
   std::string secret;
   std::string secret_file;  // --rdzv_conf secret_file
+  AuthMode auth = AuthMode::kAuto;  // --rdzv_conf auth; decide_auth() resolves kAuto
+  // --rdzv_conf munge_socket: munged's socket; empty: slurm.conf's AuthInfo socket, else
+  // libmunge's default (decide_auth() fills it in).
+  std::string munge_socket;
+  // Set by decide_auth() when the nodes authenticate with MUNGE: what every node's credentials
+  // must name (the SLURM job id and the run id). Empty: a secret, or none.
+  std::string munge_scope;
   // --rdzv_conf max_connections: connections the rendezvous host keeps at once; 0: see
   // connection_limit().
   int max_connections = 0;
@@ -102,7 +116,8 @@ Endpoint single_node_master(const RendezvousConfig& config);
 
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
-// (0|1|true|false), secret_file (a path), max_connections, max_membership_changes, and
+// (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
+// max_connections, max_membership_changes, and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
 // and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on
@@ -113,6 +128,15 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
 // `env_secret` (DDPRUN_RDZV_SECRET; null when unset). Throws RendezvousConfigError when the file
 // cannot be read or the secret is empty.
 void load_secret(RendezvousConfig& config, const char* env_secret);
+
+// Decides how this node authenticates (config.auth; see AuthMode) and fills in munge_scope and
+// munge_socket when it is MUNGE (checking that munged answers). `slurm_job_id`: SLURM_JOB_ID,
+// empty outside SLURM; `slurm_conf`: the path of slurm.conf, read for its AuthInfo socket when no
+// munge_socket is given (a file that cannot be read names none). Returns the line to print for the
+// user: the rendezvous is authenticated with MUNGE, or a warning that it is open and why. Throws
+// RendezvousConfigError when the choice cannot work (auth=munge without munged, auth=secret
+// without a secret, a secret with auth=munge or none). Call after load_secret().
+std::string decide_auth(RendezvousConfig& config, const std::string& slurm_job_id, const std::string& slurm_conf);
 
 // The connections the rendezvous host keeps at once: max_connections when given, else 2 per
 // node (--nnodes MAX) plus 16 but at most a quarter of `fd_limit` (the soft RLIMIT_NOFILE), so

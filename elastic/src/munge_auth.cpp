@@ -1,0 +1,276 @@
+#include "munge_auth.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "ddprun/rendezvous_config.hpp"
+#include "rendezvous_auth.hpp"
+
+#if DDPRUN_HAVE_MUNGE_H
+#include <munge.h>
+#endif
+
+namespace ddprun::elastic {
+
+namespace {
+
+constexpr std::string_view kClientLabel = "ddprun-rdzv munge client";
+constexpr std::string_view kServerLabel = "ddprun-rdzv munge server";
+
+#if DDPRUN_HAVE_MUNGE_H
+
+// libmunge's functions, resolved from the library munged's own package installs. The prototypes
+// come from munge.h, so a changed ABI fails to compile rather than to run.
+struct MungeLibrary {
+  void* handle = nullptr;
+  decltype(&munge_ctx_create) ctx_create = nullptr;
+  decltype(&munge_ctx_destroy) ctx_destroy = nullptr;
+  decltype(&munge_ctx_set) ctx_set = nullptr;
+  decltype(&munge_ctx_strerror) ctx_strerror = nullptr;
+  decltype(&munge_encode) encode = nullptr;
+  decltype(&munge_decode) decode = nullptr;
+  decltype(&munge_strerror) strerror = nullptr;
+
+  MungeLibrary() {
+    handle = ::dlopen("libmunge.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) throw MungeError(fmt::format("libmunge is not installed ({})", ::dlerror()));
+    resolve(ctx_create, "munge_ctx_create");
+    resolve(ctx_destroy, "munge_ctx_destroy");
+    resolve(ctx_set, "munge_ctx_set");
+    resolve(ctx_strerror, "munge_ctx_strerror");
+    resolve(encode, "munge_encode");
+    resolve(decode, "munge_decode");
+    resolve(strerror, "munge_strerror");
+  }
+  MungeLibrary(const MungeLibrary&) = delete;
+  MungeLibrary& operator=(const MungeLibrary&) = delete;
+  ~MungeLibrary() { ::dlclose(handle); }
+
+  template <typename F>
+  void resolve(F& f, const char* name) {
+    f = reinterpret_cast<F>(::dlsym(handle, name));
+    if (f == nullptr) throw MungeError(fmt::format("libmunge.so.2 has no {}", name));
+  }
+};
+
+// One munge context per call: contexts hold per-call state (the last error, the restriction).
+class LibMunge final : public CredentialService {
+ public:
+  explicit LibMunge(std::string socket) : socket_(std::move(socket)) {}
+
+  std::string encode(std::string_view payload, uid_t decoder_uid) override {
+    Context ctx(lib_, socket_);
+    check(ctx, lib_.ctx_set(ctx.get(), MUNGE_OPT_UID_RESTRICTION, decoder_uid), "restrict a credential");
+    // Encrypted whatever munged's default: the server's credential carries the connection's key.
+    check(ctx, lib_.ctx_set(ctx.get(), MUNGE_OPT_CIPHER_TYPE, MUNGE_CIPHER_AES128), "choose a cipher");
+    char* credential = nullptr;
+    check(ctx, lib_.encode(&credential, ctx.get(), payload.data(), static_cast<int>(payload.size())),
+          "encode a credential");
+    std::string out(credential);
+    std::free(credential);
+    return out;
+  }
+
+  MungeCredential decode(const std::string& credential) override {
+    Context ctx(lib_, socket_);
+    void* payload = nullptr;
+    int size = 0;
+    MungeCredential out;
+    const munge_err_t e = lib_.decode(credential.c_str(), ctx.get(), &payload, &size, &out.uid, &out.gid);
+    if (payload != nullptr) {
+      if (e == EMUNGE_SUCCESS) out.payload.assign(static_cast<const char*>(payload), static_cast<std::size_t>(size));
+      std::free(payload);
+    }
+    check(ctx, e, "decode a credential");
+    return out;
+  }
+
+ private:
+  class Context {
+   public:
+    Context(MungeLibrary& lib, const std::string& socket) : lib_(lib), ctx_(lib.ctx_create()) {
+      if (ctx_ == nullptr) throw MungeError("libmunge could not make a context (out of memory)");
+      if (!socket.empty() && lib_.ctx_set(ctx_, MUNGE_OPT_SOCKET, socket.c_str()) != EMUNGE_SUCCESS) {
+        lib_.ctx_destroy(ctx_);
+        throw MungeError(fmt::format("libmunge refused the socket {}", socket));
+      }
+    }
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+    ~Context() { lib_.ctx_destroy(ctx_); }
+    munge_ctx_t get() const { return ctx_; }
+
+   private:
+    MungeLibrary& lib_;
+    munge_ctx_t ctx_;
+  };
+
+  void check(const Context& ctx, munge_err_t e, const char* what) {
+    if (e == EMUNGE_SUCCESS) return;
+    const char* detail = lib_.ctx_strerror(ctx.get());
+    throw MungeError(fmt::format("munge could not {}: {}", what, detail != nullptr ? detail : lib_.strerror(e)));
+  }
+
+  MungeLibrary lib_;
+  std::string socket_;
+};
+
+#endif  // DDPRUN_HAVE_MUNGE_H
+
+std::string_view trim(std::string_view s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<CredentialService> open_munge(const std::string& socket) {
+#if DDPRUN_HAVE_MUNGE_H
+  auto service = std::make_unique<LibMunge>(socket);
+  // munged answers, and with the same key as it decodes with: a round trip to this uid.
+  const uid_t uid = ::getuid();
+  const MungeCredential probe = service->decode(service->encode("ddprun probe", uid));
+  if (probe.payload != "ddprun probe" || probe.uid != uid) throw MungeError("munged returned another payload");
+  return service;
+#else
+  (void)socket;
+  throw MungeError("this ddprun was built without MUNGE support (libmunge-dev was missing)");
+#endif
+}
+
+std::string munge_socket_from_slurm_conf(std::string_view text) {
+  std::string found;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::string_view l = line;
+    l = trim(l.substr(0, l.find('#')));
+    const auto eq = l.find('=');
+    if (eq == std::string_view::npos || !iequals(trim(l.substr(0, eq)), "AuthInfo")) continue;
+    const std::string_view value = trim(l.substr(eq + 1));
+    if (!value.empty() && value.front() == '/') {  // SLURM before 15.08: the socket's path alone
+      found = value;
+      continue;
+    }
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const std::string_view item = trim(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      const auto item_eq = item.find('=');
+      if (item_eq != std::string_view::npos && iequals(trim(item.substr(0, item_eq)), "socket")) {
+        found = trim(item.substr(item_eq + 1));
+      }
+    }
+  }
+  return found;
+}
+
+std::string decide_auth(RendezvousConfig& config, const std::string& slurm_job_id, const std::string& slurm_conf) {
+  constexpr std::string_view kGiveSecret = "give every node the same secret with --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET";
+  const auto open_warning = [&](std::string_view why) {
+    return fmt::format("ddprun: warning: the rendezvous is open{}: anyone who can reach its port can join or end this "
+                       "job; {}",
+                       why, kGiveSecret);
+  };
+  if (!config.secret.empty()) {
+    if (config.auth == AuthMode::kMunge || config.auth == AuthMode::kNone) {
+      throw RendezvousConfigError(fmt::format("--rdzv_conf auth={} contradicts the secret given ({}); drop one of them",
+                                              config.auth == AuthMode::kMunge ? "munge" : "none",
+                                              config.secret_file.empty() ? "DDPRUN_RDZV_SECRET" : "secret_file"));
+    }
+    config.auth = AuthMode::kSecret;
+    return {};
+  }
+  if (config.auth == AuthMode::kSecret) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf auth=secret needs the job's secret; {}", kGiveSecret));
+  }
+  if (config.auth == AuthMode::kNone) return open_warning(" (--rdzv_conf auth=none)");
+  if (config.auth == AuthMode::kAuto && slurm_job_id.empty()) return open_warning("");
+  if (config.munge_socket.empty() && !slurm_conf.empty()) {
+    std::ifstream file(slurm_conf);
+    std::stringstream text;
+    text << file.rdbuf();
+    config.munge_socket = munge_socket_from_slurm_conf(text.str());
+  }
+  try {
+    open_munge(config.munge_socket);
+  } catch (const MungeError& e) {
+    if (config.auth == AuthMode::kMunge) {
+      throw RendezvousConfigError(fmt::format("--rdzv_conf auth=munge: MUNGE cannot be used: {}", e.what()));
+    }
+    config.munge_socket.clear();
+    return open_warning(fmt::format(" (MUNGE cannot be used: {})", e.what()));
+  }
+  config.auth = AuthMode::kMunge;
+  config.munge_scope = slurm_job_id.empty() ? "run " + config.run_id : "SLURM job " + slurm_job_id + ", run " + config.run_id;
+  return fmt::format("ddprun: the rendezvous is authenticated with MUNGE ({})", config.munge_scope);
+}
+
+MungeKeyExchange::MungeKeyExchange(std::shared_ptr<CredentialService> service, std::string scope, uid_t uid)
+    : service_(std::move(service)), scope_(std::move(scope)), uid_(uid) {}
+
+std::string MungeKeyExchange::client_credential(std::string_view client_nonce) {
+  return service_->encode(length_prefixed({kClientLabel, scope_, client_nonce}), uid_);
+}
+
+MungeKeyExchange::Grant MungeKeyExchange::grant(const std::string& client_credential, std::string_view client_nonce) {
+  const MungeCredential c = decode(client_credential, "its");
+  if (c.payload != length_prefixed({kClientLabel, scope_, client_nonce})) {
+    throw AuthError(fmt::format("its MUNGE credential is not for this job and run ({}) or not for this connection",
+                                scope_));
+  }
+  Grant out;
+  out.secret = random_nonce();
+  try {
+    out.credential = service_->encode(length_prefixed({kServerLabel, scope_, client_nonce, out.secret}), uid_);
+  } catch (const MungeError& e) {
+    throw AuthError(e.what());
+  }
+  return out;
+}
+
+std::string MungeKeyExchange::accept(const std::string& server_credential, std::string_view client_nonce) {
+  const MungeCredential c = decode(server_credential, "the host's");
+  const std::string prefix = length_prefixed({kServerLabel, scope_, client_nonce});
+  const std::string_view payload = c.payload;
+  const std::string key_prefix = std::to_string(64) + ":";
+  if (payload.size() != prefix.size() + key_prefix.size() + 64 || payload.substr(0, prefix.size()) != prefix ||
+      payload.substr(prefix.size(), key_prefix.size()) != key_prefix ||
+      !is_nonce(payload.substr(prefix.size() + key_prefix.size()))) {
+    throw AuthError(fmt::format(
+        "the host's MUNGE credential is not for this job and run ({}) or not for this connection", scope_));
+  }
+  return std::string(payload.substr(prefix.size() + key_prefix.size()));
+}
+
+MungeCredential MungeKeyExchange::decode(const std::string& credential, const char* whose) {
+  MungeCredential c;
+  try {
+    c = service_->decode(credential);
+  } catch (const MungeError& e) {
+    throw AuthError(fmt::format("{} MUNGE credential was refused: {}", whose, e.what()));
+  }
+  if (c.uid != uid_) {
+    throw AuthError(fmt::format("{} MUNGE credential is of uid {}, and this job runs as uid {}", whose, c.uid, uid_));
+  }
+  return c;
+}
+
+}  // namespace ddprun::elastic
