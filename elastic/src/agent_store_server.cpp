@@ -33,10 +33,11 @@ struct AgentStoreServer::Connection {
   std::deque<std::string> outbox;
   bool writing = false;
   bool closed = false;
+  bool spoke = false;  // has sent a byte
 };
 
-AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket)
-    : acceptor_(io_), retry_timer_(io_), work_(asio::make_work_guard(io_)) {
+AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections)
+    : acceptor_(io_), retry_timer_(io_), work_(asio::make_work_guard(io_)), max_connections_(max_connections) {
   // Workers must not inherit it: a worker's copy would keep the port listening after ddprun.
   ::fcntl(bound_socket, F_SETFD, FD_CLOEXEC);
   asio::error_code error;
@@ -116,6 +117,10 @@ void AgentStoreServer::accept_next() {
       }
       socket.non_blocking(true, error);
       socket.set_option(asio::ip::tcp::no_delay(true), error);
+      if (connections_.size() + held_.size() >= max_connections_ && !make_room()) {
+        socket.close(error);  // every connection is in use: the newest goes
+        continue;
+      }
       if (holding_) {
         held_.push_back(std::move(socket));
       } else {
@@ -124,6 +129,26 @@ void AgentStoreServer::accept_next() {
     }
     accept_next();
   });
+}
+
+bool AgentStoreServer::make_room() {
+  if (!limit_reported_) {
+    limit_reported_ = true;
+    say(fmt::format("ddprun: the workers' store has {} connections, its limit; from now on a new one closes the "
+                    "oldest that has sent nothing (is something other than the workers connecting to MASTER_PORT?)\n",
+                    max_connections_));
+  }
+  for (const auto& [id, connection] : connections_) {
+    if (!connection->spoke) {
+      close(id);
+      return true;
+    }
+  }
+  if (held_.empty()) return false;
+  asio::error_code ignored;
+  held_.front().close(ignored);
+  held_.erase(held_.begin());
+  return true;
 }
 
 void AgentStoreServer::serve(asio::ip::tcp::socket socket) {
@@ -144,6 +169,7 @@ void AgentStoreServer::read_next(const std::shared_ptr<Connection>& connection) 
     const std::size_t n = connection->socket.read_some(asio::buffer(buffer_), error);
     if (error == asio::error::would_block || error == asio::error::try_again) return read_next(connection);
     if (error) return close(connection->id);
+    connection->spoke = true;
     std::vector<AgentStore::Send> sends;
     std::string why;
     const bool well_formed = store_.receive(connection->id, {buffer_.data(), n}, sends, why);

@@ -19,7 +19,11 @@ class AgentStoreServer {
   // Listens on `bound_socket`, a socket of `protocol` already bound to the port, and owns it
   // from now on (closes it also when this throws). New connections are held, not served, until begin_round(). Throws std::system_error
   // when it cannot listen (another program listens on the port).
-  AgentStoreServer(asio::ip::tcp protocol, int bound_socket);
+  // At most `max_connections` connections are kept, held and served together: at the limit a new
+  // one closes the oldest that has sent nothing yet (PyTorch's clients speak at once; a flood of
+  // idle connections does not), else the newest is closed. The store's protocol has no room
+  // for authentication; this bounds what a peer that can reach the port can take.
+  AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections);
   ~AgentStoreServer();
   AgentStoreServer(const AgentStoreServer&) = delete;
   AgentStoreServer& operator=(const AgentStoreServer&) = delete;
@@ -36,6 +40,9 @@ class AgentStoreServer {
   struct Connection;
 
   void accept_next();
+  // Closes one connection that has sent nothing (served, oldest first, then held); false if
+  // every connection has spoken.
+  bool make_room();
   void serve(asio::ip::tcp::socket socket);
   void read_next(const std::shared_ptr<Connection>& connection);
   void send(AgentStore::ClientId client, std::string bytes);
@@ -50,6 +57,8 @@ class AgentStoreServer {
   AgentStore store_;
   std::map<AgentStore::ClientId, std::shared_ptr<Connection>> connections_;
   std::vector<asio::ip::tcp::socket> held_;
+  std::size_t max_connections_;
+  bool limit_reported_ = false;
   std::array<char, 64 * 1024> buffer_{};  // what one read brings, handed to store_ at once
   AgentStore::ClientId next_client_ = 1;
   bool holding_ = true;

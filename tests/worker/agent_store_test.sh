@@ -4,7 +4,8 @@
 # build-torch2/) and libtorch's C++ client (rank_driver). Collectives and every store call;
 # a restart that fails if the previous attempt's keys survive; rank 0 gone while the others
 # still use the store; two ddprun nodes on loopback meeting at the store of rank 0's node; and
-# TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, under which rank 0 of the workers hosts the store.
+# TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, under which rank 0 of the workers hosts the store; a
+# flood of idle connections at the store beyond ddprun's descriptor limit.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
@@ -276,4 +277,40 @@ TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 "$DDPRUN" --nproc_per_node=2 "$T/collective
   || { cat "$T/coll2.err"; fail "worker library collectives with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"; }
 for r in 0 1; do expect_eq "$(cut -d' ' -f1,2 "$T/use.$r")" "False nobody" "rank $r: no agent store, ddprun not listening"; done
 ok "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: TORCHELASTIC_USE_AGENT_STORE=False, rank 0 hosts the store"
+
+# 7. A flood of idle connections at MASTER_PORT, more than ddprun's descriptors allow (soft limit
+# 128, so the store keeps 64): the store closes the flood's silent connections to make room, and
+# the workers' own clients, which speak at once, are served. (Before, ddprun ran out of
+# descriptors and the workers' connections were never accepted.)
+cat > "$T/flood.py" <<'PY'
+import datetime, os, resource, socket, sys, torch
+import torch.distributed as dist
+from common import rank
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+flood = []
+if rank == 0:
+    for _ in range(200):
+        flood.append(socket.create_connection((os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]))))
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+assert t.item() == 3.0, t
+dist.barrier()
+closed = 0
+for s in flood:
+    s.setblocking(False)
+    try:
+        closed += s.recv(1) == b""
+    except (BlockingIOError, ConnectionResetError) as e:
+        closed += isinstance(e, ConnectionResetError)
+open(os.path.join(sys.argv[1], f"flood.{rank}"), "w").write(f"{closed}\n")
+dist.destroy_process_group()
+PY
+( ulimit -Sn 128; "$DDPRUN" --nproc_per_node=2 "$T/flood.py" "$T" >"$T/flood.out" 2>"$T/flood.err" ) \
+  || { cat "$T/flood.err"; fail "workers behind a flood of idle store connections"; }
+closed=$(cat "$T/flood.0")
+(( closed >= 136 )) || fail "the store closed $closed of the 200 idle connections; expected at least 136"
+expect_eq "$(grep -c "the workers' store has 64 connections, its limit" "$T/flood.err")" 1 "limit notices"
+ok "200 idle connections at the store (64 kept): the flood's silent ones are closed ($closed), the workers served"
 wait_for 10 no_leftovers
