@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <iostream>
 
 #include "ddprun/rendezvous_protocol.hpp"
 #include "node_identity.hpp"
@@ -66,7 +68,14 @@ void TcpRendezvous::join(Handlers handlers) {
   }
   host_if_chosen();
   if (state_ == State::kDone) return;
-  join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
+  join_deadline_ = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(seconds(config_.timeouts.join_timeout));
+  arm_join_timer();
+  connect();
+}
+
+void TcpRendezvous::arm_join_timer() {
+  join_timer_.expires_at(join_deadline_);
   join_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (ec || alive.expired() || channel_ || state_ != State::kJoining) return;
     resolver_.cancel();
@@ -79,7 +88,6 @@ void TcpRendezvous::join(Handlers handlers) {
                     endpoint_text_, config_.timeouts.join_timeout, last_connect_error_),
         0));
   });
-  connect();
 }
 
 void TcpRendezvous::host_if_chosen() {
@@ -184,6 +192,7 @@ void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
   channel_->start([this](const nlohmann::json& message) { on_message(message); },
                   [this](const std::string& why) {
                     channel_.reset();
+                    if (!assigned_ && !left_ && state_ != State::kDone) return reconnect(why);
                     end(rendezvous_failure(fmt::format("lost the rendezvous at {}: it {}", endpoint_text_, why),
                                            restarts_));
                   });
@@ -202,6 +211,22 @@ void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
     }
   }
   send(hello);
+}
+
+// Closed before this node's first round: the host made room for newer connections (a flood of
+// them), or restarted, or is not up yet. Not an end: try again until join_timeout, as before
+// the first connection.
+void TcpRendezvous::reconnect(const std::string& why) {
+  handshake_.reset();
+  state_ = State::kJoining;
+  connect_retry_ = kFirstConnectRetry;
+  if (!reconnect_reported_) {
+    reconnect_reported_ = true;
+    std::cerr << fmt::format("ddprun: the rendezvous at {} {} before this node joined; connecting again\n",
+                             endpoint_text_, why);
+  }
+  arm_join_timer();
+  retry_connect(fmt::format("it {} before this node joined", why));
 }
 
 void TcpRendezvous::send_join() {
@@ -255,6 +280,7 @@ void TcpRendezvous::on_message(const nlohmann::json& message) {
       const RoundAssignment assignment = message.at("assignment");
       if (state_ != State::kIdle && state_ != State::kSucceeded) return;
       state_ = State::kRunning;
+      assigned_ = true;
       round_ = assignment.round;
       restarts_ = assignment.restart_count;
       master_port_->round_started(assignment.group_rank == 0 && assignment.agent_store);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,8 @@ class TcpRendezvous final : public Rendezvous {
   void connect();
   void connect_to(const asio::ip::tcp::endpoint& endpoint);
   void retry_connect(const std::string& error);
+  void arm_join_timer();
+  void reconnect(const std::string& why);
   void on_connected(asio::ip::tcp::socket socket);
   void on_message(const nlohmann::json& message);
   void on_handshake_message(const nlohmann::json& message);
@@ -65,6 +68,9 @@ class TcpRendezvous final : public Rendezvous {
   asio::ip::tcp::resolver resolver_;
   asio::ip::tcp::socket connecting_;
   asio::steady_timer join_timer_;
+  std::chrono::steady_clock::time_point join_deadline_;
+  bool assigned_ = false;            // has had its first round
+  bool reconnect_reported_ = false;
   asio::steady_timer retry_timer_;
   double connect_retry_;  // seconds until the next attempt to reach the endpoint
   std::string last_connect_error_;

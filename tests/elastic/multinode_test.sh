@@ -241,4 +241,25 @@ expect_eq "$RC_a $RC_b" "0 0" "a failure after node 0 succeeded, then a restart 
 expect_eq "$(cat "$T"/ping.* | sort | uniq -c | tr -s ' ')" " 4 2 127.0.0.2" "both workers of both rounds reached node 0's store"
 expect_in "$T/a.err" "restarting workers \(restart 1 of 1\)"
 ok "a failure after node 0's workers succeeded restarts both nodes; the store serves the next round"
+
+# 11. The host goes away while a node waits for the first round: the node connects again (as
+# before its first connection) and joins the host started in its place. Before, it ended at once
+# with "lost the rendezvous"; a host that closes waiting connections to make room under a flood
+# of connections did the same to real nodes.
+next_port; rm -f "$T"/env.*
+c10d=(--nnodes=3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=rehost
+      --rdzv_conf=join_timeout=60)
+node 127.0.0.2 a "${c10d[@]}" "$T/dump"
+node 127.0.0.3 b "${c10d[@]}" "$T/dump"
+established() { [[ -n $(ss -Htn state established "dport = :$port" src 127.0.0.3) ]]; }
+wait_for 30 established
+kill -KILL "$PID_a"
+finish a
+wait_for 30 grep -q "before this node joined; connecting again" "$T/b.err"
+node 127.0.0.2 a2 "${c10d[@]}" "$T/dump"
+node 127.0.0.4 c "${c10d[@]}" "$T/dump"
+finish a2; finish b; finish c
+expect_eq "$RC_a2 $RC_b $RC_c" "0 0 0" "the job with a new host ($(cat "$T/b.err"))"
+expect_eq "$(cat "$T"/env.* | awk '{print $4}' | sort | uniq -c | tr -s ' ')" " 3 3" "three ranks of a world of 3"
+ok "a node waiting for its first round outlives its host and joins the next one"
 wait_for 10 no_leftovers
