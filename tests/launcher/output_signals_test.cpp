@@ -19,6 +19,7 @@
 
 #include "output_stream.hpp"
 #include "output_writer.hpp"
+#include "run_until.hpp"
 #include "signal_channel.hpp"
 #include "unique_fd.hpp"
 
@@ -26,19 +27,14 @@ using namespace ddprun::launcher;
 
 namespace {
 
+using ddprun::launcher::testing::run_until;
+
 std::string read_all(int fd) {
   std::string text;
   char buffer[4096];
   ssize_t n;
   while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(n));
   return text;
-}
-
-template <typename Done>
-void run_until(asio::io_context& io, Done done) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!done() && std::chrono::steady_clock::now() < limit) io.run_for(std::chrono::milliseconds(20));
-  io.restart();
 }
 
 }  // namespace

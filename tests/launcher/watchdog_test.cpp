@@ -25,6 +25,7 @@
 #include "file_timer_server.hpp"
 #include "hang_policy.hpp"
 #include "heartbeat_files.hpp"
+#include "run_until.hpp"
 #include "stack_dump.hpp"
 #include "status_server.hpp"
 
@@ -32,6 +33,8 @@ using namespace ddprun::launcher;
 using ddprun::config::HangTimeout;
 
 namespace {
+
+using ddprun::launcher::testing::run_until;
 
 HangTimeout fixed(double seconds, double startup) { return {HangTimeout::Mode::kFixed, seconds, startup}; }
 HangTimeout automatic(double floor, double startup) { return {HangTimeout::Mode::kAuto, floor, startup}; }
@@ -46,14 +49,6 @@ std::string temp_dir() {
   std::string pattern = std::filesystem::temp_directory_path().string() + "/ddprun-watchdog-XXXXXX";
   REQUIRE(::mkdtemp(pattern.data()) != nullptr);
   return pattern;
-}
-
-// Runs `io` until `done()` or 10 s pass (a failure, not a hang of the test).
-template <typename Done>
-void run_until(asio::io_context& io, Done done) {
-  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!done() && std::chrono::steady_clock::now() < limit) io.run_for(std::chrono::milliseconds(20));
-  io.restart();
 }
 
 }  // namespace
