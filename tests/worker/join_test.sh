@@ -50,6 +50,20 @@ for run in "3 7 initial" "7 3 initial" "3 7 active" "5 5 initial"; do
   same_as_pytorch "$name"
   ok "Join, $s0 and $s1 batches, divided by the $divide world size: PyTorch's model on both ranks"
 done
+# Skew: PyTorch warns (once) when a rank has shadowed more than 1000 iterations of the others; at
+# 1001 it does, at 1000 it does not. Both sides, on the same side of the line.
+for run in "2 1003 1" "2 1002 0"; do
+  read -r s0 s1 warns <<<"$run"
+  name="uneven_${s0}_${s1}_initial"
+  job cpp "cpp_$name" uneven "$s0" "$s1" initial
+  job py "py_$name" uneven "$s0" "$s1" initial
+  same_as_pytorch "$name"
+  for side in cpp py; do
+    expect_eq "$(grep -ci "uneven input skew of greater than 1000" "$T/${side}_$name.log" || true)" "$warns" \
+      "$side, skew $((s1 - s0)): skew warnings"
+  done
+done
+ok "Join: the skew warning past 1000 shadowed iterations, as PyTorch's (1001: once; 1000: none)"
 # Dividing by the ranks still training must change the result, or the test could not see it.
 ! cmp -s "$T/cpp_uneven_3_7_initial/params.0" "$T/cpp_uneven_3_7_active/params.0" \
   || fail "divide_by_initial_world_size changed nothing"

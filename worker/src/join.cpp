@@ -73,7 +73,19 @@ void Join::finish() {
   Comm& comm = joinables_.front()->join_comm();
   bool is_last_joiner = true;
   // Every iteration of this loop matches one notify_join_context() on the ranks still training.
-  while (const int64_t training = sum_over_ranks(comm, 0)) {
+  // As PyTorch, warn once when this rank has shadowed more than 1000 of them: skew that large
+  // costs speed.
+  constexpr int kWarnSkew = 1000;
+  for (int shadowed = 0;; ++shadowed) {
+    if (shadowed == kWarnSkew + 1) {
+      std::cerr << fmt::format(
+          "ddprun::Join: warning: detected uneven input skew of greater than {}: rank {} has at least {} fewer "
+          "inputs than other currently-active ranks; this level of skew could lead to performance degradation "
+          "during training\n",
+          kWarnSkew, comm.rank(), kWarnSkew);
+    }
+    const int64_t training = sum_over_ranks(comm, 0);
+    if (training == 0) break;
     if (options_.throw_on_early_termination) {
       sum_over_ranks(comm, 1);  // the termination notice the training ranks wait for
       throw std::runtime_error(fmt::format(
