@@ -3,9 +3,10 @@
 // join_reference.py repeats in Python; OUT/params.<rank> holds the parameters and buffers
 // (%.9g, one a line), the format of `rank_driver compare`.
 //
-//   join_driver uneven OUT STEPS0 STEPS1 initial|active
+//   join_driver uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16]
 //                        rank r trains STEPS<r> batches inside a Join; gradients divided by the
-//                        initial world size or by the ranks still training
+//                        initial world size or by the ranks still training; with a compression
+//                        hook (which the joined rank runs on zeros, as PyTorch's)
 //   join_driver throw OUT STEPS0 STEPS1
 //                        the same with throw_on_early_termination; OUT/thrown.<rank> says where
 //                        the rank threw ("step N" or "finish") and the message
@@ -74,13 +75,15 @@ torch::Tensor batch_y(int r, int s) {
 
 // Linear, BatchNorm (buffers: broadcast from a training rank under Join), Tanh, Linear.
 int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw_early,
-           bool call_finish = true) {
+           bool call_finish = true, const std::string& hook = "") {
   auto comm = ddprun::init_process_group();
   const int r = comm->rank();
   auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::BatchNorm1d(5), torch::nn::Tanh(),
                                    torch::nn::Linear(5, 3));
   init_weights(*net);
   ddprun::DistributedDataParallel ddp(net.ptr(), comm);
+  if (hook == "fp16") ddp.register_comm_hook(ddprun::fp16_compress_hook());
+  if (hook == "bf16") ddp.register_comm_hook(ddprun::bf16_compress_hook());
   torch::optim::SGD opt(net->parameters(), 0.1);
   ddprun::JoinOptions options;
   options.divide_by_initial_world_size = divide_by_initial;
@@ -214,10 +217,12 @@ int main(int argc, char** argv) {
       const char* rank = std::getenv("RANK");
       return std::stoi(argv[first + (rank && std::string(rank) == "1" ? 1 : 0)]);
     };
-    if (mode == "uneven" && argc == 6) {
+    if (mode == "uneven" && (argc == 6 || argc == 7)) {
       const std::string divide = argv[5];
       if (divide != "initial" && divide != "active") die("initial or active, not " + divide);
-      return uneven(argv[2], rank_steps(3), divide == "initial", false);
+      const std::string hook = argc == 7 ? argv[6] : "";
+      if (!hook.empty() && hook != "fp16" && hook != "bf16") die("fp16 or bf16, not " + hook);
+      return uneven(argv[2], rank_steps(3), divide == "initial", false, true, hook);
     }
     if (mode == "throw" && argc == 5) return uneven(argv[2], rank_steps(3), true, true);
     if (mode == "throw_at_scope_end" && argc == 5) return uneven(argv[2], rank_steps(3), true, true, false);

@@ -50,6 +50,24 @@ for run in "3 7 initial" "7 3 initial" "3 7 active" "5 5 initial"; do
   same_as_pytorch "$name"
   ok "Join, $s0 and $s1 batches, divided by the $divide world size: PyTorch's model on both ranks"
 done
+# A compression hook under Join: the joined rank runs the hook on zeros, as PyTorch's does (an
+# fp32 all-reduce against the others' fp16 one would mix up the buffers or hang). bf16 only where
+# gloo has a bfloat16 all-reduce (PyTorch 2.1 on).
+hooks=(fp16)
+if "$TORCH_PYTHON" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)'; then
+  hooks+=(bf16)
+else
+  echo "not run: Join with the bf16 hook (gloo of this torch has no bfloat16 all-reduce)"
+fi
+for hook in "${hooks[@]}"; do
+  for divide in initial active; do
+    name="uneven_3_7_${divide}_$hook"
+    job cpp "cpp_$name" uneven 3 7 "$divide" "$hook"
+    job py "py_$name" uneven 3 7 "$divide" "$hook"
+    same_as_pytorch "$name"
+  done
+  ok "Join with the $hook compression hook, both divide modes: PyTorch's model on both ranks"
+done
 # Skew: PyTorch warns (once) when a rank has shadowed more than 1000 iterations of the others; at
 # 1001 it does, at 1000 it does not. Both sides, on the same side of the line.
 for run in "2 1003 1" "2 1002 0"; do
