@@ -3,10 +3,10 @@
 // join_reference.py repeats in Python; OUT/params.<rank> holds the parameters and buffers
 // (%.9g, one a line), the format of `rank_driver compare`.
 //
-//   join_driver uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16]
+//   join_driver uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16|static]
 //                        rank r trains STEPS<r> batches inside a Join; gradients divided by the
 //                        initial world size or by the ranks still training; with a compression
-//                        hook (which the joined rank runs on zeros, as PyTorch's)
+//                        hook (which the joined rank runs on zeros, as PyTorch's), or static_graph
 //   join_driver throw OUT STEPS0 STEPS1
 //                        the same with throw_on_early_termination; OUT/thrown.<rank> says where
 //                        the rank threw ("step N" or "finish") and the message
@@ -81,7 +81,9 @@ int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw
   auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::BatchNorm1d(5), torch::nn::Tanh(),
                                    torch::nn::Linear(5, 3));
   init_weights(*net);
-  ddprun::DistributedDataParallel ddp(net.ptr(), comm);
+  ddprun::DdpOptions ddp_options;
+  ddp_options.static_graph = hook == "static";
+  ddprun::DistributedDataParallel ddp(net.ptr(), comm, ddp_options);
   if (hook == "fp16") ddp.register_comm_hook(ddprun::fp16_compress_hook());
   if (hook == "bf16") ddp.register_comm_hook(ddprun::bf16_compress_hook());
   torch::optim::SGD opt(net->parameters(), 0.1);
@@ -221,7 +223,7 @@ int main(int argc, char** argv) {
       const std::string divide = argv[5];
       if (divide != "initial" && divide != "active") die("initial or active, not " + divide);
       const std::string hook = argc == 7 ? argv[6] : "";
-      if (!hook.empty() && hook != "fp16" && hook != "bf16") die("fp16 or bf16, not " + hook);
+      if (!hook.empty() && hook != "fp16" && hook != "bf16" && hook != "static") die("fp16, bf16 or static, not " + hook);
       return uneven(argv[2], rank_steps(3), divide == "initial", false, true, hook);
     }
     if (mode == "throw" && argc == 5) return uneven(argv[2], rank_steps(3), true, true);

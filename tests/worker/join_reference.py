@@ -1,7 +1,8 @@
 # One rank of PyTorch's own DDP for tests/worker/join_test.sh: the models, weights and batches of
 # join_driver.cpp, built from the same formulas, run by the same libtorch kernels. Writes
 # OUT/params.<rank> in join_driver's format (parameters, then buffers; %.9g, one a line).
-#   python join_reference.py uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16]   (Join[, a hook])
+#   python join_reference.py uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16|static]
+#                                                  (Join[, a hook, or static_graph])
 #   python join_reference.py throw OUT STEPS0 STEPS1                   (Join, throw_on_early_termination)
 #   python join_reference.py static OUT STEPS                          (static_graph)
 import os
@@ -65,11 +66,12 @@ if mode in ("uneven", "throw"):
     steps = int(sys.argv[3 + r])
     net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.BatchNorm1d(5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
     init_weights(net)
-    ddp = DistributedDataParallel(net)
-    if len(sys.argv) > 6:
+    option = sys.argv[6] if len(sys.argv) > 6 else ""
+    ddp = DistributedDataParallel(net, static_graph=option == "static")
+    if option in ("fp16", "bf16"):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,
-                                      "bf16": default_hooks.bf16_compress_hook}[sys.argv[6]])
+                                      "bf16": default_hooks.bf16_compress_hook}[option])
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     throw = mode == "throw"
     divide = sys.argv[5] == "initial" if not throw else True

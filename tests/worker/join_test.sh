@@ -7,6 +7,7 @@
 #    divided by the initial world size or by the ranks still training. The job must end (a rank
 #    that does not shadow a collective hangs its peer: the collective timeout and `timeout`
 #    turn that into a failure) with every rank holding PyTorch's model.
+#  - Join with a compression hook (fp16; bf16 on 2.x) and with static_graph.
 #  - throw_on_early_termination: every rank throws, at the same point as in PyTorch.
 #  - static_graph: an unused layer and a layer used twice, the second time inside a reentrant
 #    (checkpointed) backward; without static_graph the second gradient must be refused (as
@@ -68,6 +69,14 @@ for hook in "${hooks[@]}"; do
   done
   ok "Join with the $hook compression hook, both divide modes: PyTorch's model on both ranks"
 done
+for run in "3 7" "7 3"; do
+  read -r s0 s1 <<<"$run"
+  name="uneven_${s0}_${s1}_initial_static"
+  job cpp "cpp_$name" uneven "$s0" "$s1" initial static
+  job py "py_$name" uneven "$s0" "$s1" initial static
+  same_as_pytorch "$name"
+done
+ok "Join with static_graph, either rank the longer: PyTorch's model on both ranks"
 # Skew: PyTorch warns (once) when a rank has shadowed more than 1000 iterations of the others; at
 # 1001 it does, at 1000 it does not. Both sides, on the same side of the line.
 for run in "2 1003 1" "2 1002 0"; do
