@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/version.h>
 
 #include <fmt/format.h>
