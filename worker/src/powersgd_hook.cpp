@@ -189,17 +189,8 @@ GradFuture PowerSGDHook::run(const std::shared_ptr<PowerSGDState>& owner, Comm& 
   step->comm = &comm;
   step->bucket = bucket;
 
-  if (o.use_error_feedback) {
-    auto found = state.error.find(index);
-    if (found != state.error.end()) {
-      input.add_(found->second);
-    } else {
-      state.error[index] = at::zeros({input.size(0)}, input.options());
-    }
-    step->input_copy = input.detach().clone();
-  }
-
-  // bucket.gradients(): the buffer viewed as each parameter's gradient, in layout order.
+  // bucket.gradients(): the buffer viewed as each parameter's gradient, in layout order (checked
+  // before the state changes).
   std::vector<at::Tensor> tensors;
   int64_t offset = 0;
   for (const auto& p : bucket.parameters) {
@@ -208,8 +199,19 @@ GradFuture PowerSGDHook::run(const std::shared_ptr<PowerSGDState>& owner, Comm& 
   }
   if (offset != input.numel()) {
     throw std::logic_error(fmt::format(
-        "powerSGD_hook: bucket {} has {} elements but its parameters {}; the hook needs GradBucket::parameters",
+        "powerSGD_hook: bucket {} has {} elements but its parameters have {}; the hook needs "
+        "GradBucket::parameters, in the buffer's layout order",
         index, input.numel(), offset));
+  }
+
+  if (o.use_error_feedback) {
+    auto found = state.error.find(index);
+    if (found != state.error.end()) {
+      input.add_(found->second);
+    } else {
+      state.error[index] = at::zeros({input.size(0)}, input.options());
+    }
+    step->input_copy = input.detach().clone();
   }
 
   // Step I: which tensors to compress.
