@@ -8,6 +8,8 @@
 # iteration count, the compression statistics and the logged statistics lines.
 # The model (powersgd_driver.cpp) has weights of 12×10, 12×12, 12×12 and 2×12 and 1-D biases:
 # the 2×12 weight and the biases are not worth compressing at rate 2 and go uncompressed.
+# With several buckets the Python side finishes each bucket's hook before the next bucket's
+# (PyTorch's hook alone hangs there on gloo; see powersgd_reference.py): the same operations.
 # Each setting must also change the result (the comparison would be blind otherwise).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
