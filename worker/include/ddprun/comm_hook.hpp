@@ -6,6 +6,7 @@
 //
 // The built-in hooks do what PyTorch's torch.distributed.algorithms.ddp_comm_hooks.default_hooks
 // do, with the same arithmetic, so a model trains to the same numbers as in Python.
+// PowerSGD (powerSGD_hook with its PowerSGDState) is in powersgd_hook.hpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
