@@ -3,10 +3,11 @@
 // join_reference.py repeats in Python; OUT/params.<rank> holds the parameters and buffers
 // (%.9g, one a line), the format of `rank_driver compare`.
 //
-//   join_driver uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16|static]
+//   join_driver uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16|powersgd|static]
 //                        rank r trains STEPS<r> batches inside a Join; gradients divided by the
 //                        initial world size or by the ranks still training; with a compression
-//                        hook (which the joined rank runs on zeros, as PyTorch's), or static_graph
+//                        hook (which the joined rank runs on zeros, as PyTorch's: PowerSGD at
+//                        rank 1 from iteration 2), or static_graph
 //   join_driver throw OUT STEPS0 STEPS1
 //                        the same with throw_on_early_termination; OUT/thrown.<rank> says where
 //                        the rank threw ("step N" or "finish") and the message
@@ -31,6 +32,7 @@
 
 #include "ddprun/ddp.hpp"
 #include "ddprun/join.hpp"
+#include "ddprun/powersgd_hook.hpp"
 #include "ddprun/process_group.hpp"
 
 namespace {
@@ -86,6 +88,12 @@ int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw
   ddprun::DistributedDataParallel ddp(net.ptr(), comm, ddp_options);
   if (hook == "fp16") ddp.register_comm_hook(ddprun::fp16_compress_hook());
   if (hook == "bf16") ddp.register_comm_hook(ddprun::bf16_compress_hook());
+  if (hook == "powersgd") {
+    ddprun::PowerSGDOptions o;
+    o.matrix_approximation_rank = 1;
+    o.start_powerSGD_iter = 2;
+    ddp.register_comm_hook(ddprun::powerSGD_hook(std::make_shared<ddprun::PowerSGDState>(o)));
+  }
   torch::optim::SGD opt(net->parameters(), 0.1);
   ddprun::JoinOptions options;
   options.divide_by_initial_world_size = divide_by_initial;
@@ -223,7 +231,9 @@ int main(int argc, char** argv) {
       const std::string divide = argv[5];
       if (divide != "initial" && divide != "active") die("initial or active, not " + divide);
       const std::string hook = argc == 7 ? argv[6] : "";
-      if (!hook.empty() && hook != "fp16" && hook != "bf16" && hook != "static") die("fp16, bf16 or static, not " + hook);
+      if (!hook.empty() && hook != "fp16" && hook != "bf16" && hook != "powersgd" && hook != "static") {
+        die("fp16, bf16, powersgd or static, not " + hook);
+      }
       return uneven(argv[2], rank_steps(3), divide == "initial", false, true, hook);
     }
     if (mode == "throw" && argc == 5) return uneven(argv[2], rank_steps(3), true, true);

@@ -1,7 +1,7 @@
 # One rank of PyTorch's own DDP for tests/worker/join_test.sh: the models, weights and batches of
 # join_driver.cpp, built from the same formulas, run by the same libtorch kernels. Writes
 # OUT/params.<rank> in join_driver's format (parameters, then buffers; %.9g, one a line).
-#   python join_reference.py uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16|static]
+#   python join_reference.py uneven OUT STEPS0 STEPS1 initial|active [fp16|bf16|powersgd|static]
 #                                                  (Join[, a hook, or static_graph])
 #   python join_reference.py throw OUT STEPS0 STEPS1                   (Join, throw_on_early_termination)
 #   python join_reference.py static OUT STEPS                          (static_graph)
@@ -68,6 +68,10 @@ if mode in ("uneven", "throw"):
     init_weights(net)
     option = sys.argv[6] if len(sys.argv) > 6 else ""
     ddp = DistributedDataParallel(net, static_graph=option == "static")
+    if option == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+        state = powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powersgd.powerSGD_hook)
     if option in ("fp16", "bf16"):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, {"fp16": default_hooks.fp16_compress_hook,

@@ -7,7 +7,7 @@
 #    divided by the initial world size or by the ranks still training. The job must end (a rank
 #    that does not shadow a collective hangs its peer: the collective timeout and `timeout`
 #    turn that into a failure) with every rank holding PyTorch's model.
-#  - Join with a compression hook (fp16; bf16 on 2.x) and with static_graph.
+#  - Join with a communication hook (fp16, PowerSGD; bf16 on 2.x) and with static_graph.
 #  - throw_on_early_termination: every rank throws, at the same point as in PyTorch.
 #  - static_graph: an unused layer and a layer used twice, the second time inside a reentrant
 #    (checkpointed) backward; without static_graph the second gradient must be refused (as
@@ -54,7 +54,7 @@ done
 # A compression hook under Join: the joined rank runs the hook on zeros, as PyTorch's does (an
 # fp32 all-reduce against the others' fp16 one would mix up the buffers or hang). bf16 only where
 # gloo has a bfloat16 all-reduce (PyTorch 2.1 on).
-hooks=(fp16)
+hooks=(fp16 powersgd)
 if "$TORCH_PYTHON" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)'; then
   hooks+=(bf16)
 else
@@ -67,7 +67,7 @@ for hook in "${hooks[@]}"; do
     job py "py_$name" uneven 3 7 "$divide" "$hook"
     same_as_pytorch "$name"
   done
-  ok "Join with the $hook compression hook, both divide modes: PyTorch's model on both ranks"
+  ok "Join with the $hook hook, both divide modes: PyTorch's model on both ranks"
 done
 for run in "3 7" "7 3"; do
   read -r s0 s1 <<<"$run"
