@@ -34,6 +34,7 @@
 #include "ddprun/collectives.hpp"
 #include "ddprun/ddp.hpp"
 #include "ddprun/error_file.hpp"
+#include "ddprun/powersgd_hook.hpp"
 #include "ddprun/process_group.hpp"
 #include "bench_host.hpp"
 
@@ -99,8 +100,12 @@ int run(int argc, char** argv) {
                  "DDP: gradients are slices of the buckets (true/false)")
       ->capture_default_str();
   std::string hook = "none";
-  app.add_option("--comm-hook", hook, "DDP communication hook: none, fp16 or bf16 (compression)")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+  app.add_option("--comm-hook", hook, "DDP communication hook: none, fp16, bf16 or powersgd (compression)")
+      ->check(CLI::IsMember({"none", "fp16", "bf16", "powersgd"}))
+      ->capture_default_str();
+  int powersgd_rank = 4;
+  app.add_option("--powersgd-rank", powersgd_rank, "--comm-hook powersgd: matrix_approximation_rank")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -132,10 +137,28 @@ int run(int argc, char** argv) {
   std::optional<ddprun::DistributedDataParallel> ddp;
   if (mode == "ddp") ddp.emplace(net.ptr(), comm, ddp_options);
   // Bytes each rank hands to the all-reduces per step: the gradients, in the wire's dtype.
+  // PowerSGD (from its 2nd step, so in the warm-up already): a matrix n x m sends P and Q,
+  // (n + m) x rank floats, when that is at most half of it (min_compression_rate 2); a bias is an
+  // n x 1 matrix, which never is.
   int64_t wire_bytes = 0;
-  for (const auto& p : net->parameters()) wire_bytes += p.numel() * (hook == "none" ? p.element_size() : 2);
+  for (const auto& p : net->parameters()) {
+    if (hook == "powersgd") {
+      const int64_t n = p.size(0);
+      const int64_t m = p.numel() / std::max<int64_t>(n, 1);
+      const bool compressed = p.numel() >= 2 * (n + m) * powersgd_rank;
+      wire_bytes += (compressed ? (n + m) * powersgd_rank : p.numel()) * p.element_size();
+    } else {
+      wire_bytes += p.numel() * (hook == "none" ? p.element_size() : 2);
+    }
+  }
   if (ddp && hook == "fp16") ddp->register_comm_hook(ddprun::fp16_compress_hook());
   if (ddp && hook == "bf16") ddp->register_comm_hook(ddprun::bf16_compress_hook());
+  if (ddp && hook == "powersgd") {
+    ddprun::PowerSGDOptions o;
+    o.matrix_approximation_rank = powersgd_rank;
+    o.start_powerSGD_iter = 2;
+    ddp->register_comm_hook(ddprun::powerSGD_hook(std::make_shared<ddprun::PowerSGDState>(o)));
+  }
 
   torch::manual_seed(1 + comm->rank());
   const auto x = torch::randn({kBatch, shape.width}).to(comm->device());
