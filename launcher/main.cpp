@@ -81,7 +81,9 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
 elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
                                                 const std::map<std::string, std::string>& vars) {
   elastic::RendezvousConfig r;
-  r.backend = cfg.rdzv_backend == "c10d" ? elastic::Backend::kC10d : elastic::Backend::kStatic;
+  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
+              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
+                                           : elastic::Backend::kStatic;
   r.endpoint = cfg.rdzv_endpoint;
   r.master_addr = cfg.master_addr;
   r.master_port = cfg.master_port;
@@ -245,7 +247,8 @@ int run(int argc, char** argv) {
   // Read once; from here on neither this process's environment nor the workers' holds it.
   vars.erase(env::kRdzvSecret);
   ::unsetenv(env::kRdzvSecret);
-  if (cfg.multi_node() && rendezvous_config.secret.empty()) {
+  // etcd's own TLS and users guard the etcd backend; the secret is the TCP rendezvous's.
+  if (cfg.multi_node() && rendezvous_config.secret.empty() && rendezvous_config.backend != elastic::Backend::kEtcd) {
     std::cerr << "ddprun: warning: the rendezvous is open: anyone who can reach its port can join or end this job; "
                  "give every node the same secret with --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET\n";
   }
