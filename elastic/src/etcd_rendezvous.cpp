@@ -218,6 +218,19 @@ void EtcdRendezvous::on_elected(const Json& txn) {
   }
   if (txn.value("succeeded", false)) lead(kvs, revision);
   if (!watch_thread_.joinable()) start_watch(revision + 1);
+  // Messages the leader wrote to this node before the snapshot (between its registration and
+  // this election): the watch starts after them.
+  std::vector<etcd::WatchEvent> mine;
+  for (const auto& kv : kvs) {
+    auto e = etcd::parse_kv(kv);
+    const auto key = keys_.parse(e.key);
+    if (key.kind == etcd::JobKeys::Kind::kMessage && key.node == id_) mine.push_back(std::move(e));
+  }
+  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
+  for (const auto& e : mine) {
+    if (state_ == State::kDone) return;
+    handle(e);
+  }
   // What the watch saw while the election was under way, after the snapshot's revision.
   std::vector<etcd::WatchEvent> held = std::exchange(held_, {});
   held.erase(std::remove_if(held.begin(), held.end(), [&](const auto& e) { return e.mod_revision <= revision; }),
@@ -300,7 +313,8 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
       if (coordinator_ && !event.deleted) leader_event(key.node, event.value);
       return;
     case Kind::kMessage:
-      if (key.node == id_ && !event.deleted) {
+      if (key.node == id_ && !event.deleted && event.mod_revision > message_revision_) {
+        message_revision_ = event.mod_revision;
         const Json message = Json::parse(event.value, nullptr, false);
         if (!message.is_discarded()) on_message(message);
       }
@@ -575,11 +589,11 @@ void EtcdRendezvous::clean_up_if_alone() {
     if (name != id_) return;
   }
   cleaning_ = true;
+  finishing_ = true;  // its own key goes with the others: no loss to report
   cleanup_timer_.cancel();
   deadline_timer_.cancel();
   const std::string prefix = keys_.prefix();
   auto done = [this](auto&&...) {
-    finishing_ = true;
     auto finish = [this](auto&&...) {
       coordinator_.reset();
       end(*leader_finish_);

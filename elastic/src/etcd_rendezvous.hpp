@@ -107,6 +107,7 @@ class EtcdRendezvous final : public Rendezvous {
   std::vector<etcd::WatchEvent> held_;  // seen by the watch while electing
   bool finishing_ = false;          // this node got its finish and revokes its lease
   std::uint64_t event_seq_ = 0;
+  std::int64_t message_revision_ = 0;  // of the last message to this node that it acted on
   asio::steady_timer join_timer_;
   asio::steady_timer retry_timer_;
   double retry_delay_ = 0.05;
