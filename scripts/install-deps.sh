@@ -22,6 +22,8 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
   libcpp-httplib-dev               # the launcher's status server (--status_port)
   libssl-dev                       # libcrypto: the authenticated rendezvous (HMAC-SHA256)
+  libcurl4-openssl-dev             # the etcd rendezvous: etcd's v3 JSON gateway over HTTP(S)
+  etcd-server etcd-client          # a real etcd (3.4) and etcdctl for the etcd rendezvous tests
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
