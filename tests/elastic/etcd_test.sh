@@ -7,6 +7,7 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 command -v etcd >/dev/null || skip "needs etcd (apt-get install etcd-server etcd-client)"
 command -v etcdctl >/dev/null || skip "needs etcdctl (apt-get install etcd-client)"
 command -v curl >/dev/null || skip "needs curl to check etcd's health"
+command -v openssl >/dev/null || skip "needs openssl to make the TLS test's certificates"
 
 # free_ports N: N loopback TCP ports that are free now.
 free_ports() {
@@ -24,13 +25,17 @@ start_etcd() {
     --initial-cluster "$cluster" --initial-cluster-token "$T" >"$T/etcd.$name.log" 2>&1 &
   eval "ETCD_$name=$!"
 }
-healthy() { curl -sf "http://127.0.0.1:$1/health" | grep -q '"health":"true"'; }
+# healthy PORT NAME: etcd answers; fails at once with its log when it has exited.
+healthy() {
+  kill -0 "$(eval echo "\$ETCD_$2")" 2>/dev/null || { cat "$T/etcd.$2.log" >&2; fail "etcd $2 exited"; }
+  curl -sf "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+}
 # keys ENDPOINT: every key ddprun keeps in this etcd.
 keys() { ETCDCTL_API=3 etcdctl --endpoints="$1" get --prefix /ddprun/ --keys-only | sed '/^$/d'; }
 
 read -r client peer < <(free_ports 2)
 start_etcd solo "$client" "$peer" "solo=http://127.0.0.1:$peer"
-wait_for 60 healthy "$client"
+wait_for 60 healthy "$client" solo
 E=127.0.0.1:$client
 
 worker dump <<'SH'
@@ -162,7 +167,59 @@ expect_in "$T/v2.err" "etcd-v2.*v2 API.*--rdzv_backend=etcd"
 expect_eq "$(wc -l < "$T/v2.err")" 1 "lines of the etcd-v2 error"
 ok "etcd-v2: $(cat "$T/v2.err")"
 
-# 8. A 3-member etcd cluster loses the member the nodes talk to first, mid-run: the nodes move
+# 8. etcd's own users: with the right password the job runs; with a wrong one, one line and 69 at once.
+ETCDCTL_API=3 etcdctl --endpoints="$E" user add root --new-user-password=rootpw >/dev/null
+ETCDCTL_API=3 etcdctl --endpoints="$E" user grant-role root root >/dev/null
+ETCDCTL_API=3 etcdctl --endpoints="$E" auth enable >/dev/null
+run_ddprun anonymous --nnodes=2 --nproc_per_node=1 "${etcd_job[@]}" --rdzv_id=users "$T/dump"
+expect_eq "$RC" 69 "exit code without an etcd user once etcd requires one ($(cat "$T/anonymous.err"))"
+expect_in "$T/anonymous.err" "etcd.*(user name is empty|permission denied)" 
+rm -f "$T"/env.*
+users=(--nnodes=2 --nproc_per_node=1 "${etcd_job[@]}" --rdzv_id=users)
+node 127.0.0.2 a "${users[@]}" --rdzv_conf=user=root,password=rootpw "$T/dump"
+node 127.0.0.3 b "${users[@]}" --rdzv_conf=user=root,password=rootpw "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "a job as etcd user root ($(show a b))"
+expect_eq "$(ls "$T"/env.* | wc -l)" 2 "workers of the job as etcd user root"
+run_ddprun badpw "${users[@]}" --rdzv_conf=user=root,password=wrong "$T/dump"
+expect_eq "$RC" 69 "exit code with a wrong etcd password ($(cat "$T/badpw.err"))"
+expect_in "$T/badpw.err" "refused user 'root'"
+expect_eq "$(ETCDCTL_API=3 etcdctl --endpoints="$E" --user=root:rootpw get --prefix /ddprun/ --keys-only | sed '/^$/d')" "" \
+  "the job's keys in etcd after a clean end"
+ok "etcd users: without one, refused; the job runs as root; a wrong password: $(grep -m1 refused "$T/badpw.err")"
+
+# 9. etcd over TLS with client certificates (mutual TLS): a node with a certificate signed by
+# etcd's CA takes part; one without a client certificate cannot reach etcd and says why.
+( cd "$T"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca 2>/dev/null
+  for who in server client; do
+    openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' > $who.ext
+    openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 \
+      -extfile $who.ext 2>/dev/null
+  done )
+read -r tc tp < <(free_ports 2)
+etcd --name tls --data-dir "$T/etcd.tls" \
+  --listen-client-urls "https://127.0.0.1:$tc" --advertise-client-urls "https://127.0.0.1:$tc" \
+  --listen-peer-urls "http://127.0.0.1:$tp" --initial-advertise-peer-urls "http://127.0.0.1:$tp" \
+  --initial-cluster "tls=http://127.0.0.1:$tp" --cert-file "$T/server.pem" --key-file "$T/server.key" \
+  --client-cert-auth --trusted-ca-file "$T/ca.pem" >"$T/etcd.tls.log" 2>&1 &
+tls_healthy() { curl -sf --cacert "$T/ca.pem" --cert "$T/client.pem" --key "$T/client.key" "https://127.0.0.1:$tc/health" | grep -q '"health":"true"'; }
+wait_for 60 tls_healthy
+rm -f "$T"/env.*
+tls=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:$tc --rdzv_id=tls)
+certs=protocol=https,cacert=$T/ca.pem,cert=$T/client.pem,key=$T/client.key
+node 127.0.0.2 a "${tls[@]}" --rdzv_conf=$certs,join_timeout=60 "$T/dump"
+node 127.0.0.3 b "${tls[@]}" --rdzv_conf=$certs,join_timeout=60 "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "a job in etcd over mutual TLS ($(show a b))"
+expect_eq "$(ls "$T"/env.* | wc -l)" 2 "workers of the job over TLS"
+run_ddprun nocert "${tls[@]}" --rdzv_conf=protocol=https,cacert=$T/ca.pem,join_timeout=2 "$T/dump"
+expect_eq "$RC" 69 "exit code without a client certificate ($(cat "$T/nocert.err"))"
+expect_in "$T/nocert.err" "could not reach etcd at https://127.0.0.1:$tc within 2 s"
+ok "etcd over TLS: the job runs with client certificates; without one: exit 69"
+
+# 10. A 3-member etcd cluster loses the member the nodes talk to first, mid-run: the nodes move
 # to another member (keep-alives, writes, the watch from where it left off) and finish.
 kill -TERM "$ETCD_solo"; wait "$ETCD_solo" || true
 read -r c1 p1 c2 p2 c3 p3 < <(free_ports 6)
@@ -170,7 +227,9 @@ cluster="m1=http://127.0.0.1:$p1,m2=http://127.0.0.1:$p2,m3=http://127.0.0.1:$p3
 start_etcd m1 "$c1" "$p1" "$cluster"
 start_etcd m2 "$c2" "$p2" "$cluster"
 start_etcd m3 "$c3" "$p3" "$cluster"
-for c in "$c1" "$c2" "$c3"; do wait_for 60 healthy "$c"; done
+wait_for 60 healthy "$c1" m1
+wait_for 60 healthy "$c2" m2
+wait_for 60 healthy "$c3" m3
 worker until_released <<'SH'
 #!/bin/sh
 echo "$GROUP_WORLD_SIZE" >> "$T/member.$RANK"
