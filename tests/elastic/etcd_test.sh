@@ -51,6 +51,13 @@ node() {
 # finish NAME: waits for node NAME; its exit code in RC_<NAME>.
 finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
 show() { for n in "$@"; do echo "--- $n.err"; cat "$T/$n.err"; done; }
+# finish_within SECONDS NAME: as finish, but fails when node NAME is still running after SECONDS.
+finish_within() {
+  local pid; pid=$(eval echo "\$PID_$2")
+  gone() { ! kill -0 "$pid" 2>/dev/null || [[ $(ps -o stat= -p "$pid") == Z* ]]; }
+  wait_for "$1" gone
+  finish "$2"
+}
 
 # 1. Two nodes of two workers: ranks by address (same host name), MASTER_ADDR on group rank 0;
 # the job's keys are gone from etcd once it has ended.
@@ -123,7 +130,7 @@ three_running() { [[ $(cat "$T"/gws.* 2>/dev/null | grep -c '^3 ') == 3 ]]; }
 wait_for 60 three_running
 expect_eq "$(cat "$T"/gws.* | grep -c '^3 127.0.0.2$')" 3 "MASTER_ADDR of the round of 3"
 kill -KILL "$PID_a"; finish a
-finish b; finish c
+finish_within 60 b; finish_within 60 c
 expect_eq "$RC_b $RC_c" "0 0" "survivors ($(show b c))"
 expect_in "$T/b.err" "leader .* was lost"
 expect_eq "$(cat "$T"/gws.* | grep -c '^2 127.0.0.3$')" 2 "a round of the 2 survivors, MASTER_ADDR on the new group rank 0"
@@ -145,8 +152,8 @@ stopped_at=$SECONDS
 two_done() { [[ $(cat "$T"/gws.* 2>/dev/null | grep -c '^2 ') == 2 ]]; }
 wait_for 60 two_done
 (( SECONDS - stopped_at <= 2 + 10 )) || fail "the stalled node was noticed after $((SECONDS - stopped_at)) s (lease TTL 2 s)"
-finish a; finish b
-kill -CONT "$PID_c"; finish c
+finish_within 60 a; finish_within 60 b
+kill -CONT "$PID_c"; finish_within 60 c
 expect_eq "$RC_a $RC_b $RC_c" "0 0 69" "survivors and the stalled node ($(show a b c))"
 expect_in "$T/c.err" "lease"
 ok "stalled node (SIGSTOP): its lease expired, the others finished as 2 nodes; it exits 69 once resumed"
