@@ -39,7 +39,7 @@ const std::vector<OptionSpec> kOptions = {
      "address other nodes reach this node at (default: its host name)"},
     {"standalone", nullptr, kFlag, nullptr, "Nodes",
      "single-node job with a private rendezvous on a free port"},
-    {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun)"},
+    {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun), or etcd"},
     {"rdzv_endpoint", nullptr, kText, nullptr, "Rendezvous",
      "host[:port] of the rendezvous (c10d's default port 29400); with static it replaces "
      "--master_addr:--master_port, and on one node it is the workers' MASTER_ADDR:MASTER_PORT"},
@@ -511,9 +511,14 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   if (has("local_addr") && !text("local_addr").empty()) c.local_addr = host("local_addr");
 
   c.rdzv_backend = text("rdzv_backend");
-  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d") {
+  if (c.rdzv_backend == "etcd-v2") {
+    throw UsageError(
+        "--rdzv_backend=etcd-v2: etcd's v2 API is gone from etcd 3.6 on (and off by default since 3.4); use "
+        "--rdzv_backend=etcd, which speaks etcd's v3 API");
+  }
+  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d" && c.rdzv_backend != "etcd") {
     throw UsageError(fmt::format(
-        "--rdzv_backend={}: expected static or c10d (ddprun serves both itself; etcd is not supported)",
+        "--rdzv_backend={}: expected static, c10d (both served by ddprun itself) or etcd (etcd's v3 API)",
         shown(c.rdzv_backend)));
   }
   c.rdzv_endpoint = text("rdzv_endpoint");

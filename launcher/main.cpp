@@ -81,7 +81,9 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
 elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
                                                 const std::map<std::string, std::string>& vars) {
   elastic::RendezvousConfig r;
-  r.backend = cfg.rdzv_backend == "c10d" ? elastic::Backend::kC10d : elastic::Backend::kStatic;
+  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
+              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
+                                           : elastic::Backend::kStatic;
   r.endpoint = cfg.rdzv_endpoint;
   r.master_addr = cfg.master_addr;
   r.master_port = cfg.master_port;
@@ -245,13 +247,25 @@ int run(int argc, char** argv) {
   // Read once; from here on neither this process's environment nor the workers' holds it.
   vars.erase(env::kRdzvSecret);
   ::unsetenv(env::kRdzvSecret);
-  if (cfg.multi_node()) {
+  if (cfg.multi_node() && rendezvous_config.backend != elastic::Backend::kEtcd) {
     try {
       const std::string said = elastic::decide_auth(rendezvous_config, slurm_job.in_slurm ? slurm_job.job_id : "",
                                                     get(vars, "SLURM_CONF", "/etc/slurm/slurm.conf"));
       if (!said.empty()) std::cerr << said << "\n";
     } catch (const elastic::RendezvousConfigError& e) {
       throw config::UsageError(e.what());
+    }
+  } else if (cfg.multi_node()) {
+    // etcd's own TLS and users guard the etcd backend; the secret and MUNGE are the TCP
+    // rendezvous's.
+    if (rendezvous_config.auth != elastic::AuthMode::kAuto) {
+      throw config::UsageError(
+          "--rdzv_conf auth= applies to the static and c10d backends; the etcd backend is guarded by etcd's "
+          "TLS and users (--rdzv_conf protocol=https,cacert=...,cert=...,key=..., user=..., password=...)");
+    }
+    if (!rendezvous_config.secret.empty()) {
+      std::cerr << "ddprun: the rendezvous secret has no effect with the etcd backend, which etcd's TLS and users "
+                   "guard\n";
     }
   }
   check_program(cfg, vars);

@@ -2,21 +2,27 @@
 """Multi-node benchmark: ddprun next to torchrun's c10d rendezvous, nodes on loopback.
 
   scripts/bench-rendezvous.py [--ddprun build/launcher/ddprun] [--runs 5]
+  scripts/bench-rendezvous.py --etcd [--runs 3]     only 3., against a local etcd it starts
 
 N nodes are N launchers on 127.0.0.2, 127.0.0.3, ..., one worker each (a C program that stamps
 the time its main() runs). Prints:
   1. rendezvous: from the start of the last launcher to the last worker's main(), N = 2, 4, 8;
   2. failure to all nodes restarted: from a worker's failure on node 1 to the last restarted
      worker's main(), minus the worker's own start-up.
+  3. (--etcd) rendezvous in etcd (--rdzv_backend=etcd, one etcd member started here on
+     loopback) next to ddprun's own TCP rendezvous (c10d), N = 2, 8, 32.
 torchrun's figures include its interpreter start-up (about 1 s per agent here), which is what
 its users wait for; ddprun has none to speak of.
 """
 import argparse
+import contextlib
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp
 
@@ -27,6 +33,40 @@ def ddprun_node(ddprun, i, n, port, run_id, extra):
     return [ddprun, f"--nnodes={n}", "--nproc_per_node=1", "--rdzv_backend=c10d",
             f"--rdzv_endpoint=127.0.0.2:{port}", f"--rdzv_id={run_id}", f"--local_addr=127.0.0.{i + 2}",
             *extra]
+
+
+def etcd_node(ddprun, endpoint, i, n, port, run_id, extra):
+    # The port is fresh per run: it keeps each run's keys apart in the one etcd.
+    return [ddprun, f"--nnodes={n}", "--nproc_per_node=1", "--rdzv_backend=etcd", f"--rdzv_endpoint={endpoint}",
+            f"--rdzv_id={run_id}-{port}", f"--local_addr=127.0.0.{i + 2}", *extra]
+
+
+@contextlib.contextmanager
+def local_etcd(tmp):
+    """One etcd member on free loopback ports, its data in `tmp`; yields its HOST:PORT."""
+    client, peer = free_port(), free_port()
+    proc = subprocess.Popen(
+        ["etcd", "--name", "bench", "--data-dir", os.path.join(tmp, "etcd"),
+         "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"bench=http://127.0.0.1:{peer}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{client}/health", timeout=1) as r:
+                    if b'"true"' in r.read():
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("etcd did not start")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{client}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def torchrun_node(i, n, port, run_id, extra):
@@ -107,9 +147,22 @@ def main():
     ap.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--torch-runs", type=int, default=2)
+    ap.add_argument("--etcd", action="store_true", help="only the etcd rendezvous next to ddprun's TCP one")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         worker = compile_worker(tmp)
+        if args.etcd:
+            if not shutil.which("etcd"):
+                raise SystemExit("bench-rendezvous: --etcd needs etcd (apt-get install etcd-server)")
+            with local_etcd(tmp) as endpoint:
+                print(f"machine: {os.cpu_count()} cores; nodes are launchers on 127.0.0.2.. ; etcd {endpoint}")
+                print("\n3. rendezvous: last launcher started -> every node's worker running (median)")
+                print(f"{'nodes':>6} {'tcp (c10d) ms':>14} {'etcd ms':>10}")
+                for n in (2, 8, 32):
+                    tcp = rendezvous_time(lambda *a: ddprun_node(args.ddprun, *a), worker, n, args.runs)
+                    etcd = rendezvous_time(lambda *a: etcd_node(args.ddprun, endpoint, *a), worker, n, args.runs)
+                    print(f"{n:>6} {tcp * 1e3:>14.1f} {etcd * 1e3:>10.1f}")
+            return
         bare = []
         for _ in range(10):
             with tempfile.TemporaryDirectory() as d:

@@ -106,7 +106,10 @@ std::string describe(const WorkerFailure& failure) {
 }
 
 JobCoordinator::JobCoordinator(JobSettings settings, double now)
-    : settings_(std::move(settings)), join_deadline_(now + settings_.join_timeout) {}
+    : settings_(std::move(settings)),
+      round_(settings_.rounds_before),
+      restart_count_(settings_.restarts_used),
+      join_deadline_(now + settings_.join_timeout) {}
 
 std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec) const {
   const JobSettings& s = settings_;

@@ -140,7 +140,25 @@ int static_master_port(const RendezvousConfig& config) {
 }
 }  // namespace
 
+std::vector<Endpoint> etcd_endpoints(const RendezvousConfig& config) {
+  std::vector<Endpoint> members;
+  std::string_view list = config.endpoint;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view item = trim(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (!item.empty()) members.push_back(parse_endpoint(item, kDefaultEtcdPort));
+  }
+  if (members.empty()) {
+    throw RendezvousConfigError(
+        "the etcd rendezvous backend needs --rdzv_endpoint=HOST[:PORT][,HOST[:PORT]...], the etcd members' client "
+        "addresses");
+  }
+  return members;
+}
+
 Endpoint rendezvous_endpoint(const RendezvousConfig& config) {
+  if (config.backend == Backend::kEtcd) return etcd_endpoints(config).front();
   if (!config.endpoint.empty()) {
     return parse_endpoint(config.endpoint, config.backend == Backend::kStatic ? static_master_port(config)
                                                                              : kDefaultEndpointPort);
@@ -201,6 +219,18 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       config.max_connections = parse_count(key, value);
     } else if (key == "max_membership_changes") {
       config.max_membership_changes = parse_count(key, value);
+    } else if (key == "protocol") {
+      if (value != "http" && value != "https") {
+        throw RendezvousConfigError(fmt::format("--rdzv_conf protocol={}: expected http or https", shown(value)));
+      }
+      config.etcd.protocol = value;
+    } else if (key == "cacert" || key == "cert" || key == "key") {
+      if (value.empty()) throw RendezvousConfigError(fmt::format("--rdzv_conf {}=: expected a path", key));
+      (key == "cacert" ? config.etcd.cacert : key == "cert" ? config.etcd.cert : config.etcd.key) = value;
+    } else if (key == "user") {
+      config.etcd.user = value;
+    } else if (key == "password") {
+      config.etcd.password = value;
     } else if (key == "is_host") {
       config.is_host = parse_bool(key, value);
     } else if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
@@ -210,8 +240,7 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       throw RendezvousConfigError(fmt::format(
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
           "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-          "max_connections, "
-          "max_membership_changes",
+          "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password",
           shown(key)));
     }
   }
@@ -249,6 +278,22 @@ void validate(const RendezvousConfig& c) {
     throw RendezvousConfigError(fmt::format(
         "--rdzv_conf heartbeat_timeout={} must be longer than heartbeat_interval={}", t.heartbeat_timeout,
         t.heartbeat_interval));
+  }
+  if (c.backend == Backend::kEtcd) {
+    if (c.max_nodes == 1) return;  // one node: in-process, etcd is not asked
+    for (const Endpoint& e : etcd_endpoints(c)) {
+      if (e.port == 0) throw bad_endpoint(c.endpoint, "port 0 is no etcd member's port");
+    }
+    if (c.run_id.empty()) {
+      throw RendezvousConfigError("the etcd rendezvous needs --rdzv_id: it names the job's keys in etcd");
+    }
+    if ((c.etcd.cert.empty()) != (c.etcd.key.empty())) {
+      throw RendezvousConfigError("--rdzv_conf cert= and key= go together: the client certificate and its key");
+    }
+    if (c.etcd.user.empty() != c.etcd.password.empty()) {
+      throw RendezvousConfigError("--rdzv_conf user= and password= go together");
+    }
+    return;
   }
   if (!c.endpoint.empty()) parse_endpoint(c.endpoint, 0);  // throws for a bad one, on one node too
   if (c.max_nodes == 1) return;  // a single node meets nobody: no endpoint, id or rank needed

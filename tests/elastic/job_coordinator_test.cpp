@@ -582,5 +582,20 @@ TEST_CASE("failure descriptions") {
   CHECK(describe(f) == "worker rank 0 (local rank 0) on h1 failed with exit code 2");
 }
 
+TEST_CASE("a coordinator elected after another goes on with its rounds and its restart budget") {
+  JobSettings settings = job(2, 2, 2);
+  settings.rounds_before = 4;  // the etcd rendezvous's next leader, from the job's state key
+  settings.restarts_used = 2;
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=5 restarts=2 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=5 restarts=2 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      // The budget is spent: this failure ends the job instead of restarting it.
+      {"fail 2 5", {"n1 stop round=5 worker_failed: " + kFail2}},
+      {"stopped 1 5", {}},
+      {"stopped 2 5", {"n1 finish exit=1 restarts=2 failure=h2:20:1", "n2 finish exit=1 restarts=2 failure=h2:20:1"}},
+  });
+}
+
 }  // namespace
 }  // namespace ddprun::elastic

@@ -110,9 +110,54 @@ TEST_CASE("--rdzv_conf") {
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
                        "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
                        "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-                       "max_connections, "
-                       "max_membership_changes",
+                       "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password",
                        RendezvousConfigError);
+}
+
+TEST_CASE("--rdzv_backend=etcd: members, TLS and user from --rdzv_conf, and what must go together") {
+  RendezvousConfig c;
+  c.backend = Backend::kEtcd;
+  c.min_nodes = 1;
+  c.max_nodes = 3;
+  c.run_id = "job";
+  c.endpoint = "e1, e2:2380,[::1]:12379";
+  const auto members = etcd_endpoints(c);
+  REQUIRE(members.size() == 3);
+  CHECK((members[0].host == "e1" && members[0].port == 2379));
+  CHECK((members[1].host == "e2" && members[1].port == 2380));
+  CHECK((members[2].host == "::1" && members[2].port == 12379));
+  CHECK_NOTHROW(validate(c));
+
+  apply_rdzv_conf("protocol=https,cacert=/ca.pem,cert=/c.pem,key=/k.pem,user=u,password=p", c);
+  CHECK(c.etcd.protocol == "https");
+  CHECK(c.etcd.cacert == "/ca.pem");
+  CHECK(c.etcd.cert == "/c.pem");
+  CHECK(c.etcd.key == "/k.pem");
+  CHECK(c.etcd.user == "u");
+  CHECK(c.etcd.password == "p");
+  CHECK_NOTHROW(validate(c));
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("protocol=ftp", c), "--rdzv_conf protocol=ftp: expected http or https",
+                       RendezvousConfigError);
+
+  RendezvousConfig half = c;
+  half.etcd.key.clear();
+  CHECK_THROWS_WITH_AS(validate(half), "--rdzv_conf cert= and key= go together: the client certificate and its key",
+                       RendezvousConfigError);
+  half = c;
+  half.etcd.password.clear();
+  CHECK_THROWS_WITH_AS(validate(half), "--rdzv_conf user= and password= go together", RendezvousConfigError);
+  half = c;
+  half.run_id.clear();
+  CHECK_THROWS_WITH_AS(validate(half), "the etcd rendezvous needs --rdzv_id: it names the job's keys in etcd",
+                       RendezvousConfigError);
+  half = c;
+  half.endpoint = " , ";
+  CHECK_THROWS_AS(validate(half), RendezvousConfigError);
+  half.endpoint = "e1,e2:x";
+  CHECK_THROWS_AS(validate(half), RendezvousConfigError);
+  half.max_nodes = 1;
+  half.min_nodes = 1;
+  CHECK_NOTHROW(validate(half));  // one node meets nobody: etcd is not asked
 }
 
 TEST_CASE("validate") {
@@ -221,7 +266,7 @@ TEST_CASE("rdzv_conf timeouts are bounded and bad values are quoted short, on on
       FAIL("accepted");
     } catch (const RendezvousConfigError& e) {
       const std::string message = e.what();
-      CHECK(message.size() < 340);  // the key list and 80 characters of the value
+      CHECK(message.size() < 400);  // the list of known keys, and the value quoted short
       CHECK(message.find('\n') == std::string::npos);
     }
   }

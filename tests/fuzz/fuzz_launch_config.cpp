@@ -87,7 +87,9 @@ void run(std::string_view data) {
   (void)config::to_json(cfg).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // as --print_config
 
   elastic::RendezvousConfig r;
-  r.backend = cfg.rdzv_backend == "c10d" ? elastic::Backend::kC10d : elastic::Backend::kStatic;
+  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
+              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
+                                           : elastic::Backend::kStatic;
   r.endpoint = cfg.rdzv_endpoint;
   r.master_addr = cfg.master_addr;
   r.master_port = cfg.master_port;

@@ -45,6 +45,10 @@ struct JobSettings {
   // Rounds in a row that nodes joining or leaving may end within last_call_timeout of their
   // start without costing a restart; each one more costs one of max_restarts.
   int max_membership_changes = 1 << 30;
+  // Where an earlier coordinator of the same job left off (the etcd rendezvous elects a new
+  // one when its leader is lost): rounds already held, and restarts of max_restarts spent.
+  int rounds_before = 0;
+  int restarts_used = 0;
 };
 
 // What a node says about itself when it joins.

@@ -100,7 +100,8 @@ class Rendezvous {
 };
 
 // The rendezvous for `config`: in-process for a single-node job (--nnodes=1), otherwise over
-// TCP, hosting the server in this process when hosts_rendezvous() says so. Does no I/O itself;
+// TCP, hosting the server in this process when hosts_rendezvous() says so, or in etcd
+// (--rdzv_backend=etcd, etcd_rendezvous.hpp). Does no I/O itself;
 // join() starts it. Throws RendezvousConfigError when validate(config) does.
 std::unique_ptr<Rendezvous> make_rendezvous(asio::io_context& io, const RendezvousConfig& config);
 

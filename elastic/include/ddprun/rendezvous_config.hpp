@@ -18,12 +18,24 @@ class RendezvousConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// torchrun's backend names. Both are served by ddprun's own TCP rendezvous; they differ in who
-// hosts it (see RendezvousConfig::hosts) and in that static needs a fixed node count.
-enum class Backend { kStatic, kC10d };
+// torchrun's backend names. static and c10d are served by ddprun's own TCP rendezvous; they
+// differ in who hosts it (see RendezvousConfig::hosts) and in that static needs a fixed node
+// count. etcd keeps the job's state in an etcd cluster, through etcd's v3 API.
+enum class Backend { kStatic, kC10d, kEtcd };
 
 inline constexpr int kDefaultEndpointPort = 29400;  // torchrun's c10d default
 inline constexpr int kDefaultMasterPort = 29500;    // torchrun's --master_port default
+inline constexpr int kDefaultEtcdPort = 2379;       // etcd's client port
+
+// How to reach etcd (--rdzv_backend=etcd), from --rdzv_conf.
+struct EtcdSettings {
+  std::string protocol = "http";  // protocol=http|https
+  std::string cacert;             // cacert=PATH: CA bundle that signed the members' certificates
+  std::string cert;               // cert=PATH, key=PATH: this node's client certificate (mutual TLS)
+  std::string key;
+  std::string user;               // user=NAME, password=TEXT: etcd's own authentication
+  std::string password;
+};
 
 // Every time limit of the rendezvous, in seconds, each settable as --rdzv_conf KEY=VALUE.
 struct RendezvousTimeouts {
@@ -93,6 +105,7 @@ struct RendezvousConfig {
   // --rdzv_conf max_membership_changes: rounds ended by nodes joining or leaving that cost no
   // restart; after that each costs one of --max_restarts. -1: 4 per node (--nnodes MAX).
   int max_membership_changes = -1;
+  EtcdSettings etcd;  // --rdzv_backend=etcd only
 };
 
 // "host[:port]" split; "[v6addr]:port" accepted.
@@ -102,6 +115,10 @@ struct Endpoint {
 };
 // Throws RendezvousConfigError, naming --rdzv_endpoint, on an empty host or a bad port.
 Endpoint parse_endpoint(std::string_view text, int default_port);
+
+// --rdzv_endpoint of the etcd backend: "HOST[:PORT][,HOST[:PORT]...]", one per etcd member
+// (2379 when no port). Throws RendezvousConfigError on an empty list or a bad member.
+std::vector<Endpoint> etcd_endpoints(const RendezvousConfig& config);
 
 // Where the nodes meet: --rdzv_endpoint, or for the static backend without one,
 // --master_addr:--master_port (as torchrun does).
@@ -117,7 +134,8 @@ Endpoint single_node_master(const RendezvousConfig& config);
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
 // (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
-// max_connections, max_membership_changes, and
+// max_connections, max_membership_changes, the etcd backend's protocol (http|https), cacert,
+// cert, key (paths), user and password, and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
 // and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on

@@ -1,0 +1,66 @@
+// etcd's v3 API through its JSON gateway (/v3/kv/range, /v3/kv/txn, /v3/lease/grant, /v3/watch,
+// ...) over HTTP or HTTPS with libcurl. Every call blocks: make them from a helper thread, never
+// from the launcher's event loop. Safe to use from several threads at once (one curl handle per
+// call).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ddprun/rendezvous_config.hpp"
+
+namespace ddprun::elastic::etcd {
+
+// No member answered (`unreachable`), or one answered with an error.
+class EtcdError : public std::runtime_error {
+ public:
+  EtcdError(const std::string& what, bool unreachable, int code = 0)
+      : std::runtime_error(what), unreachable(unreachable), code(code) {}
+  bool unreachable;
+  int code;  // the gRPC status code etcd gave; 0 when none
+};
+
+class EtcdClient {
+ public:
+  // `endpoints`: the members, any of which will do; `settings`: TLS and user from --rdzv_conf.
+  EtcdClient(std::vector<Endpoint> endpoints, EtcdSettings settings);
+
+  // POSTs `body` to `path` on the first member that answers, starting with the last one that
+  // did; each try gives up after `timeout` seconds. Throws EtcdError.
+  nlohmann::json call(const std::string& path, const nlohmann::json& body, double timeout = 5);
+
+  // Opens a watch with `create_request` and calls `on_message` with every message of the
+  // stream until `stop` becomes true (returns) or the stream breaks (throws EtcdError).
+  void watch(const nlohmann::json& create_request, const std::function<void(const nlohmann::json&)>& on_message,
+             const std::atomic<bool>& stop);
+
+  // The local address of the last call that reached a member: this node's address as etcd's
+  // network sees it. Empty before.
+  std::string local_address() const;
+  // "http://127.0.0.1:2379,http://127.0.0.1:2380", for messages.
+  std::string describe() const;
+
+ private:
+  struct Response {
+    long status = 0;
+    std::string body;
+    std::string local_ip;
+  };
+  std::string url(std::size_t member, const std::string& path) const;
+  std::string token();
+  void authenticate(std::size_t member);
+
+  std::vector<Endpoint> endpoints_;
+  EtcdSettings settings_;
+  mutable std::mutex mutex_;
+  std::size_t current_ = 0;  // the member that answered last
+  std::string local_ip_;
+  std::string token_;        // with a user: from /v3/auth/authenticate
+};
+
+}  // namespace ddprun::elastic::etcd

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# --rdzv_backend=etcd: real ddprun processes as nodes on distinct loopback addresses, meeting in a
+# real etcd (started here on free loopback ports, its data in the test's folder) through etcd's
+# v3 API. Skipped when etcd is not installed (Debian: etcd-server, etcd-client).
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+command -v etcd >/dev/null || skip "needs etcd (apt-get install etcd-server etcd-client)"
+command -v etcdctl >/dev/null || skip "needs etcdctl (apt-get install etcd-client)"
+command -v curl >/dev/null || skip "needs curl to check etcd's health"
+command -v openssl >/dev/null || skip "needs openssl to make the TLS test's certificates"
+
+# free_ports N: N loopback TCP ports that are free now.
+free_ports() {
+  python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1",0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
+# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER: one member, in the background (pid in ETCD_<NAME>).
+start_etcd() {
+  local name=$1 client=$2 peer=$3 cluster=$4
+  etcd --name "$name" --data-dir "$T/etcd.$name" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$cluster" --initial-cluster-token "$T" >"$T/etcd.$name.log" 2>&1 &
+  eval "ETCD_$name=$!"
+}
+# healthy PORT NAME: etcd answers; fails at once with its log when it has exited.
+healthy() {
+  kill -0 "$(eval echo "\$ETCD_$2")" 2>/dev/null || { cat "$T/etcd.$2.log" >&2; fail "etcd $2 exited"; }
+  curl -sf "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+}
+# keys ENDPOINT: every key ddprun keeps in this etcd.
+keys() { ETCDCTL_API=3 etcdctl --endpoints="$1" get --prefix /ddprun/ --keys-only | sed '/^$/d'; }
+
+read -r client peer < <(free_ports 2)
+start_etcd solo "$client" "$peer" "solo=http://127.0.0.1:$peer"
+wait_for 60 healthy "$client" solo
+E=127.0.0.1:$client
+
+worker dump <<'SH'
+#!/bin/sh
+echo "$RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_RUN_ID" > "$T/env.$RANK"
+SH
+# node ADDR NAME ARGS...: starts ddprun as the node at ADDR in the background (pid in PID_<NAME>).
+node() {
+  local addr=$1 name=$2; shift 2
+  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  eval "PID_$name=$!"
+}
+# finish NAME: waits for node NAME; its exit code in RC_<NAME>.
+finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+show() { for n in "$@"; do echo "--- $n.err"; cat "$T/$n.err"; done; }
+# finish_within SECONDS NAME: as finish, but fails when node NAME is still running after SECONDS.
+finish_within() {
+  local pid; pid=$(eval echo "\$PID_$2")
+  gone() { ! kill -0 "$pid" 2>/dev/null || [[ $(ps -o stat= -p "$pid") == Z* ]]; }
+  wait_for "$1" gone
+  finish "$2"
+}
+
+# 1. Two nodes of two workers: ranks by address (same host name), MASTER_ADDR on group rank 0;
+# the job's keys are gone from etcd once it has ended.
+etcd_job=(--rdzv_backend=etcd --rdzv_endpoint=$E --rdzv_conf=join_timeout=60)
+node 127.0.0.3 b --nnodes=2 --nproc_per_node=2 "${etcd_job[@]}" --rdzv_id=pair "$T/dump"
+node 127.0.0.2 a --nnodes=2 --nproc_per_node=2 "${etcd_job[@]}" --rdzv_id=pair "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "etcd pair ($(show a b))"
+mport=$(awk '{print $8}' "$T/env.0")
+for r in 0 1 2 3; do
+  expect_eq "$(cat "$T/env.$r")" "$r $((r % 2)) $((r / 2)) 4 2 2 127.0.0.2 $mport 0 pair" "rank $r"
+done
+expect_eq "$(keys "$E")" "" "the job's keys in etcd after a clean end"
+ok "2 nodes in etcd: RANK/GROUP_RANK/WORLD_SIZE, MASTER_ADDR on group rank 0; no keys left"
+
+# 2. Three nodes, nproc 1/2/3: a world of 6, each node's ranks contiguous.
+rm -f "$T"/env.*
+three=(--nnodes=3 "${etcd_job[@]}" --rdzv_id=three)
+node 127.0.0.2 a "${three[@]}" --nproc_per_node=1 "$T/dump"
+node 127.0.0.3 b "${three[@]}" --nproc_per_node=2 "$T/dump"
+node 127.0.0.4 c "${three[@]}" --nproc_per_node=3 "$T/dump"
+finish a; finish b; finish c
+expect_eq "$RC_a $RC_b $RC_c" "0 0 0" "three nodes ($(show a b c))"
+expect_eq "$(ls "$T"/env.* | wc -l)" 6 "workers in a world of 1+2+3"
+for r in 0 1 2 3 4 5; do
+  read -r rank local group world lws gws addr mp rc id < "$T/env.$r"
+  expect_eq "$world $gws $id $addr" "6 3 three 127.0.0.2" "rank $r"
+  # Ranks by address: .2 has group rank 0 (rank 0), .3 group 1 (ranks 1-2), .4 group 2 (3-5).
+  expect_eq "$group $((rank - local))" "$((rank == 0 ? 0 : rank < 3 ? 1 : 2)) $((rank == 0 ? 0 : rank < 3 ? 1 : 3))" "rank $r base"
+done
+expect_eq "$(keys "$E")" "" "the job's keys in etcd after a clean end"
+ok "3 nodes in etcd, nproc 1/2/3: world 6, contiguous ranks per node"
+
+# 3. A worker crash on one node restarts every node (the failure reaches them all); the
+# job-wide budget is the same everywhere; once spent, every node exits with the root cause's code.
+worker flaky <<'SH'
+#!/bin/sh
+echo "$TORCHELASTIC_RESTART_COUNT" >> "$T/attempt.$RANK"
+[ "$RANK" = 3 ] && { sleep 0.3; exit 7; }
+exec sleep 60
+SH
+crash=(--nnodes=2 --nproc_per_node=2 "${etcd_job[@]}" --rdzv_id=crash --max_restarts=1)
+node 127.0.0.2 a "${crash[@]}" "$T/flaky"
+node 127.0.0.3 b "${crash[@]}" "$T/flaky"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "7 7" "exit codes once the budget is spent ($(show a b))"
+for r in 0 1 2 3; do expect_eq "$(tr '\n' ' ' < "$T/attempt.$r")" "0 1 " "attempts of rank $r"; done
+for n in a b; do expect_in "$T/$n.err" "rank 3 .*exit code 7"; done
+expect_eq "$(keys "$E")" "" "the job's keys in etcd after a failed end"
+ok "worker crash: every node restarts once (--max_restarts=1), then all exit 7"
+
+# 4. The first node to join (the leader, which runs the job's coordinator) is SIGKILLed while
+# its workers run: its lease expires, the survivors elect another leader and go on as a
+# smaller job (MIN:MAX), with MASTER_ADDR on the new group rank 0.
+rm -f "$T"/gws.*
+worker until_two <<'SH'
+#!/bin/sh
+echo "$GROUP_WORLD_SIZE $MASTER_ADDR" >> "$T/gws.$GROUP_RANK.$$"
+[ "$GROUP_WORLD_SIZE" = 3 ] && exec sleep 60
+exit 0
+SH
+lose=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint=$E --rdzv_id=lose
+      --rdzv_conf=join_timeout=60,last_call_timeout=30,heartbeat_timeout=3)
+node 127.0.0.2 a "${lose[@]}" "$T/until_two"
+leader_is_a() { ETCDCTL_API=3 etcdctl --endpoints="$E" get --print-value-only /ddprun/v1/lose/leader | grep -q -- "-$PID_a-"; }
+wait_for 30 leader_is_a
+node 127.0.0.3 b "${lose[@]}" "$T/until_two"
+node 127.0.0.4 c "${lose[@]}" "$T/until_two"
+three_running() { [[ $(cat "$T"/gws.* 2>/dev/null | grep -c '^3 ') == 3 ]]; }
+wait_for 60 three_running
+expect_eq "$(cat "$T"/gws.* | grep -c '^3 127.0.0.2$')" 3 "MASTER_ADDR of the round of 3"
+kill -KILL "$PID_a"; finish a
+finish_within 60 b; finish_within 60 c
+expect_eq "$RC_b $RC_c" "0 0" "survivors ($(show b c))"
+expect_in "$T/b.err" "leader .* was lost"
+expect_eq "$(cat "$T"/gws.* | grep -c '^2 127.0.0.3$')" 2 "a round of the 2 survivors, MASTER_ADDR on the new group rank 0"
+expect_eq "$(keys "$E")" "" "the job's keys in etcd after the survivors' end"
+ok "first node (the leader) killed: survivors elect another and finish as 2 nodes"
+
+# 5. A node whose launcher stops answering (SIGSTOP) loses its lease within the TTL; the others
+# go on without it. Once resumed, it finds its lease gone and ends with a rendezvous error.
+rm -f "$T"/gws.*
+stall=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint=$E --rdzv_id=stall
+       --rdzv_conf=join_timeout=60,last_call_timeout=30,heartbeat_timeout=2)
+node 127.0.0.2 a "${stall[@]}" "$T/until_two"
+wait_for 30 bash -c "ETCDCTL_API=3 etcdctl --endpoints=$E get --print-value-only /ddprun/v1/stall/leader | grep -q ."
+node 127.0.0.3 b "${stall[@]}" "$T/until_two"
+node 127.0.0.4 c "${stall[@]}" "$T/until_two"
+wait_for 60 three_running
+kill -STOP "$PID_c"
+stopped_at=$SECONDS
+two_done() { [[ $(cat "$T"/gws.* 2>/dev/null | grep -c '^2 ') == 2 ]]; }
+wait_for 60 two_done
+(( SECONDS - stopped_at <= 2 + 10 )) || fail "the stalled node was noticed after $((SECONDS - stopped_at)) s (lease TTL 2 s)"
+finish_within 60 a; finish_within 60 b
+kill -CONT "$PID_c"; finish_within 60 c
+expect_eq "$RC_a $RC_b $RC_c" "0 0 69" "survivors and the stalled node ($(show a b c))"
+expect_in "$T/c.err" "lease"
+ok "stalled node (SIGSTOP): its lease expired, the others finished as 2 nodes; it exits 69 once resumed"
+
+# 6. etcd unreachable at the start: one line that names etcd and the flag, exit 69 after join_timeout.
+read -r closed < <(free_ports 1)
+run_ddprun unreachable --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:$closed --rdzv_id=none \
+  --rdzv_conf=join_timeout=2 "$T/dump"
+expect_eq "$RC" 69 "exit code with etcd unreachable ($(cat "$T/unreachable.err"))"
+expect_in "$T/unreachable.err" "^ddprun: .*could not reach etcd at http://127.0.0.1:$closed within 2 s .*join_timeout"
+expect_eq "$(grep -c "could not reach etcd" "$T/unreachable.err")" 1 "lines about etcd"
+ok "etcd unreachable: $(grep -m1 "could not reach etcd" "$T/unreachable.err")"
+
+# 7. etcd-v2 is refused with a usage error that says what to use.
+run_ddprun v2 --nnodes=2 --rdzv_backend=etcd-v2 --rdzv_endpoint=$E --rdzv_id=v2 "$T/dump"
+expect_eq "$RC" 64 "exit code of --rdzv_backend=etcd-v2"
+expect_in "$T/v2.err" "etcd-v2.*v2 API.*--rdzv_backend=etcd"
+expect_eq "$(wc -l < "$T/v2.err")" 1 "lines of the etcd-v2 error"
+ok "etcd-v2: $(cat "$T/v2.err")"
+
+# 8. etcd's own users: with the right password the job runs; with a wrong one, one line and 69 at once.
+ETCDCTL_API=3 etcdctl --endpoints="$E" user add root --new-user-password=rootpw >/dev/null
+ETCDCTL_API=3 etcdctl --endpoints="$E" user grant-role root root >/dev/null
+ETCDCTL_API=3 etcdctl --endpoints="$E" auth enable >/dev/null
+run_ddprun anonymous --nnodes=2 --nproc_per_node=1 "${etcd_job[@]}" --rdzv_id=users "$T/dump"
+expect_eq "$RC" 69 "exit code without an etcd user once etcd requires one ($(cat "$T/anonymous.err"))"
+expect_in "$T/anonymous.err" "etcd.*(user name is empty|permission denied)" 
+rm -f "$T"/env.*
+users=(--nnodes=2 --nproc_per_node=1 "${etcd_job[@]}" --rdzv_id=users)
+node 127.0.0.2 a "${users[@]}" --rdzv_conf=user=root,password=rootpw "$T/dump"
+node 127.0.0.3 b "${users[@]}" --rdzv_conf=user=root,password=rootpw "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "a job as etcd user root ($(show a b))"
+expect_eq "$(ls "$T"/env.* | wc -l)" 2 "workers of the job as etcd user root"
+run_ddprun badpw "${users[@]}" --rdzv_conf=user=root,password=wrong "$T/dump"
+expect_eq "$RC" 69 "exit code with a wrong etcd password ($(cat "$T/badpw.err"))"
+expect_in "$T/badpw.err" "refused user 'root'"
+expect_eq "$(ETCDCTL_API=3 etcdctl --endpoints="$E" --user=root:rootpw get --prefix /ddprun/ --keys-only | sed '/^$/d')" "" \
+  "the job's keys in etcd after a clean end"
+ok "etcd users: without one, refused; the job runs as root; a wrong password: $(grep -m1 refused "$T/badpw.err")"
+
+# 9. etcd over TLS with client certificates (mutual TLS): a node with a certificate signed by
+# etcd's CA takes part; one without a client certificate cannot reach etcd and says why.
+( cd "$T"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=test-ca 2>/dev/null
+  for who in server client; do
+    openssl req -newkey rsa:2048 -nodes -keyout $who.key -out $who.csr -subj /CN=$who 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' > $who.ext
+    openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 \
+      -extfile $who.ext 2>/dev/null
+  done )
+read -r tc tp < <(free_ports 2)
+etcd --name tls --data-dir "$T/etcd.tls" \
+  --listen-client-urls "https://127.0.0.1:$tc" --advertise-client-urls "https://127.0.0.1:$tc" \
+  --listen-peer-urls "http://127.0.0.1:$tp" --initial-advertise-peer-urls "http://127.0.0.1:$tp" \
+  --initial-cluster "tls=http://127.0.0.1:$tp" --cert-file "$T/server.pem" --key-file "$T/server.key" \
+  --client-cert-auth --trusted-ca-file "$T/ca.pem" >"$T/etcd.tls.log" 2>&1 &
+tls_healthy() { curl -sf --cacert "$T/ca.pem" --cert "$T/client.pem" --key "$T/client.key" "https://127.0.0.1:$tc/health" | grep -q '"health":"true"'; }
+wait_for 60 tls_healthy
+rm -f "$T"/env.*
+tls=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:$tc --rdzv_id=tls)
+certs=protocol=https,cacert=$T/ca.pem,cert=$T/client.pem,key=$T/client.key
+node 127.0.0.2 a "${tls[@]}" --rdzv_conf=$certs,join_timeout=60 "$T/dump"
+node 127.0.0.3 b "${tls[@]}" --rdzv_conf=$certs,join_timeout=60 "$T/dump"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "a job in etcd over mutual TLS ($(show a b))"
+expect_eq "$(ls "$T"/env.* | wc -l)" 2 "workers of the job over TLS"
+run_ddprun nocert "${tls[@]}" --rdzv_conf=protocol=https,cacert=$T/ca.pem,join_timeout=2 "$T/dump"
+expect_eq "$RC" 69 "exit code without a client certificate ($(cat "$T/nocert.err"))"
+expect_in "$T/nocert.err" "could not reach etcd at https://127.0.0.1:$tc within 2 s"
+ok "etcd over TLS: the job runs with client certificates; without one: exit 69"
+
+# 10. A 3-member etcd cluster loses the member the nodes talk to first, mid-run: the nodes move
+# to another member (keep-alives, writes, the watch from where it left off) and finish.
+kill -TERM "$ETCD_solo"; wait "$ETCD_solo" || true
+read -r c1 p1 c2 p2 c3 p3 < <(free_ports 6)
+cluster="m1=http://127.0.0.1:$p1,m2=http://127.0.0.1:$p2,m3=http://127.0.0.1:$p3"
+start_etcd m1 "$c1" "$p1" "$cluster"
+start_etcd m2 "$c2" "$p2" "$cluster"
+start_etcd m3 "$c3" "$p3" "$cluster"
+wait_for 60 healthy "$c1" m1
+wait_for 60 healthy "$c2" m2
+wait_for 60 healthy "$c3" m3
+worker until_released <<'SH'
+#!/bin/sh
+echo "$GROUP_WORLD_SIZE" >> "$T/member.$RANK"
+while [ ! -e "$T/release" ]; do sleep 0.1; done
+exit 0
+SH
+members=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd
+         --rdzv_endpoint=127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3 --rdzv_id=members
+         --rdzv_conf=join_timeout=60,heartbeat_timeout=5)
+node 127.0.0.2 a "${members[@]}" "$T/until_released"
+node 127.0.0.3 b "${members[@]}" "$T/until_released"
+both_running() { [[ $(cat "$T"/member.* 2>/dev/null | wc -l) == 2 ]]; }
+wait_for 60 both_running
+kill -KILL "$ETCD_m1"
+sleep 3  # longer than a keep-alive interval: the nodes have had to use another member
+touch "$T/release"
+finish a; finish b
+expect_eq "$RC_a $RC_b" "0 0" "job across an etcd member's loss ($(show a b))"
+expect_eq "$(cat "$T"/member.* | tr '\n' ' ')" "2 2 " "one round only: the member's loss ended no round"
+expect_eq "$(keys "127.0.0.1:$c2")" "" "the job's keys in etcd after a clean end"
+ok "3-member etcd, the first member killed mid-run: the job goes on and finishes"
