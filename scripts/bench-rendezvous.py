@@ -10,7 +10,11 @@ the time its main() runs). Prints:
   2. failure to all nodes restarted: from a worker's failure on node 1 to the last restarted
      worker's main(), minus the worker's own start-up.
   3. (--etcd) rendezvous in etcd (--rdzv_backend=etcd, one etcd member started here on
-     loopback) next to ddprun's own TCP rendezvous (c10d), N = 2, 8, 32.
+     loopback) next to ddprun's own TCP rendezvous (c10d) and torchrun 2.x's c10d, N = 2, 8, 32;
+  4. (--etcd) a node's launcher SIGKILLed -> the survivors' workers running again, N = 4 with
+     --nnodes=3:4: in etcd the first node (the one that runs the job) or another, at the default
+     heartbeat_timeout (5 s, the lease) and at 2 s; with the TCP rendezvous a node that is not
+     the host (whose loss ends the job there).
 torchrun's figures include its interpreter start-up (about 1 s per agent here), which is what
 its users wait for; ddprun has none to speak of.
 """
@@ -24,7 +28,7 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp
+from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, torchrun
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -73,6 +77,49 @@ def torchrun_node(i, n, port, run_id, extra):
     return TORCHRUN + [f"--nnodes={n}", "--nproc_per_node=1", "--rdzv_backend=c10d",
                        f"--rdzv_endpoint=127.0.0.2:{port}", f"--rdzv_id={run_id}", "--no_python",
                        *TORCHRUN_FIXES, *extra]
+
+
+def torchrun2_node(i, n, port, run_id, extra):
+    command, fixes = torchrun("2")
+    return command + [f"--nnodes={n}", "--nproc_per_node=1", "--rdzv_backend=c10d",
+                      f"--rdzv_endpoint=127.0.0.2:{port}", f"--rdzv_id={run_id}", "--no_python", *fixes, *extra]
+
+
+def death_to_restart(make_cmd, worker, n, runs, victim, extra=()):
+    """Median seconds from SIGKILL of node `victim`'s launcher to the last of the n-1 survivors'
+    workers started again, with --nnodes=(n-1):n."""
+    lat = []
+    for k in range(runs):
+        with tempfile.TemporaryDirectory() as d:
+            port = free_port()
+            env = dict(os.environ, OMP_NUM_THREADS="1", CRASH_RANK="none")  # all workers wait
+            cmds = [[f"--nnodes={n - 1}:{n}" if a.startswith("--nnodes=") else a
+                     for a in make_cmd(i, n, port, f"death{k}", ["--max_restarts=0", *extra])] + [worker, d]
+                    for i in range(n)]
+            procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for cmd in cmds]
+            try:
+                def stamps():
+                    return [read_stamp(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("start.0.")]
+                deadline = time.time() + 120
+                while len(stamps()) < n:
+                    if time.time() > deadline:
+                        raise RuntimeError("workers did not start")
+                    time.sleep(0.005)
+                killed = time.time()
+                procs[victim].kill()
+                while len([t for t in stamps() if t > killed]) < n - 1:
+                    if time.time() > deadline + 60:
+                        raise RuntimeError("the survivors did not start again")
+                    time.sleep(0.005)
+                lat.append(max(t for t in stamps() if t > killed) - killed)
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        p.terminate()
+                for p in procs:
+                    p.wait(timeout=60)
+    return statistics.median(lat)
 
 
 def run_nodes(commands, env, limit):
@@ -157,11 +204,23 @@ def main():
             with local_etcd(tmp) as endpoint:
                 print(f"machine: {os.cpu_count()} cores; nodes are launchers on 127.0.0.2.. ; etcd {endpoint}")
                 print("\n3. rendezvous: last launcher started -> every node's worker running (median)")
-                print(f"{'nodes':>6} {'tcp (c10d) ms':>14} {'etcd ms':>10}")
+                print(f"{'nodes':>6} {'tcp (c10d) ms':>14} {'etcd ms':>10} {'torchrun 2.x c10d ms':>21}")
                 for n in (2, 8, 32):
                     tcp = rendezvous_time(lambda *a: ddprun_node(args.ddprun, *a), worker, n, args.runs)
                     etcd = rendezvous_time(lambda *a: etcd_node(args.ddprun, endpoint, *a), worker, n, args.runs)
-                    print(f"{n:>6} {tcp * 1e3:>14.1f} {etcd * 1e3:>10.1f}")
+                    t2 = rendezvous_time(torchrun2_node, worker, n, args.torch_runs)
+                    print(f"{n:>6} {tcp * 1e3:>14.1f} {etcd * 1e3:>10.1f} {t2 * 1e3:>21.0f}")
+                print("\n4. a node's launcher SIGKILLed -> every survivor's worker running again, 4 nodes, "
+                      "--nnodes=3:4 (median)")
+                etcd = lambda *a: etcd_node(args.ddprun, endpoint, *a)  # noqa: E731
+                for what, make, victim, extra in (
+                        ("tcp (c10d), a node that is not the host", lambda *a: ddprun_node(args.ddprun, *a), 3, ()),
+                        ("etcd, the first node (runs the job)", etcd, 0, ()),
+                        ("etcd, another node", etcd, 3, ()),
+                        ("etcd, the first node, heartbeat_timeout=2", etcd, 0, ("--rdzv_conf=heartbeat_timeout=2",)),
+                        ("etcd, another node, heartbeat_timeout=2", etcd, 3, ("--rdzv_conf=heartbeat_timeout=2",))):
+                    t = death_to_restart(make, worker, 4, args.runs, victim, extra)
+                    print(f"  {what:<45} {t * 1e3:>8.0f} ms")
             return
         bare = []
         for _ in range(10):
