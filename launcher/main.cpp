@@ -10,7 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <random>
 
 #include <asio/io_context.hpp>
 #include <fmt/format.h>
@@ -27,6 +26,7 @@
 #include "ddprun/slurm_env.hpp"
 #include "ddprun/slurm_options.hpp"
 #include "ddprun/worker_env.hpp"
+#include "rendezvous_setup.hpp"
 #include "spawn.hpp"
 #include "worker_environment.hpp"
 
@@ -43,11 +43,6 @@ std::map<std::string, std::string> read_environment() {
     if (eq != nullptr) vars.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
   }
   return vars;
-}
-
-std::string random_run_id() {
-  std::random_device rd;
-  return fmt::format("ddprun-{:08x}{:08x}", rd(), rd());
 }
 
 std::string get(const std::map<std::string, std::string>& vars, const char* name, const char* fallback) {
@@ -75,44 +70,6 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
     fail(cfg.program, found.error,
          cfg.program.find('/') == std::string::npos ? " (not found in PATH; give a path like ./" + cfg.program + ")" : "");
   }
-}
-
-// The rendezvous side of the configuration. Throws UsageError when it cannot work.
-elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
-                                                const std::map<std::string, std::string>& vars) {
-  elastic::RendezvousConfig r;
-  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
-              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
-                                           : elastic::Backend::kStatic;
-  r.endpoint = cfg.rdzv_endpoint;
-  r.master_addr = cfg.master_addr;
-  r.master_port = cfg.master_port;
-  r.min_nodes = cfg.min_nodes;
-  r.max_nodes = cfg.max_nodes;
-  r.node_rank = cfg.node_rank;
-  r.nproc = cfg.nproc_per_node;
-  r.local_addr = cfg.local_addr;
-  r.max_restarts = cfg.max_restarts;
-  // As torchrun reads it: "1" turns the agent store off, anything else leaves it on.
-  r.agent_store = get(vars, env::kDisableAgentStore, "0") != std::string("1");
-  try {
-    for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
-      std::cerr << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
-    }
-    const auto secret = vars.find(env::kRdzvSecret);
-    if (cfg.multi_node()) elastic::load_secret(r, secret == vars.end() ? nullptr : secret->second.c_str());
-    r.run_id = cfg.rdzv_id;
-    if (r.run_id.empty() && !cfg.multi_node()) r.run_id = random_run_id();
-    if (r.run_id.empty() && r.backend == elastic::Backend::kStatic) {
-      // Every node computes the same id from the endpoint they share (never torchrun's "none").
-      const auto endpoint = elastic::rendezvous_endpoint(r);
-      r.run_id = fmt::format("static-{}-{}", endpoint.host, endpoint.port);
-    }
-    elastic::validate(r);
-  } catch (const elastic::RendezvousConfigError& e) {
-    throw config::UsageError(e.what());
-  }
-  return r;
 }
 
 // The user's paths, checked before anything starts: a --log_dir that cannot be made or written,
@@ -243,7 +200,7 @@ int run(int argc, char** argv) {
     std::cout << config::to_json(cfg).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return exit_code::kSuccess;
   }
-  elastic::RendezvousConfig rendezvous_config = rendezvous_config_for(cfg, vars);
+  elastic::RendezvousConfig rendezvous_config = launcher::rendezvous_config_for(cfg, vars, std::cerr);
   // Read once; from here on neither this process's environment nor the workers' holds it.
   vars.erase(env::kRdzvSecret);
   ::unsetenv(env::kRdzvSecret);

@@ -1,6 +1,7 @@
 #include "ddprun/rendezvous_config.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include "ddprun/input_limits.hpp"
 
@@ -81,14 +82,31 @@ void load_secret(RendezvousConfig& config, const char* env_secret) {
     }
     return;
   }
-  std::ifstream file(config.secret_file, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (!file) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: cannot read it: {}", config.secret_file,
-                                            std::strerror(errno)));
+  // A regular file of at most kMaxSecretBytes: /dev/zero, a FIFO nobody writes or a huge file
+  // would otherwise hang ddprun or fill its memory.
+  constexpr std::size_t kMaxSecretBytes = 64 * 1024;
+  struct stat st {};
+  if (::stat(config.secret_file.c_str(), &st) != 0) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: cannot read it: {}",
+                                            shown(config.secret_file), std::strerror(errno)));
   }
-  config.secret = text.str();
+  if (!S_ISREG(st.st_mode) || static_cast<std::size_t>(st.st_size) > kMaxSecretBytes) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: expected a regular file of at most {} bytes",
+                                            shown(config.secret_file), kMaxSecretBytes));
+  }
+  std::ifstream file(config.secret_file, std::ios::binary);
+  std::string secret(kMaxSecretBytes + 1, '\0');
+  file.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  if (file.bad() || (!file && !file.eof())) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: cannot read it: {}",
+                                            shown(config.secret_file), std::strerror(errno)));
+  }
+  secret.resize(static_cast<std::size_t>(file.gcount()));
+  if (secret.size() > kMaxSecretBytes) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: expected a regular file of at most {} bytes",
+                                            shown(config.secret_file), kMaxSecretBytes));
+  }
+  config.secret = std::move(secret);
   while (!config.secret.empty() && (config.secret.back() == '\n' || config.secret.back() == '\r')) {
     config.secret.pop_back();
   }

@@ -11,7 +11,9 @@ TEST_CASE("base64: RFC 4648 test vectors, both ways; bad text is refused") {
   const std::vector<std::pair<std::string, std::string>> vectors = {
       {"", ""}, {"f", "Zg=="}, {"fo", "Zm8="}, {"foo", "Zm9v"}, {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="},
       {"foobar", "Zm9vYmFy"}, {std::string("\0\xff\xfe", 3), "AP/+"}};
-  for (const auto& [bytes, text] : vectors) {
+  for (const auto& vector : vectors) {
+    const std::string& bytes = vector.first;
+    const std::string& text = vector.second;
     CAPTURE(text);
     CHECK(base64_encode(bytes) == text);
     CHECK(base64_decode(text) == bytes);

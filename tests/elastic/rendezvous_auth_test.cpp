@@ -175,8 +175,18 @@ TEST_CASE("the secret comes from secret_file, else DDPRUN_RDZV_SECRET; the new k
   std::ofstream(path) << "\n";
   CHECK_THROWS_WITH_AS(load_secret(from_file, nullptr),
                        doctest::Contains("the file is empty"), RendezvousConfigError);
+  std::ofstream(path) << std::string(64 * 1024 + 1, 'x');
+  CHECK_THROWS_WITH_AS(load_secret(from_file, nullptr), doctest::Contains("a regular file of at most 65536 bytes"),
+                       RendezvousConfigError);
   std::remove(path);
   CHECK_THROWS_WITH_AS(load_secret(from_file, nullptr), doctest::Contains("cannot read it"), RendezvousConfigError);
+  // Neither a device that never ends nor a folder is read.
+  for (const char* not_a_file : {"/dev/zero", "/tmp"}) {
+    RendezvousConfig odd;
+    odd.secret_file = not_a_file;
+    CHECK_THROWS_WITH_AS(load_secret(odd, nullptr), doctest::Contains("expected a regular file"),
+                         RendezvousConfigError);
+  }
 }
 
 TEST_CASE("the host keeps at most a quarter of the descriptor limit for rendezvous connections") {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "ddprun/slurm_env.hpp"
 #include "ddprun/slurm_options.hpp"
 #include "fuzz_common.hpp"
+#include "rendezvous_setup.hpp"
 
 using namespace ddprun;
 
@@ -86,22 +88,10 @@ void run(std::string_view data) {
   const config::LaunchConfig cfg = config::resolve_config(sources, command_line->program_and_args, context);
   (void)config::to_json(cfg).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // as --print_config
 
-  elastic::RendezvousConfig r;
-  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
-              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
-                                           : elastic::Backend::kStatic;
-  r.endpoint = cfg.rdzv_endpoint;
-  r.master_addr = cfg.master_addr;
-  r.master_port = cfg.master_port;
-  r.min_nodes = cfg.min_nodes;
-  r.max_nodes = cfg.max_nodes;
-  r.node_rank = cfg.node_rank;
-  r.nproc = cfg.nproc_per_node;
-  r.run_id = cfg.rdzv_id.empty() ? "fuzz" : cfg.rdzv_id;
+  std::ostringstream notes;  // the lines main() prints for torchrun's store keys
   try {
-    elastic::apply_rdzv_conf(cfg.rdzv_conf, r);
-    elastic::validate(r);
-  } catch (const elastic::RendezvousConfigError& e) {
+    (void)launcher::rendezvous_config_for(cfg, vars, notes);
+  } catch (const config::UsageError& e) {
     fuzz::check_message(e.what());
   }
 }

@@ -1,0 +1,63 @@
+#include "rendezvous_setup.hpp"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "ddprun/worker_env.hpp"
+
+namespace ddprun::launcher {
+
+namespace {
+
+std::string random_run_id() {
+  std::random_device rd;
+  return fmt::format("ddprun-{:08x}{:08x}", rd(), rd());
+}
+
+}  // namespace
+
+elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
+                                                const std::map<std::string, std::string>& vars,
+                                                std::ostream& notes) {
+  const auto var = [&](const char* name) -> const std::string* {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : &it->second;
+  };
+  elastic::RendezvousConfig r;
+  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
+              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
+                                           : elastic::Backend::kStatic;
+  r.endpoint = cfg.rdzv_endpoint;
+  r.master_addr = cfg.master_addr;
+  r.master_port = cfg.master_port;
+  r.min_nodes = cfg.min_nodes;
+  r.max_nodes = cfg.max_nodes;
+  r.node_rank = cfg.node_rank;
+  r.nproc = cfg.nproc_per_node;
+  r.local_addr = cfg.local_addr;
+  r.max_restarts = cfg.max_restarts;
+  // As torchrun reads it: "1" turns the agent store off, anything else leaves it on.
+  const std::string* disable_agent_store = var(env::kDisableAgentStore);
+  r.agent_store = disable_agent_store == nullptr || *disable_agent_store != "1";
+  try {
+    for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
+      notes << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
+    }
+    const std::string* secret = var(env::kRdzvSecret);
+    if (cfg.multi_node()) elastic::load_secret(r, secret == nullptr ? nullptr : secret->c_str());
+    r.run_id = cfg.rdzv_id;
+    if (r.run_id.empty() && !cfg.multi_node()) r.run_id = random_run_id();
+    if (r.run_id.empty() && r.backend == elastic::Backend::kStatic) {
+      // Every node computes the same id from the endpoint they share (never torchrun's "none").
+      const auto endpoint = elastic::rendezvous_endpoint(r);
+      r.run_id = fmt::format("static-{}-{}", endpoint.host, endpoint.port);
+    }
+    elastic::validate(r);
+  } catch (const elastic::RendezvousConfigError& e) {
+    throw config::UsageError(e.what());
+  }
+  return r;
+}
+
+}  // namespace ddprun::launcher
