@@ -272,11 +272,17 @@ class Agent::Impl {
     further_failures_.clear();
     grace_timer_.cancel();
     hang_reported_ = false;
-    const auto not_started = group_.start(round_, attempt_, timer_file_);
-    std::vector<std::string> heartbeat_files;
+    // The heartbeat files are watched before any worker starts: a fast worker's first beats
+    // would otherwise go unseen, and a rank that beat early and then stopped would look like
+    // one still starting up (--hang_startup) while its waiting peers were judged hung.
+    const auto not_started =
+        group_.start(round_, attempt_, timer_file_, [this](const std::vector<std::string>& heartbeat_files) {
+          if (static_cast<int>(heartbeat_files.size()) == config_.nproc_per_node) {
+            watchdog_->start_round(heartbeat_files);
+          }
+        });
     for (const auto& w : group_.workers()) {
       if (w->pid > 0) events_.write("worker_started", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid}});
-      if (!w->heartbeat_file.empty()) heartbeat_files.push_back(w->heartbeat_file);
     }
     if (not_started) {
       const auto [w, error] = *not_started;
@@ -288,7 +294,6 @@ class Agent::Impl {
       dispatch(std::move(occurrence));  // stops the workers already started
       return;
     }
-    if (static_cast<int>(heartbeat_files.size()) == config_.nproc_per_node) watchdog_->start_round(heartbeat_files);
   }
 
   void arm_grace_timer() {

@@ -31,26 +31,44 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
       containment_(containment),
       paths_(paths) {}
 
-std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(const elastic::RoundAssignment& round, int attempt,
-                                                                 const std::string& timer_file) {
+namespace {
+
+// A worker's folder under the files root (and the log folder): attempt_N/rank_R.
+std::string rank_folder(int attempt, int rank) { return fmt::format("attempt_{}/rank_{}", attempt, rank); }
+
+}  // namespace
+
+std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
+    const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
+    const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready) {
   workers_.clear();
+  std::vector<std::unique_ptr<WorkerProcess>> prepared;
+  std::vector<std::string> heartbeat_files;
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto w = std::make_unique<WorkerProcess>();
     w->local_rank = local_rank;
     w->rank = round.base_rank + local_rank;
-    const std::string rank_dir = fmt::format("attempt_{}/rank_{}", attempt, w->rank);
-    WorkerFiles files;
     if (!paths_.files_root().empty()) {
-      const fs::path dir = fs::path(paths_.files_root()) / rank_dir;
+      const fs::path dir = fs::path(paths_.files_root()) / rank_folder(attempt, w->rank);
       std::error_code ec;
       fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
       fs::create_directories(dir, ec);
       if (ec) throw std::system_error(ec, "cannot create " + dir.string());
-      w->error_file = files.error_file = (dir / "error.json").string();
-      w->heartbeat_file = files.heartbeat_file = (dir / "heartbeat").string();
+      w->error_file = (dir / "error.json").string();
+      w->heartbeat_file = (dir / "heartbeat").string();
       w->stacks_file = (dir / "stacks.txt").string();
+      heartbeat_files.push_back(w->heartbeat_file);
     }
+    prepared.push_back(std::move(w));
+  }
+  files_ready(heartbeat_files);
+  for (auto& w : prepared) {
+    const std::string rank_dir = rank_folder(attempt, w->rank);
+    WorkerFiles files;
+    files.error_file = w->error_file;
+    files.heartbeat_file = w->heartbeat_file;
     files.timer_file = timer_file;
+    const int local_rank = w->local_rank;
     SpawnRequest request;
     request.argv = argv_;
     request.environ = worker_environment(environ_, config_, round, local_rank, files);

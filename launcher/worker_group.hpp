@@ -55,10 +55,14 @@ class WorkerGroup {
               std::vector<std::string> argv, OrphanGuard& guard, Containment& containment, const RunPaths& paths);
 
   // Starts this node's workers of `round` as its attempt `attempt` (folder attempt_N), with
-  // TORCHELASTIC_TIMER_FILE `timer_file` when not empty. Stops at the first worker that cannot
-  // start, and returns it with the errno of its exec; the ones already started run on.
-  std::optional<std::pair<WorkerProcess*, int>> start(const elastic::RoundAssignment& round, int attempt,
-                                                      const std::string& timer_file);
+  // TORCHELASTIC_TIMER_FILE `timer_file` when not empty. `files_ready` gets every worker's
+  // heartbeat file (none without a files folder) after the folders are made and before the
+  // first worker starts, so that not even a worker's first beat can come before the watch. Stops
+  // at the first worker that cannot start, and returns it with the errno of its exec; the ones
+  // already started run on.
+  std::optional<std::pair<WorkerProcess*, int>> start(
+      const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
+      const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready);
 
   // The group's signal to every live worker's process group (the worker's own children too).
   void signal(int sig);

@@ -85,6 +85,27 @@ expect_in "$T/auto.err" "run with --log_dir to keep the stacks"
 wait_for 10 no_leftovers
 ok "auto: a rank that never beats while the others do is hung after the start-up allowance"
 
+# 3b. Beats at a worker's very start count: the heartbeat files exist and are watched before any
+# worker starts. 8 workers beat once, first thing, then stop: each must be found hung at the
+# timeout, not taken for one still starting (--hang_startup) because its beat came before the
+# watch (a CI run once found the waiting rank hung instead of the silent one that way).
+worker beat_once <<'SH'
+#!/bin/bash
+[ -e "$DDPRUN_HEARTBEAT_FILE" ] || echo "rank $RANK: no $DDPRUN_HEARTBEAT_FILE at start" >> "$T/early"
+touch "$DDPRUN_HEARTBEAT_FILE"
+exec -a "stuck $T" sleep 1000
+SH
+set +e
+timeout -k 5 120 "$DDPRUN" --nproc_per_node=8 --hang_timeout=2 --hang_startup=600 "$T/beat_once" \
+  >"$T/once.out" 2>"$T/once.err"
+RC=$?
+set -e
+expect_eq "$RC" 124 "exit code of workers that beat once at their start ($(cat "$T/once.err"))"
+expect_in "$T/once.err" "hung: no progress for 2\.[0-9] s \(hang timeout 2\.0 s\)"
+[[ ! -e "$T/early" ]] || fail "heartbeat files missing when workers started: $(cat "$T/early")"
+wait_for 10 no_leftovers
+ok "a beat at a worker's very start is seen: 8 workers that beat once are found hung at the timeout"
+
 # 4. auto with a program that never beats: not judged, said once, the job ends normally.
 worker no_beats <<'SH'
 #!/bin/bash
