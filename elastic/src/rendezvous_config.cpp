@@ -74,7 +74,40 @@ int parse_count(std::string_view key, std::string_view value) {
 
 }  // namespace
 
+namespace {
+
+// The text of a small file the user names in --rdzv_conf KEY=PATH (a secret, a password), its
+// trailing newlines dropped. A regular file of at most 64 KiB: /dev/zero, a FIFO nobody writes
+// or a huge file would otherwise hang ddprun or fill its memory.
+std::string read_secret_file(const char* key, const std::string& path, const char* what) {
+  constexpr std::size_t kMaxBytes = 64 * 1024;
+  const auto fail = [&](const std::string& problem) {
+    return RendezvousConfigError(fmt::format("--rdzv_conf {}={}: {}", key, shown(path), problem));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw fail(fmt::format("cannot read it: {}", std::strerror(errno)));
+  const std::string wrong_kind = fmt::format("expected a regular file of at most {} bytes", kMaxBytes);
+  if (!S_ISREG(st.st_mode) || static_cast<std::size_t>(st.st_size) > kMaxBytes) throw fail(wrong_kind);
+  std::ifstream file(path, std::ios::binary);
+  std::string text(kMaxBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (file.bad() || (!file && !file.eof())) throw fail(fmt::format("cannot read it: {}", std::strerror(errno)));
+  text.resize(static_cast<std::size_t>(file.gcount()));
+  if (text.size() > kMaxBytes) throw fail(wrong_kind);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty()) throw fail(fmt::format("the file is empty; put {} in it", what));
+  return text;
+}
+
+}  // namespace
+
 void load_secret(RendezvousConfig& config, const char* env_secret) {
+  if (!config.etcd.password_file.empty()) {
+    if (!config.etcd.password.empty()) {
+      throw RendezvousConfigError("--rdzv_conf password= and password_file= are two sources of one password; give one");
+    }
+    config.etcd.password = read_secret_file("password_file", config.etcd.password_file, "etcd's password");
+  }
   if (config.secret_file.empty()) {
     config.secret = env_secret ? env_secret : "";
     if (env_secret && config.secret.empty()) {
@@ -82,38 +115,7 @@ void load_secret(RendezvousConfig& config, const char* env_secret) {
     }
     return;
   }
-  // A regular file of at most kMaxSecretBytes: /dev/zero, a FIFO nobody writes or a huge file
-  // would otherwise hang ddprun or fill its memory.
-  constexpr std::size_t kMaxSecretBytes = 64 * 1024;
-  struct stat st {};
-  if (::stat(config.secret_file.c_str(), &st) != 0) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: cannot read it: {}",
-                                            shown(config.secret_file), std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode) || static_cast<std::size_t>(st.st_size) > kMaxSecretBytes) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: expected a regular file of at most {} bytes",
-                                            shown(config.secret_file), kMaxSecretBytes));
-  }
-  std::ifstream file(config.secret_file, std::ios::binary);
-  std::string secret(kMaxSecretBytes + 1, '\0');
-  file.read(secret.data(), static_cast<std::streamsize>(secret.size()));
-  if (file.bad() || (!file && !file.eof())) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: cannot read it: {}",
-                                            shown(config.secret_file), std::strerror(errno)));
-  }
-  secret.resize(static_cast<std::size_t>(file.gcount()));
-  if (secret.size() > kMaxSecretBytes) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf secret_file={}: expected a regular file of at most {} bytes",
-                                            shown(config.secret_file), kMaxSecretBytes));
-  }
-  config.secret = std::move(secret);
-  while (!config.secret.empty() && (config.secret.back() == '\n' || config.secret.back() == '\r')) {
-    config.secret.pop_back();
-  }
-  if (config.secret.empty()) {
-    throw RendezvousConfigError(
-        fmt::format("--rdzv_conf secret_file={}: the file is empty; put the job's secret in it", config.secret_file));
-  }
+  config.secret = read_secret_file("secret_file", config.secret_file, "the job's secret");
 }
 
 int connection_limit(const RendezvousConfig& config, long fd_limit) {
@@ -249,6 +251,9 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       config.etcd.user = value;
     } else if (key == "password") {
       config.etcd.password = value;
+    } else if (key == "password_file") {
+      if (value.empty()) throw RendezvousConfigError("--rdzv_conf password_file=: expected a path");
+      config.etcd.password_file = value;
     } else if (key == "is_host") {
       config.is_host = parse_bool(key, value);
     } else if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
@@ -258,7 +263,8 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       throw RendezvousConfigError(fmt::format(
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
           "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-          "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password",
+          "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password, "
+          "password_file",
           shown(key)));
     }
   }

@@ -184,16 +184,17 @@ expect_in "$T/anonymous.err" "etcd.*(user name is empty|permission denied)"
 rm -f "$T"/env.*
 users=(--nnodes=2 --nproc_per_node=1 "${etcd_job[@]}" --rdzv_id=users)
 node 127.0.0.2 a "${users[@]}" --rdzv_conf=user=root,password=rootpw "$T/dump"
-node 127.0.0.3 b "${users[@]}" --rdzv_conf=user=root,password=rootpw "$T/dump"
+printf 'rootpw\n' > "$T/etcd-password"; chmod 600 "$T/etcd-password"
+node 127.0.0.3 b "${users[@]}" --rdzv_conf=user=root,password_file=$T/etcd-password "$T/dump"
 finish a; finish b
-expect_eq "$RC_a $RC_b" "0 0" "a job as etcd user root ($(show a b))"
+expect_eq "$RC_a $RC_b" "0 0" "a job as etcd user root, the password given and from a file ($(show a b))"
 expect_eq "$(ls "$T"/env.* | wc -l)" 2 "workers of the job as etcd user root"
 run_ddprun badpw "${users[@]}" --rdzv_conf=user=root,password=wrong "$T/dump"
 expect_eq "$RC" 69 "exit code with a wrong etcd password ($(cat "$T/badpw.err"))"
 expect_in "$T/badpw.err" "refused user 'root'"
 expect_eq "$(ETCDCTL_API=3 etcdctl --endpoints="$E" --user=root:rootpw get --prefix /ddprun/ --keys-only | sed '/^$/d')" "" \
   "the job's keys in etcd after a clean end"
-ok "etcd users: without one, refused; the job runs as root; a wrong password: $(grep -m1 refused "$T/badpw.err")"
+ok "etcd users: without one, refused; the job runs as root (password and password_file); a wrong password: $(grep -m1 refused "$T/badpw.err")"
 
 # 9. etcd over TLS with client certificates (mutual TLS): a node with a certificate signed by
 # etcd's CA takes part; one without a client certificate cannot reach etcd and says why.

@@ -1,6 +1,10 @@
 #include "ddprun/rendezvous_config.hpp"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 
 namespace ddprun::elastic {
 namespace {
@@ -110,7 +114,8 @@ TEST_CASE("--rdzv_conf") {
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
                        "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
                        "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-                       "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password",
+                       "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password, "
+                       "password_file",
                        RendezvousConfigError);
 }
 
@@ -146,6 +151,29 @@ TEST_CASE("--rdzv_backend=etcd: members, TLS and user from --rdzv_conf, and what
   half = c;
   half.etcd.password.clear();
   CHECK_THROWS_WITH_AS(validate(half), "--rdzv_conf user= and password= go together", RendezvousConfigError);
+
+  // password_file: the password out of `ps`; one source only; a small regular file.
+  {
+    char path[] = "/tmp/ddprun-etcd-password-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    std::ofstream(path) << "s3cret\n";
+    RendezvousConfig from_file;
+    apply_rdzv_conf(std::string("user=u,password_file=") + path, from_file);
+    load_secret(from_file, nullptr);
+    CHECK(from_file.etcd.password == "s3cret");
+    RendezvousConfig both;
+    apply_rdzv_conf(std::string("user=u,password=p,password_file=") + path, both);
+    CHECK_THROWS_WITH_AS(load_secret(both, nullptr), doctest::Contains("two sources of one password"),
+                         RendezvousConfigError);
+    std::remove(path);
+    RendezvousConfig device;
+    apply_rdzv_conf("user=u,password_file=/dev/zero", device);
+    CHECK_THROWS_WITH_AS(load_secret(device, nullptr), doctest::Contains("expected a regular file"),
+                         RendezvousConfigError);
+    CHECK_THROWS_AS(apply_rdzv_conf("password_file=", device), RendezvousConfigError);
+  }
   half = c;
   half.run_id.clear();
   CHECK_THROWS_WITH_AS(validate(half), "the etcd rendezvous needs --rdzv_id: it names the job's keys in etcd",

@@ -35,6 +35,7 @@ struct EtcdSettings {
   std::string key;
   std::string user;               // user=NAME, password=TEXT: etcd's own authentication
   std::string password;
+  std::string password_file;      // password_file=PATH: the password from a file (not in `ps`)
 };
 
 // Every time limit of the rendezvous, in seconds, each settable as --rdzv_conf KEY=VALUE.
@@ -135,7 +136,7 @@ Endpoint single_node_master(const RendezvousConfig& config);
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
 // (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
 // max_connections, max_membership_changes, the etcd backend's protocol (http|https), cacert,
-// cert, key (paths), user and password, and
+// cert, key (paths), user and password (or password_file, a path), and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
 // and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on
@@ -143,8 +144,9 @@ Endpoint single_node_master(const RendezvousConfig& config);
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config);
 
 // Fills config.secret from config.secret_file when set (trailing newlines dropped), else from
-// `env_secret` (DDPRUN_RDZV_SECRET; null when unset). Throws RendezvousConfigError when the file
-// cannot be read or the secret is empty.
+// `env_secret` (DDPRUN_RDZV_SECRET; null when unset), and etcd's password from password_file
+// when set. Throws RendezvousConfigError when a file is not a regular file of at most 64 KiB,
+// cannot be read or is empty, or when both password and password_file are given.
 void load_secret(RendezvousConfig& config, const char* env_secret);
 
 // Decides how this node authenticates (config.auth; see AuthMode) and fills in munge_scope and
