@@ -248,16 +248,13 @@ MungeKeyExchange::Grant MungeKeyExchange::grant(const std::string& client_creden
 
 std::string MungeKeyExchange::accept(const std::string& server_credential, std::string_view client_nonce) {
   const MungeCredential c = decode(server_credential, "the host's");
-  const std::string prefix = length_prefixed({kServerLabel, scope_, client_nonce});
-  const std::string_view payload = c.payload;
-  const std::string key_prefix = std::to_string(64) + ":";
-  if (payload.size() != prefix.size() + key_prefix.size() + 64 || payload.substr(0, prefix.size()) != prefix ||
-      payload.substr(prefix.size(), key_prefix.size()) != key_prefix ||
-      !is_nonce(payload.substr(prefix.size() + key_prefix.size()))) {
+  // The key is the payload's last part: 64 hex digits, as random_nonce() makes it.
+  const std::string key = c.payload.size() >= 64 ? c.payload.substr(c.payload.size() - 64) : std::string();
+  if (!is_nonce(key) || c.payload != length_prefixed({kServerLabel, scope_, client_nonce, key})) {
     throw AuthError(fmt::format(
         "the host's MUNGE credential is not for this job and run ({}) or not for this connection", scope_));
   }
-  return std::string(payload.substr(prefix.size() + key_prefix.size()));
+  return key;
 }
 
 MungeCredential MungeKeyExchange::decode(const std::string& credential, const char* whose) {
