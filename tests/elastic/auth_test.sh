@@ -4,14 +4,7 @@
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 peer=(python3 "$DDPRUN_SOURCE_DIR/tests/elastic/rdzv_peer.py")
-port=$(( 20000 + RANDOM % 20000 ))
-next_port() { port=$((port + 1)); }
-node() {
-  local addr=$1 name=$2; shift 2
-  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  eval "PID_$name=$!"
-}
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 printf 'the-jobs-secret\n' > "$T/secret"; chmod 600 "$T/secret"
 
 worker dump <<'SH'

@@ -42,14 +42,7 @@ worker dump <<'SH'
 #!/bin/sh
 echo "$RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_RUN_ID" > "$T/env.$RANK"
 SH
-# node ADDR NAME ARGS...: starts ddprun as the node at ADDR in the background (pid in PID_<NAME>).
-node() {
-  local addr=$1 name=$2; shift 2
-  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  eval "PID_$name=$!"
-}
-# finish NAME: waits for node NAME; its exit code in RC_<NAME>.
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 show() { for n in "$@"; do echo "--- $n.err"; cat "$T/$n.err"; done; }
 # finish_within SECONDS NAME: as finish, but fails when node NAME is still running after SECONDS.
 finish_within() {

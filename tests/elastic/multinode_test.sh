@@ -2,22 +2,13 @@
 # Several ddprun processes as separate nodes on distinct loopback addresses (127.0.0.2, .3, .4).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
-port=$(( 20000 + RANDOM % 20000 ))   # a fresh rendezvous port per scenario
-next_port() { port=$((port + 1)); }
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 
 worker dump <<'SH'
 #!/bin/sh
 echo "$RANK $LOCAL_RANK $GROUP_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_RUN_ID" > "$T/env.$RANK"
 SH
 
-# node ADDR NAME ARGS...: starts ddprun as the node at ADDR in the background (pid in PID_<NAME>).
-node() {
-  local addr=$1 name=$2; shift 2
-  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  eval "PID_$name=$!"
-}
-# finish NAME: waits for node NAME; its exit code in RC_<NAME>.
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
 
 # 1. Two nodes, static backend, --node_rank honoured: node 1 is started first and still gets ranks 2-3.
 next_port

@@ -20,19 +20,12 @@ runuser -u munge -- munged --socket="$M/munge.socket" --key-file="$M/munge.key" 
   --log-file="$M/munged.log" --seed-file="$M/munged.seed"
 wait_for 20 test -S "$M/munge.socket"
 
-port=$(( 20000 + RANDOM % 20000 ))
-next_port() { port=$((port + 1)); }
-node() {
-  local addr=$1 name=$2; shift 2
-  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  eval "PID_$name=$!"
-}
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 as_nobody() {
   local addr=$1 name=$2; shift 2
   runuser -u nobody -- env TMPDIR=/tmp "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
 chmod 755 "$T"
 
 worker dump <<'SH'

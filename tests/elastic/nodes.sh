@@ -1,0 +1,13 @@
+# Sourced by the elastic tests that run several ddprun processes as nodes on loopback addresses.
+# port: a rendezvous port, next_port: a fresh one for the next scenario.
+port=$(( 20000 + RANDOM % 20000 ))
+next_port() { port=$((port + 1)); }
+# node ADDR NAME ARGS...: starts ddprun as the node at ADDR in the background (pid in PID_<NAME>),
+# its output in $T/NAME.out and $T/NAME.err.
+node() {
+  local addr=$1 name=$2; shift 2
+  "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  eval "PID_$name=$!"
+}
+# finish NAME: waits for node NAME; its exit code in RC_<NAME>.
+finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
