@@ -5,17 +5,18 @@
 #pragma once
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ddprun/user_error.hpp"
+
 namespace ddprun::elastic {
 
 // A setting the user gave that cannot work; the launcher exits with exit_code::kUsage.
-class RendezvousConfigError : public std::runtime_error {
+class RendezvousConfigError : public UserError {
  public:
-  using std::runtime_error::runtime_error;
+  using UserError::UserError;
 };
 
 // torchrun's backend names. static and c10d are served by ddprun's own TCP rendezvous; they
