@@ -1,7 +1,7 @@
 // The agent store's protocol handling, fed the bytes PyTorch's TCPStore clients send: the
 // sequences of torch 1.13 and 2.11 clients as captured on the wire, split at every byte, one
 // store shared by both versions, and malformed input, which must close only that connection.
-#include "ddprun/agent_store.hpp"
+#include "store/agent_store.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // The etcd rendezvous's pure parts: base64 as etcd's JSON gateway writes it, prefix ranges,
 // the job's key layout, and the gateway's watch messages and transactions.
-#include "etcd_protocol.hpp"
+#include "etcd/etcd_protocol.hpp"
 
 #include <doctest/doctest.h>
 

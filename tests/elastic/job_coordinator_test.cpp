@@ -1,6 +1,6 @@
 // The JobCoordinator's rules as tables: each scenario is a list of events, written as short
 // commands, with the messages each one must produce, rendered as text.
-#include "ddprun/job_coordinator.hpp"
+#include "core/job_coordinator.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 // munged does for what the exchange relies on: the sender's uid is stamped, only the named uid
 // decodes, a credential decodes once. Then the whole handshake with the secret it hands out,
 // and what slurm.conf's AuthInfo names as munged's socket.
-#include "munge_auth.hpp"
+#include "auth/munge_auth.hpp"
 
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "ddprun/rendezvous_config.hpp"
-#include "rendezvous_auth.hpp"
+#include "auth/rendezvous_auth.hpp"
 
 namespace ddprun::elastic {
 namespace {
@@ -162,43 +162,6 @@ TEST_CASE("--rdzv_conf auth and munge_socket") {
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("auth=kerberos", c), doctest::Contains("expected auto, secret, munge or none"),
                        RendezvousConfigError);
   CHECK_THROWS_AS(apply_rdzv_conf("munge_socket=", c), RendezvousConfigError);
-}
-
-TEST_CASE("decide_auth: which authentication a node uses, and what it says") {
-  RendezvousConfig c;
-  c.run_id = "42.0";
-  SUBCASE("a secret wins, and contradicting it is an error") {
-    c.secret = "s";
-    CHECK(decide_auth(c, "42", "").empty());
-    CHECK(c.auth == AuthMode::kSecret);
-    c.auth = AuthMode::kMunge;
-    CHECK_THROWS_WITH_AS(decide_auth(c, "42", ""), doctest::Contains("auth=munge contradicts"), RendezvousConfigError);
-    c.auth = AuthMode::kNone;
-    CHECK_THROWS_AS(decide_auth(c, "42", ""), RendezvousConfigError);
-  }
-  SUBCASE("auth=secret without one") {
-    c.auth = AuthMode::kSecret;
-    CHECK_THROWS_WITH_AS(decide_auth(c, "", ""), doctest::Contains("needs the job's secret"), RendezvousConfigError);
-  }
-  SUBCASE("outside SLURM without a secret: open, with a warning") {
-    CHECK(decide_auth(c, "", "").rfind("ddprun: warning: the rendezvous is open:", 0) == 0);
-    CHECK(c.munge_scope.empty());
-  }
-  SUBCASE("auth=none") {
-    c.auth = AuthMode::kNone;
-    CHECK(decide_auth(c, "42", "").find("open (--rdzv_conf auth=none)") != std::string::npos);
-    CHECK(c.munge_scope.empty());
-  }
-  SUBCASE("under SLURM with no munged at the socket: open, saying why; auth=munge: an error") {
-    c.munge_socket = "/nonexistent/munge.socket";
-    const std::string said = decide_auth(c, "42", "");
-    CHECK(said.find("open (MUNGE cannot be used: ") != std::string::npos);
-    CHECK(c.munge_scope.empty());
-    c.auth = AuthMode::kMunge;
-    c.munge_socket = "/nonexistent/munge.socket";
-    CHECK_THROWS_WITH_AS(decide_auth(c, "42", ""), doctest::Contains("auth=munge: MUNGE cannot be used"),
-                         RendezvousConfigError);
-  }
 }
 
 }  // namespace

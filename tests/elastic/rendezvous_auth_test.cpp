@@ -1,6 +1,6 @@
 // The authenticated rendezvous's pure parts: the handshake state machine and the message tags,
 // with fixed nonces, and the settings that come with them.
-#include "rendezvous_auth.hpp"
+#include "auth/rendezvous_auth.hpp"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "ddprun/rendezvous_protocol.hpp"
+#include "core/rendezvous_protocol.hpp"
 
 #include <doctest/doctest.h>
 

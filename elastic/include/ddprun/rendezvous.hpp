@@ -15,8 +15,8 @@
 // round (the rendezvous host was lost or stopped), stop_round(kShutdown) comes first and
 // finish() follows the launcher's workers_stopped().
 //
-// Every handler is invoked from the launcher's event loop (asio::io_context), never from
-// inside one of the calls below.
+// Every handler but say is invoked from the launcher's event loop (asio::io_context), never
+// from inside one of the calls below.
 #pragma once
 
 #include <functional>
@@ -83,6 +83,9 @@ class Rendezvous {
     std::function<void(const RoundAssignment&)> start_round;
     std::function<void(StopReason, const std::string& why)> stop_round;
     std::function<void(const JobOutcome&)> finish;
+    // A line of ddprun's own about the rendezvous (ending in '\n'), for the launcher's
+    // console; called at once, on the loop. Unset: standard error.
+    std::function<void(const std::string& line)> say;
   };
   virtual ~Rendezvous() = default;
 

@@ -150,8 +150,10 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
 // cannot be read or is empty, or when both password and password_file are given.
 void load_secret(RendezvousConfig& config, const char* env_secret);
 
-// Decides how this node authenticates (config.auth; see AuthMode) and fills in munge_scope and
-// munge_socket when it is MUNGE (checking that munged answers). `slurm_job_id`: SLURM_JOB_ID,
+// Decides how this node authenticates (config.auth; the rules: choose_auth() in
+// src/auth/auth_policy.hpp) and fills in munge_scope and munge_socket when it is MUNGE
+// (checking that munged answers). For the etcd backend: refuses auth=, and says that a secret
+// has no effect. `slurm_job_id`: SLURM_JOB_ID,
 // empty outside SLURM; `slurm_conf`: the path of slurm.conf, read for its AuthInfo socket when no
 // munge_socket is given (a file that cannot be read names none). Returns the line to print for the
 // user: the rendezvous is authenticated with MUNGE, or a warning that it is open and why. Throws

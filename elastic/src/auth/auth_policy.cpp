@@ -1,0 +1,91 @@
+#include "auth/auth_policy.hpp"
+
+#include <fmt/format.h>
+
+#include "auth/munge_auth.hpp"
+#include "ddprun/system.hpp"
+
+namespace ddprun::elastic {
+
+namespace {
+
+constexpr std::string_view kGiveSecret =
+    "give every node the same secret with --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET";
+
+AuthDecision open(std::string_view why) {
+  AuthDecision d;
+  d.mode = AuthMode::kNone;
+  d.line = fmt::format(
+      "ddprun: warning: the rendezvous is open{}: anyone who can reach its port can join or end this job; {}", why,
+      kGiveSecret);
+  return d;
+}
+
+}  // namespace
+
+AuthDecision choose_auth(const AuthInputs& in, const std::function<std::string()>& munge_problem) {
+  if (in.backend == Backend::kEtcd) {
+    if (in.requested != AuthMode::kAuto) {
+      throw RendezvousConfigError(
+          "--rdzv_conf auth= applies to the static and c10d backends; the etcd backend is guarded by etcd's "
+          "TLS and users (--rdzv_conf protocol=https,cacert=...,cert=...,key=..., user=..., password=...)");
+    }
+    AuthDecision d;
+    if (in.has_secret) {
+      d.line = "ddprun: the rendezvous secret has no effect with the etcd backend, which etcd's TLS and users guard";
+    }
+    return d;
+  }
+  if (in.has_secret) {
+    if (in.requested == AuthMode::kMunge || in.requested == AuthMode::kNone) {
+      throw RendezvousConfigError(fmt::format("--rdzv_conf auth={} contradicts the secret given ({}); drop one of them",
+                                              in.requested == AuthMode::kMunge ? "munge" : "none", in.secret_source));
+    }
+    AuthDecision d;
+    d.mode = AuthMode::kSecret;
+    return d;
+  }
+  if (in.requested == AuthMode::kSecret) {
+    throw RendezvousConfigError(fmt::format("--rdzv_conf auth=secret needs the job's secret; {}", kGiveSecret));
+  }
+  if (in.requested == AuthMode::kNone) return open(" (--rdzv_conf auth=none)");
+  if (in.requested == AuthMode::kAuto && in.slurm_job_id.empty()) return open("");
+  if (const std::string problem = munge_problem(); !problem.empty()) {
+    if (in.requested == AuthMode::kMunge) {
+      throw RendezvousConfigError(fmt::format("--rdzv_conf auth=munge: MUNGE cannot be used: {}", problem));
+    }
+    return open(fmt::format(" (MUNGE cannot be used: {})", problem));
+  }
+  AuthDecision d;
+  d.mode = AuthMode::kMunge;
+  d.munge_scope = in.slurm_job_id.empty() ? "run " + in.run_id : "SLURM job " + in.slurm_job_id + ", run " + in.run_id;
+  d.line = fmt::format("ddprun: the rendezvous is authenticated with MUNGE ({})", d.munge_scope);
+  return d;
+}
+
+std::string decide_auth(RendezvousConfig& config, const std::string& slurm_job_id, const std::string& slurm_conf) {
+  AuthInputs in;
+  in.backend = config.backend;
+  in.requested = config.auth;
+  in.has_secret = !config.secret.empty();
+  in.secret_source = config.secret_file.empty() ? "DDPRUN_RDZV_SECRET" : "secret_file";
+  in.slurm_job_id = slurm_job_id;
+  in.run_id = config.run_id;
+  const AuthDecision d = choose_auth(in, [&]() -> std::string {
+    if (config.munge_socket.empty() && !slurm_conf.empty()) {
+      config.munge_socket = munge_socket_from_slurm_conf(read_file(slurm_conf).value_or(""));
+    }
+    try {
+      open_munge(config.munge_socket);
+      return {};
+    } catch (const MungeError& e) {
+      config.munge_socket.clear();
+      return e.what();
+    }
+  });
+  config.auth = d.mode;
+  config.munge_scope = d.munge_scope;
+  return d.line;
+}
+
+}  // namespace ddprun::elastic

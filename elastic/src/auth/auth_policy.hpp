@@ -1,0 +1,42 @@
+// How the nodes of a job prove to each other that they belong to it, decided once before
+// anything starts: the rules as a pure function (choose_auth, tested as a table), and
+// decide_auth() (declared in ddprun/rendezvous_config.hpp for the launcher), which gathers the
+// facts, probes munged only where MUNGE is a candidate, and fills in the configuration.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "ddprun/rendezvous_config.hpp"
+
+namespace ddprun::elastic {
+
+struct AuthInputs {
+  Backend backend = Backend::kC10d;
+  AuthMode requested = AuthMode::kAuto;  // --rdzv_conf auth
+  bool has_secret = false;
+  std::string secret_source;  // "secret_file" or "DDPRUN_RDZV_SECRET", for messages
+  std::string slurm_job_id;   // empty outside SLURM
+  std::string run_id;
+};
+
+struct AuthDecision {
+  AuthMode mode = AuthMode::kNone;  // kSecret, kMunge or kNone; never kAuto
+  std::string munge_scope;          // with kMunge: what every node's credentials name
+  std::string line;                 // to print for the user (without '\n'); empty: nothing
+};
+
+// The multi-node rendezvous's authentication:
+//   etcd       none of ddprun's (etcd's TLS and users guard it): auth= is refused, a secret is
+//              said to have no effect
+//   a secret   the secret, unless auth=munge or auth=none contradicts it (refused)
+//   auth=secret without a secret: refused
+//   auth=none  open, with a warning
+//   auth=auto  outside SLURM: open, with a warning; under SLURM: MUNGE if munged answers, else
+//              open with a warning that says why not
+//   auth=munge MUNGE (also outside SLURM); refused when munged does not answer
+// `munge_problem` is called only where MUNGE is a candidate: "" when munged answers, else why it
+// cannot be used. Throws RendezvousConfigError when the choice cannot work.
+AuthDecision choose_auth(const AuthInputs& in, const std::function<std::string()>& munge_problem);
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,167 @@
+#include "auth/rendezvous_auth.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <array>
+
+namespace ddprun::elastic {
+
+namespace {
+
+constexpr std::size_t kNonceBytes = 32;
+constexpr std::string_view kHex = "0123456789abcdef";
+
+std::string to_hex(const unsigned char* data, std::size_t size) {
+  std::string out;
+  out.reserve(2 * size);
+  for (std::size_t i = 0; i < size; ++i) {
+    out.push_back(kHex[data[i] >> 4]);
+    out.push_back(kHex[data[i] & 0xf]);
+  }
+  return out;
+}
+
+bool is_nonce_value(const nlohmann::json& value) {
+  return value.is_string() && is_nonce(value.get_ref<const std::string&>());
+}
+
+std::string field(const nlohmann::json& message, const char* type, const char* name) {
+  if (!message.is_object() || message.value("type", "") != type || !message.contains(name) ||
+      !message[name].is_string()) {
+    throw AuthError(std::string("expected a '") + type + "' message with a \"" + name + "\"");
+  }
+  return message[name];
+}
+
+}  // namespace
+
+std::string length_prefixed(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) {
+    out += std::to_string(p.size());
+    out.push_back(':');
+    out.append(p);
+  }
+  return out;
+}
+
+bool is_nonce(std::string_view text) {
+  return text.size() == 2 * kNonceBytes && text.find_first_not_of(kHex) == std::string_view::npos;
+}
+
+std::string random_nonce() {
+  std::array<unsigned char, kNonceBytes> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    throw std::runtime_error("OpenSSL's RAND_bytes could not make a nonce");
+  }
+  return to_hex(bytes.data(), bytes.size());
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+           data.size(), digest.data(), &length) == nullptr) {
+    throw std::runtime_error("OpenSSL's HMAC-SHA256 failed");
+  }
+  return to_hex(digest.data(), length);
+}
+
+bool tags_equal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+Handshake::Handshake(AuthRole role, std::string secret, std::string nonce, int version)
+    : role_(role), secret_(std::move(secret)), own_nonce_(std::move(nonce)), version_(version) {
+  (role_ == AuthRole::kClient ? client_nonce_ : server_nonce_) = own_nonce_;
+}
+
+void Handshake::set_secret(std::string secret) {
+  if (step_ != 0) throw AuthError("the secret came after the handshake began");
+  secret_ = std::move(secret);
+}
+
+std::string Handshake::proof(std::string_view label) const {
+  return hmac_sha256_hex(secret_, length_prefixed({label, client_nonce_, server_nonce_}));
+}
+
+void Handshake::derive_session_key() {
+  session_key_ = hmac_sha256_hex(secret_, length_prefixed({"ddprun-rdzv session", client_nonce_, server_nonce_}));
+  done_ = true;
+}
+
+nlohmann::json Handshake::hello() const {
+  if (role_ != AuthRole::kClient) throw AuthError("only a client says hello");
+  return {{"type", "hello"}, {"version", version_}, {"nonce", own_nonce_}};
+}
+
+nlohmann::json Handshake::on_hello(const nlohmann::json& hello) {
+  if (role_ != AuthRole::kServer || step_ != 0) throw AuthError("a hello out of turn");
+  const std::string nonce = field(hello, "hello", "nonce");
+  if (!is_nonce_value(hello["nonce"])) throw AuthError("a hello whose nonce is not 64 hex digits");
+  if (!hello.contains("version") || !hello["version"].is_number_integer()) {
+    throw AuthError("a hello without a version");
+  }
+  peer_version_ = hello["version"];
+  client_nonce_ = nonce;
+  step_ = 1;
+  return {{"type", "challenge"}, {"nonce", server_nonce_}, {"proof", proof("ddprun-rdzv server")}};
+}
+
+nlohmann::json Handshake::on_challenge(const nlohmann::json& challenge) {
+  if (role_ != AuthRole::kClient || step_ != 0) throw AuthError("a challenge out of turn");
+  const std::string theirs = field(challenge, "challenge", "proof");
+  if (!is_nonce_value(challenge.value("nonce", nlohmann::json()))) {
+    throw AuthError("a challenge whose nonce is not 64 hex digits");
+  }
+  server_nonce_ = challenge["nonce"];
+  if (tags_equal(server_nonce_, client_nonce_)) throw AuthError("the challenge repeats this node's nonce");
+  if (!tags_equal(theirs, proof("ddprun-rdzv server"))) {
+    throw AuthError("its proof does not match the job's secret");
+  }
+  step_ = 1;
+  derive_session_key();
+  return {{"type", "proof"}, {"proof", proof("ddprun-rdzv client")}};
+}
+
+void Handshake::on_proof(const nlohmann::json& message) {
+  if (role_ != AuthRole::kServer || step_ != 1) throw AuthError("a proof out of turn");
+  if (!tags_equal(field(message, "proof", "proof"), proof("ddprun-rdzv client"))) {
+    throw AuthError("its proof does not match the job's secret");
+  }
+  step_ = 2;
+  derive_session_key();
+}
+
+const std::string& Handshake::session_key() const {
+  if (!done_) throw AuthError("the handshake is not done");
+  return session_key_;
+}
+
+MessageAuth::MessageAuth(AuthRole role, std::string session_key) : role_(role), key_(std::move(session_key)) {}
+
+std::string MessageAuth::tag(std::string_view direction, unsigned long long seq, std::string_view json_text) const {
+  return hmac_sha256_hex(key_, length_prefixed({direction, std::to_string(seq), json_text}));
+}
+
+std::string MessageAuth::seal(std::string_view json_text) {
+  const std::string_view direction = role_ == AuthRole::kClient ? "client->server" : "server->client";
+  return tag(direction, sent_++, json_text) + " " + std::string(json_text);
+}
+
+std::string_view MessageAuth::open(std::string_view line) {
+  const std::string_view direction = role_ == AuthRole::kClient ? "server->client" : "client->server";
+  const auto space = line.find(' ');
+  if (space == std::string_view::npos) throw AuthError("a message without an authentication tag");
+  const std::string_view json_text = line.substr(space + 1);
+  if (!tags_equal(line.substr(0, space), tag(direction, received_, json_text))) {
+    throw AuthError("a message whose authentication tag is wrong (altered, replayed or forged)");
+  }
+  ++received_;
+  return json_text;
+}
+
+}  // namespace ddprun::elastic

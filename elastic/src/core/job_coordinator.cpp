@@ -1,0 +1,464 @@
+#include "core/job_coordinator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <iterator>
+#include <string_view>
+
+#include "core/node_identity.hpp"
+
+namespace ddprun::elastic {
+
+const char* to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::kWorkerFailed: return "worker_failed";
+    case StopReason::kNodeLost: return "node_lost";
+    case StopReason::kMembershipChange: return "membership_change";
+    case StopReason::kShutdown: return "shutdown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+std::string_view digits_at(const std::string& s, std::size_t& i) {
+  const std::size_t start = i;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  std::string_view run(s.data() + start, i - start);
+  while (run.size() > 1 && run.front() == '0') run.remove_prefix(1);
+  return run;
+}
+
+// "n2" < "n10" and "127.0.0.9" < "127.0.0.10": runs of digits compare as numbers.
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i]));
+    const bool db = std::isdigit(static_cast<unsigned char>(b[j]));
+    if (da && db) {
+      const std::string_view na = digits_at(a, i), nb = digits_at(b, j);
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+std::string nnodes(int min_nodes, int max_nodes) {
+  return min_nodes == max_nodes ? std::to_string(min_nodes) : fmt::format("{}:{}", min_nodes, max_nodes);
+}
+
+}  // namespace
+
+std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& candidates) {
+  const std::size_t n = candidates.size();
+  std::vector<std::size_t> slots(n, n);  // n: free
+  std::vector<std::size_t> rest;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int r = candidates[i].node_rank;
+    if (r >= 0 && static_cast<std::size_t>(r) < n && slots[r] == n) {
+      slots[r] = i;
+    } else {
+      rest.push_back(i);
+    }
+  }
+  std::sort(rest.begin(), rest.end(), [&](std::size_t x, std::size_t y) {
+    const RankCandidate& a = candidates[x];
+    const RankCandidate& b = candidates[y];
+    if ((a.node_rank >= 0) != (b.node_rank >= 0)) return a.node_rank >= 0;
+    if (a.node_rank != b.node_rank) return a.node_rank < b.node_rank;
+    if (a.hosts_rendezvous != b.hosts_rendezvous) return a.hosts_rendezvous;
+    if (natural_less(a.hostname, b.hostname)) return true;
+    if (natural_less(b.hostname, a.hostname)) return false;
+    if (natural_less(a.addr, b.addr)) return true;
+    if (natural_less(b.addr, a.addr)) return false;
+    return a.join_order < b.join_order;
+  });
+  auto next = rest.begin();
+  for (std::size_t& slot : slots) {
+    if (slot == n) slot = *next++;
+  }
+  return slots;
+}
+
+std::string describe(const WorkerFailure& failure) {
+  std::string text = fmt::format("worker rank {} (local rank {}) on {}", failure.rank, failure.local_rank,
+                                 failure.host.empty() ? "?" : failure.host);
+  if (failure.hung) {
+    text += " hung";
+  } else if (failure.signal != 0) {
+    const char* name = sigabbrev_np(failure.signal);
+    text += fmt::format(" was killed by signal {}{}{}", failure.signal, name ? fmt::format(" (SIG{})", name) : "",
+                        failure.signal_from_outside ? " sent from outside ddprun" : "");
+  } else {
+    text += fmt::format(" failed with exit code {}", failure.exit_code);
+  }
+  if (!failure.message.empty()) {
+    text += ": " + failure.message.substr(0, failure.message.find('\n'));
+  }
+  return text;
+}
+
+JobCoordinator::JobCoordinator(JobSettings settings, double now)
+    : settings_(std::move(settings)),
+      round_(settings_.rounds_before),
+      restart_count_(settings_.restarts_used),
+      join_deadline_(now + settings_.join_timeout) {}
+
+std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec) const {
+  const JobSettings& s = settings_;
+  if (phase_ == Phase::kFinished) {
+    return fmt::format("rendezvous '{}' has already finished; start a new job with another --rdzv_id", s.run_id);
+  }
+  if (spec.run_id != s.run_id) {
+    return fmt::format("this rendezvous endpoint serves run '{}', not '{}'; give every node the same --rdzv_id",
+                       s.run_id, spec.run_id);
+  }
+  if (spec.min_nodes != s.min_nodes || spec.max_nodes != s.max_nodes) {
+    return fmt::format("this node has --nnodes={} but rendezvous '{}' has --nnodes={}; give every node the same --nnodes",
+                       nnodes(spec.min_nodes, spec.max_nodes), s.run_id, nnodes(s.min_nodes, s.max_nodes));
+  }
+  if (spec.max_restarts != s.max_restarts) {
+    return fmt::format(
+        "this node has --max_restarts={} but rendezvous '{}' has --max_restarts={}; give every node the same "
+        "--max_restarts",
+        spec.max_restarts, s.run_id, s.max_restarts);
+  }
+  if (spec.node_rank >= s.max_nodes) {
+    return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
+                       nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);
+  }
+  if (spec.nproc < 1) {
+    return fmt::format("--nproc_per_node={} is not a positive number", spec.nproc);
+  }
+  for (const auto& [id, other] : nodes_) {
+    if (id == node) return std::string("this node joined twice");
+    if (spec.node_rank >= 0 && other.spec.node_rank == spec.node_rank) {
+      return fmt::format("--node_rank={} is already taken by {} in rendezvous '{}'; give each node its own --node_rank",
+                         spec.node_rank, describe_node(id), s.run_id);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string JobCoordinator::node_name(NodeId node) const {
+  const NodeSpec& spec = nodes_.at(node).spec;
+  if (spec.hostname.empty() || spec.hostname == spec.addr) return spec.addr;
+  return fmt::format("{} ({})", spec.hostname, spec.addr);
+}
+
+std::string JobCoordinator::present_nodes() const {
+  std::string list;
+  for (const auto& [id, node] : nodes_) {
+    list += (list.empty() ? ": " : ", ") + node_name(id);
+  }
+  return fmt::format("{}{}", nodes_.size(), list);
+}
+
+Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, double now) {
+  Messages out;
+  if (auto why = refusal(node, spec)) {
+    out.push_back(Finish{node, rendezvous_failure(*why, restart_count_)});
+    return out;
+  }
+  nodes_.emplace(node, Node{spec, joins_++, 0});
+  switch (phase_) {
+    case Phase::kGathering:
+      complete_if_ready(now, out);
+      break;
+    case Phase::kRunning: {
+      // Admitted at once, by ending the round, while there is room and no node has finished
+      // (the job is ending then); otherwise it waits to replace a node that is lost.
+      const bool ending = std::any_of(parts_.begin(), parts_.end(),
+                                      [](const auto& p) { return p.second == Part::kSucceeded; });
+      if (static_cast<int>(parts_.size()) < settings_.max_nodes && !ending) {
+        stop_round(StopReason::kMembershipChange,
+                   fmt::format("{} joined; admitting it in the next round", describe_node(node)), now, out);
+      }
+      break;
+    }
+    case Phase::kStopping:  // it takes part in the next round
+    case Phase::kFinished:  // refused above
+      break;
+  }
+  return out;
+}
+
+Messages JobCoordinator::worker_failed(NodeId node, int round, WorkerFailure failure, double now) {
+  Messages out;
+  const auto part = parts_.find(node);
+  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end()) {
+    return out;
+  }
+  record(node, std::move(failure));
+  if (part->second == Part::kRunning) part->second = Part::kStopping;  // it stops its own workers
+  if (phase_ == Phase::kRunning) {
+    stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
+  }
+  return out;
+}
+
+Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<WorkerFailure> failures, double now) {
+  Messages out;
+  const auto part = parts_.find(node);
+  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end() ||
+      (part->second != Part::kRunning && part->second != Part::kStopping)) {
+    return out;
+  }
+  const bool failed = !failures.empty();
+  for (WorkerFailure& failure : failures) record(node, std::move(failure));
+  part->second = Part::kStopped;
+  if (phase_ == Phase::kRunning) {
+    // Stopped on its own without calling worker_failed first: still ends the round everywhere.
+    if (!failed) {
+      stop_round(StopReason::kMembershipChange, describe_node(node) + " stopped its workers", now, out);
+    } else {
+      stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
+    }
+  } else {
+    end_round_if_stopped(now, out);
+  }
+  return out;
+}
+
+Messages JobCoordinator::workers_succeeded(NodeId node, int round, double /*now*/) {
+  Messages out;
+  const auto part = parts_.find(node);
+  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end() ||
+      (part->second != Part::kRunning && part->second != Part::kStopping)) {
+    return out;
+  }
+  // Finished before the stop reached it: its report that it stopped follows the stop.
+  if (phase_ == Phase::kStopping) return out;
+  part->second = Part::kSucceeded;
+  if (std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second == Part::kSucceeded; })) {
+    JobOutcome success;
+    success.restarts = restart_count_;
+    finish(success, out);
+  }
+  return out;
+}
+
+Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double now) {
+  Messages out;
+  if (nodes_.count(node) == 0) return out;
+  const std::string name = describe_node(node);
+  nodes_.erase(node);
+  const auto part = parts_.find(node);
+  switch (phase_) {
+    case Phase::kGathering:
+      complete_if_ready(now, out);
+      break;
+    case Phase::kRunning:
+      // Not in the round: it was waiting for room. Succeeded: its share of the job is done and
+      // the others finish without it.
+      if (part == parts_.end() || part->second == Part::kSucceeded) break;
+      parts_.erase(part);
+      stop_round(StopReason::kNodeLost, fmt::format("{} was lost: {}", name, why), now, out);
+      break;
+    case Phase::kStopping:
+      if (part != parts_.end()) parts_.erase(part);
+      end_round_if_stopped(now, out);
+      break;
+    case Phase::kFinished:
+      break;
+  }
+  return out;
+}
+
+Messages JobCoordinator::tick(double now) {
+  Messages out;
+  if (phase_ == Phase::kGathering) {
+    if (static_cast<int>(nodes_.size()) >= settings_.min_nodes) {
+      complete_if_ready(now, out);
+    } else if (now >= join_deadline_) {
+      finish(rendezvous_failure(fmt::format(
+                 "timed out after {} s waiting for {}{} nodes to join round {} of rendezvous '{}' (have {}); "
+                 "start the missing nodes or raise --rdzv_conf join_timeout=SECONDS",
+                 settings_.join_timeout, settings_.min_nodes == settings_.max_nodes ? "" : "at least ",
+                 settings_.min_nodes, round_ + 1, settings_.run_id, present_nodes()),
+                                restart_count_),
+             out);
+    }
+  } else if (phase_ == Phase::kStopping && now >= close_deadline_) {
+    std::string pending;
+    for (const auto& [id, part] : parts_) {
+      if (part == Part::kRunning || part == Part::kStopping) pending += (pending.empty() ? "" : ", ") + describe_node(id);
+    }
+    finish(rendezvous_failure(fmt::format(
+               "{} did not report its workers stopped within {} s after round {} ended ({}); raise --rdzv_conf "
+               "close_timeout=SECONDS",
+               pending, settings_.close_timeout, round_, stop_why_),
+                              restart_count_),
+           out);
+  }
+  return out;
+}
+
+std::optional<double> JobCoordinator::next_deadline() const {
+  switch (phase_) {
+    case Phase::kGathering:
+      if (static_cast<int>(nodes_.size()) < settings_.min_nodes) return join_deadline_;
+      return last_call_deadline_;
+    case Phase::kStopping:
+      return close_deadline_;
+    case Phase::kRunning:
+    case Phase::kFinished:
+      break;
+  }
+  return std::nullopt;
+}
+
+void JobCoordinator::gather(double now, Messages& out) {
+  phase_ = Phase::kGathering;
+  parts_.clear();
+  last_call_deadline_.reset();
+  join_deadline_ = now + settings_.join_timeout;
+  if (static_cast<int>(nodes_.size()) >= settings_.min_nodes) {
+    start_round(now, out);  // every node the job knows is here: no last call
+  }
+}
+
+void JobCoordinator::complete_if_ready(double now, Messages& out) {
+  const int n = static_cast<int>(nodes_.size());
+  if (n >= settings_.max_nodes) {
+    start_round(now, out);
+  } else if (n < settings_.min_nodes) {
+    last_call_deadline_.reset();
+  } else {
+    if (!last_call_deadline_) last_call_deadline_ = now + settings_.last_call_timeout;
+    if (now >= *last_call_deadline_) start_round(now, out);
+  }
+}
+
+void JobCoordinator::start_round(double now, Messages& out) {
+  // With more nodes than MAX, the last round's nodes keep their places, then the earliest to join.
+  std::vector<NodeId> ids;
+  for (const auto& [id, node] : nodes_) ids.push_back(id);
+  std::stable_sort(ids.begin(), ids.end(), [&](NodeId a, NodeId b) {
+    const Node& x = nodes_.at(a);
+    const Node& y = nodes_.at(b);
+    const bool xa = round_ > 0 && x.last_round == round_, ya = round_ > 0 && y.last_round == round_;
+    if (xa != ya) return xa;
+    return x.join_order < y.join_order;
+  });
+  ids.resize(std::min<std::size_t>(ids.size(), settings_.max_nodes));
+
+  std::vector<RankCandidate> candidates;
+  for (NodeId id : ids) {
+    const Node& node = nodes_.at(id);
+    candidates.push_back(
+        {node.spec.node_rank, node.spec.hostname, node.spec.addr, node.spec.hosts_rendezvous, node.join_order});
+  }
+  const std::vector<std::size_t> order = order_group_ranks(candidates);
+
+  ++round_;
+  round_started_ = now;
+  phase_ = Phase::kRunning;
+  round_failed_ = false;
+  failures_.clear();
+  last_call_deadline_.reset();
+  parts_.clear();
+
+  int world_size = 0;
+  for (NodeId id : ids) world_size += nodes_.at(id).spec.nproc;
+  const NodeSpec& master = nodes_.at(ids[order.front()]).spec;
+  int base_rank = 0;
+  for (std::size_t group_rank = 0; group_rank < order.size(); ++group_rank) {
+    const NodeId id = ids[order[group_rank]];
+    Node& node = nodes_.at(id);
+    RoundAssignment a;
+    a.round = round_;
+    a.restart_count = restart_count_;
+    a.group_rank = static_cast<int>(group_rank);
+    a.group_world_size = static_cast<int>(order.size());
+    a.base_rank = base_rank;
+    a.world_size = world_size;
+    a.master_addr = master.addr;
+    a.master_port = master.master_port;
+    a.agent_store = master.agent_store;
+    a.run_id = settings_.run_id;
+    out.push_back(Assign{id, a});
+    parts_[id] = Part::kRunning;
+    node.last_round = round_;
+    base_rank += node.spec.nproc;
+  }
+}
+
+void JobCoordinator::stop_round(StopReason reason, const std::string& why, double now, Messages& out) {
+  phase_ = Phase::kStopping;
+  close_deadline_ = now + settings_.close_timeout;
+  stop_why_ = why;
+  // Nodes whose workers succeeded have none to stop, but their launcher may serve the round's
+  // store (MASTER_PORT): the next round waits until it has stopped taking new connections.
+  for (auto& [id, part] : parts_) {
+    if (part == Part::kRunning || part == Part::kSucceeded) {
+      out.push_back(Stop{id, round_, reason, why});
+      part = Part::kStopping;
+    }
+  }
+  end_round_if_stopped(now, out);
+}
+
+void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
+  for (const auto& [id, part] : parts_) {
+    if (part == Part::kRunning || part == Part::kStopping) return;
+  }
+  if (round_failed_) {
+    if (restart_count_ >= settings_.max_restarts) {
+      JobOutcome failure;
+      failure.failures = failures_;
+      std::stable_sort(failure.failures.begin(), failure.failures.end(),
+                       [](const WorkerFailure& a, const WorkerFailure& b) { return a.timestamp < b.timestamp; });
+      failure.exit_code = failure.failures.front().exit_code;
+      // Only the root cause's traceback is shown; the others would only swell the finish
+      // message, which holds every failure of the job.
+      for (auto it = std::next(failure.failures.begin()); it != failure.failures.end(); ++it) it->traceback.clear();
+      failure.restarts = restart_count_;
+      finish(failure, out);
+      return;
+    }
+    ++restart_count_;
+  } else {
+    // Nodes joined or left. A round that ran for the last-call window counts as progress; a
+    // run of quicker changes (a flapping node, or one joining and leaving on purpose) is free
+    // only up to max_membership_changes, then costs restarts like a failure.
+    membership_changes_ = now - round_started_ >= settings_.last_call_timeout ? 1 : membership_changes_ + 1;
+    if (membership_changes_ > settings_.max_membership_changes) {
+      if (restart_count_ >= settings_.max_restarts) {
+        finish(rendezvous_failure(
+                   fmt::format("{} rounds in a row ended by nodes joining or leaving within {} s of their start "
+                               "(last: {}), more than max_membership_changes={}, and the {} restarts of "
+                               "--max_restarts are spent; raise --rdzv_conf max_membership_changes or "
+                               "--max_restarts",
+                               membership_changes_, settings_.last_call_timeout, stop_why_,
+                               settings_.max_membership_changes, settings_.max_restarts),
+                   restart_count_),
+               out);
+        return;
+      }
+      ++restart_count_;
+    }
+  }
+  gather(now, out);
+}
+
+void JobCoordinator::record(NodeId node, WorkerFailure failure) {
+  if (failure.host.empty()) failure.host = nodes_.at(node).spec.hostname;
+  failures_.push_back(std::move(failure));
+  round_failed_ = true;
+}
+
+void JobCoordinator::finish(JobOutcome outcome, Messages& out) {
+  phase_ = Phase::kFinished;
+  parts_.clear();
+  for (const auto& [id, node] : nodes_) out.push_back(Finish{id, outcome});
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,78 @@
+#include "core/node_identity.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+#include "ddprun/exit_codes.hpp"
+#include "ddprun/system.hpp"
+
+namespace ddprun::elastic {
+
+JobSettings job_settings(const RendezvousConfig& config) {
+  JobSettings s;
+  s.run_id = config.run_id;
+  s.min_nodes = config.min_nodes;
+  s.max_nodes = config.max_nodes;
+  s.max_restarts = config.max_restarts;
+  s.join_timeout = config.timeouts.join_timeout;
+  s.last_call_timeout = config.timeouts.last_call_timeout;
+  s.close_timeout = config.timeouts.close_timeout;
+  s.max_membership_changes =
+      config.max_membership_changes >= 0 ? config.max_membership_changes : 4 * config.max_nodes;
+  return s;
+}
+
+NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_port, bool hosts_rendezvous) {
+  NodeSpec spec;
+  spec.run_id = config.run_id;
+  spec.min_nodes = config.min_nodes;
+  spec.max_nodes = config.max_nodes;
+  spec.max_restarts = config.max_restarts;
+  spec.node_rank = config.node_rank;
+  spec.nproc = config.nproc;
+  spec.addr = std::move(addr);
+  spec.hostname = host_name();
+  spec.master_port = master_port;
+  spec.hosts_rendezvous = hosts_rendezvous;
+  spec.agent_store = config.agent_store;
+  return spec;
+}
+
+JobOutcome rendezvous_failure(std::string error, int restarts) {
+  JobOutcome outcome;
+  outcome.exit_code = exit_code::kRendezvous;
+  outcome.error = std::move(error);
+  outcome.restarts = restarts;
+  return outcome;
+}
+
+}  // namespace ddprun::elastic
+
+namespace ddprun::elastic {
+
+std::vector<std::string> interface_addresses() {
+  std::vector<std::string> addresses;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return addresses;
+  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (i->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, text, sizeof text);
+    } else {
+      continue;
+    }
+    addresses.emplace_back(text);
+  }
+  freeifaddrs(list);
+  return addresses;
+}
+
+}  // namespace ddprun::elastic

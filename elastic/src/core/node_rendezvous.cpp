@@ -1,0 +1,77 @@
+#include "core/node_rendezvous.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "core/node_identity.hpp"
+#include "core/rendezvous_protocol.hpp"
+
+namespace ddprun::elastic {
+
+bool NodeRendezvous::start_joining(Handlers handlers, bool agent_store) {
+  handlers_ = std::move(handlers);
+  try {
+    master_port_.emplace(io_, 0, agent_store);
+  } catch (const std::system_error& e) {
+    apply(round_.end(rendezvous_failure(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()), 0)));
+    return false;
+  }
+  return true;
+}
+
+void NodeRendezvous::apply(NodeRound::Actions actions) {
+  for (auto& action : actions) {
+    if (auto* start = std::get_if<NodeRound::StartWorkers>(&action)) {
+      const RoundAssignment& a = start->assignment;
+      master_port_->round_started(a.group_rank == 0 && a.agent_store);
+      post([a](Handlers& h) { h.start_round(a); });
+    } else if (auto* stop = std::get_if<NodeRound::StopWorkers>(&action)) {
+      post([reason = stop->reason, why = stop->why](Handlers& h) { h.stop_round(reason, why); });
+    } else if (std::holds_alternative<NodeRound::EndStoreRound>(action)) {
+      master_port_->round_ended();
+    } else if (auto* message = std::get_if<NodeRound::Report>(&action)) {
+      report(message->message);
+    } else if (auto* finish = std::get_if<NodeRound::Finish>(&action)) {
+      release();
+      post([outcome = std::move(finish->outcome)](Handlers& h) { h.finish(outcome); });
+    } else if (auto* leave = std::get_if<NodeRound::Leave>(&action)) {
+      left_ = true;
+      release();
+      leave_job(leave->signal);
+    }
+  }
+}
+
+void NodeRendezvous::handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish) {
+  const std::string type = message.at("type");
+  if (type == "assign") {
+    apply(round_.assign(message.at("assignment").get<RoundAssignment>()));
+  } else if (type == "stop") {
+    apply(round_.stop(message.at("round"), parse_stop_reason(message.at("reason").get<std::string>()),
+                      message.at("why")));
+  } else if (type == "finish") {
+    finish(message.at("outcome").get<JobOutcome>());
+  } else {
+    throw std::invalid_argument("unknown message type '" + type + "'");
+  }
+}
+
+void NodeRendezvous::say(const std::string& line) const {
+  if (handlers_.say) return handlers_.say(line);
+  std::cerr << line;
+}
+
+void NodeRendezvous::worker_failed(int round, const WorkerFailure& failure) {
+  apply(round_.worker_failed(round, failure));
+}
+
+void NodeRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
+  apply(round_.workers_stopped(round, failures));
+}
+
+void NodeRendezvous::workers_succeeded(int round) { apply(round_.workers_succeeded(round)); }
+
+void NodeRendezvous::leave(int signal) { apply(round_.leave(signal)); }
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,69 @@
+// What the multi-node backends share: a Rendezvous whose node side is a NodeRound, whose
+// actions this class carries out on the launcher's event loop (the MASTER_PORT's rounds, the
+// launcher's handlers), leaving to the backend only how a report reaches the coordinator, how
+// the node leaves, and what it releases when the job ends for it.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/event_loop.hpp"
+#include "core/node_round.hpp"
+#include "ddprun/rendezvous.hpp"
+#include "store/master_port.hpp"
+
+namespace ddprun::elastic {
+
+class NodeRendezvous : public Rendezvous {
+ public:
+  void worker_failed(int round, const WorkerFailure& failure) final;
+  void workers_stopped(int round, const std::vector<WorkerFailure>& failures) final;
+  void workers_succeeded(int round) final;
+  void leave(int signal) final;
+
+ protected:
+  explicit NodeRendezvous(asio::io_context& io) : io_(io) {}
+
+  // The start of join(): keeps the handlers and holds a free MASTER_PORT for the job. False
+  // when no port could be held: the job has then ended for this node with that error.
+  bool start_joining(Handlers handlers, bool agent_store);
+
+  // Carries out `actions` in order.
+  void apply(NodeRound::Actions actions);
+
+  // A message from the coordinator (assign, stop or finish: rendezvous_protocol.hpp); a finish
+  // goes to `finish`, for the backend to end the node in its own way. Throws std::exception
+  // for anything else, or a message without the fields its type needs.
+  void handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish);
+
+  // A line of ddprun's own (ending in '\n') on the launcher's console.
+  void say(const std::string& line) const;
+
+  // Sends `message` (the wire protocol's, from this node) to the coordinator.
+  virtual void report(const nlohmann::json& message) = 0;
+  // The launcher is stopping on `signal`: tell the job if the backend can.
+  virtual void leave_job(int signal) = 0;
+  // The job has ended for this node (finished or left): cancel timers, stop threads. The
+  // launcher's finish, if any, is posted after it.
+  virtual void release() = 0;
+
+  asio::io_context& io_;
+  NodeRound round_;
+  std::optional<MasterPort> master_port_;
+  Handlers handlers_;
+  bool left_ = false;  // the launcher left: no handler is called any more
+  Lifetime lifetime_;
+
+ private:
+  template <class F>
+  void post(F handler) {
+    asio::post(io_, [this, alive = lifetime_.token(), handler = std::move(handler)] {
+      if (!alive.expired() && !left_) handler(handlers_);
+    });
+  }
+};
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,60 @@
+// The wire format between TcpRendezvous clients and the RendezvousServer: one JSON object per
+// line over TCP, each with a "type". With a secret, a client first authenticates (hello,
+// challenge, proof: rendezvous_auth.hpp), and every line after that, both ways, is "TAG JSON".
+//   client -> server  {"type":"join","version":5,"node":{NodeSpec}}  first, then any of
+//                     {"type":"worker_failed","round":R,"failure":{WorkerFailure}}
+//                     {"type":"workers_stopped","round":R,"failures":[{WorkerFailure}...]}
+//                     {"type":"workers_succeeded","round":R}
+//                     {"type":"leave","signal":S}
+//   server -> client  {"type":"assign","assignment":{RoundAssignment}}
+//                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
+//                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
+//   both ways         {"type":"heartbeat"} every heartbeat_interval
+// A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
+// server refuses a join (or hello) of another version with a "finish", whose shape therefore
+// never changes; it is the only thing a peer that has not authenticated is ever told. Field names are those of the C++ structs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+
+#include "core/job_coordinator.hpp"
+
+namespace ddprun::elastic {
+
+// 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
+// whose workers succeeded answers a stop. 4: WorkerFailure has hung. 5: the handshake with a
+// secret and tagged lines; a host refuses a failure report of another node's workers.
+inline constexpr int kProtocolVersion = 5;
+
+// to_json/from_json for the structs on the wire: every field, under its own name; from_json
+// throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, host, pid,
+                                   exit_code, signal, signal_from_outside, hung, message, traceback,
+                                   error_file, timestamp)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
+                                   group_world_size, base_rank, world_size, master_addr,
+                                   master_port, run_id, agent_store)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobOutcome, exit_code, failures, error, restarts)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts,
+                                   node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
+                                   agent_store)
+
+// Messages nest a few levels (a finish's outcome holds failures); a line nested deeper than this
+// is not a message. Without the bound, a peer's line of 1 MiB of '[' built a tree whose
+// recursive destruction overflowed the stack.
+inline constexpr int kMaxMessageDepth = 32;
+
+// One line received (without its '\n') as a message: a JSON object with a string "type", nested
+// at most kMaxMessageDepth deep, whose non-integer numbers fit in an int (but "timestamp"s).
+// nullopt when it is not one; never throws.
+std::optional<nlohmann::json> parse_message(std::string_view line);
+
+// Throws std::invalid_argument for a name to_string(StopReason) does not give.
+StopReason parse_stop_reason(std::string_view name);
+
+// A coordinator's message as the server sends it.
+nlohmann::json to_wire(const Message& message);
+
+}  // namespace ddprun::elastic

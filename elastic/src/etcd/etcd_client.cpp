@@ -1,0 +1,236 @@
+#include "etcd/etcd_client.hpp"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace ddprun::elastic::etcd {
+
+namespace {
+
+struct CurlDeleter {
+  void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// What a transfer collects: the whole body, or (a watch) one JSON message per line.
+struct Sink {
+  std::string data;
+  const std::function<void(const nlohmann::json&)>* on_line = nullptr;
+  const std::atomic<bool>* stop = nullptr;
+  std::string error;  // a line that was not JSON
+};
+
+size_t on_data(char* ptr, size_t size, size_t n, void* user) {
+  auto& sink = *static_cast<Sink*>(user);
+  sink.data.append(ptr, size * n);
+  if (sink.on_line) {
+    std::size_t nl;
+    while ((nl = sink.data.find('\n')) != std::string::npos) {
+      const std::string line = sink.data.substr(0, nl);
+      sink.data.erase(0, nl + 1);
+      if (line.find_first_not_of(" \r\t") == std::string::npos) continue;
+      auto message = nlohmann::json::parse(line, nullptr, false);
+      if (message.is_discarded()) {
+        sink.error = "etcd sent a watch message that is not JSON";
+        return 0;
+      }
+      (*sink.on_line)(message);
+    }
+  }
+  return size * n;
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto& sink = *static_cast<Sink*>(user);
+  return sink.stop && sink.stop->load() ? 1 : 0;
+}
+
+}  // namespace
+
+EtcdClient::EtcdClient(std::vector<Endpoint> endpoints, EtcdSettings settings)
+    : endpoints_(std::move(endpoints)), settings_(std::move(settings)) {
+  global_init();
+}
+
+std::string EtcdClient::url(std::size_t member, const std::string& path) const {
+  const Endpoint& e = endpoints_[member];
+  const bool v6 = e.host.find(':') != std::string::npos;
+  return fmt::format("{}://{}{}{}:{}{}", settings_.protocol, v6 ? "[" : "", e.host, v6 ? "]" : "", e.port, path);
+}
+
+std::string EtcdClient::describe() const {
+  std::string text;
+  for (std::size_t i = 0; i < endpoints_.size(); ++i) text += (i ? "," : "") + url(i, "");
+  return text;
+}
+
+std::string EtcdClient::local_address() const {
+  std::lock_guard lock(mutex_);
+  return local_ip_;
+}
+
+namespace {
+
+// One POST; returns false when the member could not be reached (`error` says why).
+bool post(const std::string& url, const std::string& body, double timeout, const EtcdSettings& settings,
+          const std::string& token, Sink& sink, long& status, std::string& local_ip, std::string& error) {
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (!curl) {
+    error = "curl_easy_init failed";
+    return false;
+  }
+  CURL* c = curl.get();
+  std::unique_ptr<curl_slist, SlistDeleter> headers(curl_slist_append(nullptr, "Content-Type: application/json"));
+  if (!token.empty()) headers.reset(curl_slist_append(headers.release(), ("Authorization: " + token).c_str()));
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>((timeout > 0 ? std::min(timeout, 5.0) : 5.0) * 1000));
+  if (sink.stop) {
+    // A watch: no time limit, but it ends when `stop` is set (checked about once a second).
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  } else {
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout * 1000));
+  }
+  if (!settings.cacert.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, settings.cacert.c_str());
+  if (!settings.cert.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, settings.cert.c_str());
+  if (!settings.key.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, settings.key.c_str());
+  char message[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, message);
+  const CURLcode rc = curl_easy_perform(c);
+  char* ip = nullptr;
+  if (curl_easy_getinfo(c, CURLINFO_LOCAL_IP, &ip) == CURLE_OK && ip) local_ip = ip;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (rc == CURLE_ABORTED_BY_CALLBACK && sink.stop && sink.stop->load()) return true;
+  if (rc != CURLE_OK) {
+    error = !sink.error.empty() ? sink.error : message[0] ? message : curl_easy_strerror(rc);
+    return false;
+  }
+  return true;
+}
+
+EtcdError answer_error(const std::string& url, long status, const nlohmann::json& body) {
+  const auto& e = body.contains("error") && body["error"].is_object() ? body["error"] : body;
+  const std::string message = e.value("message", e.value("error", body.dump()));
+  return EtcdError(fmt::format("etcd at {} answered {}: {}", url, status, message), false, e.value("code", 0));
+}
+
+}  // namespace
+
+void EtcdClient::authenticate(std::size_t member) {
+  Sink sink;
+  long status = 0;
+  std::string ip, error;
+  const std::string u = url(member, "/v3/auth/authenticate");
+  const nlohmann::json body = {{"name", settings_.user}, {"password", settings_.password}};
+  if (!post(u, body.dump(), 5, settings_, "", sink, status, ip, error)) throw EtcdError(error, true);
+  const auto answer = nlohmann::json::parse(sink.data, nullptr, false);
+  if (status != 200 || answer.is_discarded() || !answer.contains("token")) {
+    throw EtcdError(fmt::format("etcd at {} refused user '{}': {}", u, settings_.user, sink.data), false);
+  }
+  std::lock_guard lock(mutex_);
+  token_ = answer["token"];
+}
+
+std::string EtcdClient::token() {
+  std::lock_guard lock(mutex_);
+  return token_;
+}
+
+nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body, double timeout) {
+  const std::string text = body.dump();
+  std::size_t first;
+  {
+    std::lock_guard lock(mutex_);
+    first = current_;
+  }
+  std::string errors;
+  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+    const std::size_t member = (first + i) % endpoints_.size();
+    const std::string u = url(member, path);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Sink sink;
+      long status = 0;
+      std::string ip, error;
+      try {
+        if (!settings_.user.empty() && token().empty()) authenticate(member);
+      } catch (const EtcdError& e) {
+        if (!e.unreachable) throw;
+        errors += (errors.empty() ? "" : "; ") + fmt::format("{}: {}", u, e.what());
+        break;
+      }
+      if (!post(u, text, timeout, settings_, token(), sink, status, ip, error)) {
+        errors += (errors.empty() ? "" : "; ") + fmt::format("{}: {}", u, error);
+        break;
+      }
+      {
+        std::lock_guard lock(mutex_);
+        current_ = member;
+        if (!ip.empty()) local_ip_ = ip;
+      }
+      auto answer = nlohmann::json::parse(sink.data, nullptr, false);
+      if (answer.is_discarded()) throw EtcdError(fmt::format("etcd at {} answered {} with no JSON", u, status), false);
+      if (status == 200 && !answer.contains("error")) return answer;
+      EtcdError e = answer_error(u, status, answer);
+      // An expired auth token (gRPC UNAUTHENTICATED, or etcd's "invalid auth token"): once more with a new one.
+      if (!settings_.user.empty() && attempt == 0 && (e.code == 16 || std::string(e.what()).find("auth token") != std::string::npos)) {
+        std::lock_guard lock(mutex_);
+        token_.clear();
+        continue;
+      }
+      // A member without a leader cannot serve: try another.
+      if (e.code == 14 || status >= 500) {
+        errors += std::string(errors.empty() ? "" : "; ") + e.what();
+        break;
+      }
+      throw e;
+    }
+  }
+  throw EtcdError(errors, true);
+}
+
+void EtcdClient::watch(const nlohmann::json& create_request,
+                       const std::function<void(const nlohmann::json&)>& on_message, const std::atomic<bool>& stop) {
+  std::size_t member;
+  {
+    std::lock_guard lock(mutex_);
+    member = current_;
+  }
+  const std::string u = url(member, "/v3/watch");
+  if (!settings_.user.empty() && token().empty()) authenticate(member);
+  Sink sink;
+  sink.on_line = &on_message;
+  sink.stop = &stop;
+  long status = 0;
+  std::string ip, error;
+  const nlohmann::json body = {{"create_request", create_request}};
+  const bool reached = post(u, body.dump(), 0, settings_, token(), sink, status, ip, error);
+  if (stop) return;
+  {
+    // Next time, another member: this one dropped the stream or could not be reached.
+    std::lock_guard lock(mutex_);
+    if (current_ == member) current_ = (member + 1) % endpoints_.size();
+  }
+  if (!reached) throw EtcdError(fmt::format("{}: {}", u, error), true);
+  throw EtcdError(fmt::format("{}: the watch stream ended (HTTP {}){}", u, status,
+                              sink.data.empty() ? "" : ": " + sink.data.substr(0, 200)),
+                  true);
+}
+
+}  // namespace ddprun::elastic::etcd

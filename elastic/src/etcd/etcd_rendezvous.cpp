@@ -1,0 +1,512 @@
+#include "etcd/etcd_rendezvous.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/rendezvous_protocol.hpp"
+#include "core/node_identity.hpp"
+
+namespace ddprun::elastic {
+
+namespace {
+
+using etcd::base64_encode;
+using etcd::EtcdError;
+using etcd::json_int;
+using Json = nlohmann::json;
+
+// Until etcd answers, it is asked again this often; join_timeout bounds the whole wait.
+constexpr double kMaxRetry = 1.0;
+// Operations of one transaction: etcd refuses more than 128 by default.
+constexpr std::size_t kMaxTxnOps = 100;
+
+Json put_op(const std::string& key, const std::string& value, std::int64_t lease) {
+  Json put = {{"key", base64_encode(key)}, {"value", base64_encode(value)}};
+  if (lease != 0) put["lease"] = std::to_string(lease);
+  return {{"request_put", put}};
+}
+
+std::string random_node_id() {
+  std::random_device random;
+  return etcd::make_node_id(host_name(), static_cast<long>(::getpid()), random());
+}
+
+}  // namespace
+
+EtcdRendezvous::EtcdRendezvous(asio::io_context& io, RendezvousConfig config)
+    : NodeRendezvous(io),
+      config_(std::move(config)),
+      keys_(config_.run_id),
+      id_(random_node_id()),
+      ttl_(std::max(2, static_cast<int>(std::ceil(config_.timeouts.heartbeat_timeout)))),
+      client_(std::make_unique<etcd::EtcdClient>(etcd_endpoints(config_), config_.etcd)),
+      join_timer_(io),
+      retry_timer_(io),
+      deadline_timer_(io),
+      cleanup_timer_(io) {}
+
+EtcdRendezvous::~EtcdRendezvous() {
+  {
+    std::lock_guard lock(mutex_);
+    draining_ = true;
+  }
+  stop_ = true;
+  wake_.notify_all();
+  if (request_thread_.joinable()) request_thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+  if (keepalive_thread_.joinable()) keepalive_thread_.join();
+}
+
+template <class F>
+void EtcdRendezvous::on_loop(F f) {
+  asio::post(io_, [alive = lifetime_.token(), f = std::move(f)]() mutable {
+    if (!alive.expired()) f();
+  });
+}
+
+void EtcdRendezvous::request(std::string path, Json body, std::function<void(const Json&)> done,
+                             std::function<void(const EtcdError&)> failed) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back([this, path = std::move(path), body = std::move(body), done = std::move(done),
+                      failed = std::move(failed)] {
+      try {
+        Json answer = client_->call(path, body);
+        if (done) on_loop([this, done, answer = std::move(answer)] { if (!left_) done(answer); });
+      } catch (const EtcdError& e) {
+        if (failed) on_loop([this, failed, e] { if (!left_) failed(e); });
+      } catch (const std::exception& e) {
+        EtcdError error(fmt::format("etcd gave an answer ddprun cannot read: {}", e.what()), false);
+        if (failed) on_loop([this, failed, error] { if (!left_) failed(error); });
+      }
+    });
+  }
+  wake_.notify_all();
+  if (!request_thread_.joinable()) {
+    request_thread_ = std::thread([this] {
+      std::unique_lock lock(mutex_);
+      for (;;) {
+        wake_.wait(lock, [this] { return !queue_.empty() || draining_; });
+        if (queue_.empty()) return;  // draining, and nothing left
+        auto job = std::move(queue_.front());
+        queue_.pop_front();
+        lock.unlock();
+        job();
+        lock.lock();
+      }
+    });
+  }
+}
+
+void EtcdRendezvous::join(Handlers handlers) {
+  if (!start_joining(std::move(handlers), config_.agent_store)) return;
+  join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
+  join_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (ec || alive.expired() || lease_ != 0 || round_.state() != NodeRound::State::kJoining) return;
+    retry_timer_.cancel();
+    end(rendezvous_failure(
+        fmt::format("could not reach etcd at {} within {} s (last error: {}); start etcd, check --rdzv_endpoint, or "
+                    "raise --rdzv_conf join_timeout=SECONDS",
+                    client_->describe(), config_.timeouts.join_timeout, last_error_),
+        0));
+  });
+  grant_lease();
+}
+
+void EtcdRendezvous::grant_lease() {
+  if (round_.state() != NodeRound::State::kJoining || left_) return;
+  request(
+      "/v3/lease/grant", {{"TTL", std::to_string(ttl_)}},
+      [this](const Json& answer) {
+        if (round_.state() != NodeRound::State::kJoining) return;
+        lease_ = json_int(answer, "ID");
+        join_timer_.cancel();
+        register_node();
+      },
+      [this](const EtcdError& e) {
+        if (round_.state() != NodeRound::State::kJoining) return;
+        last_error_ = e.what();
+        if (!e.unreachable) {
+          return end(rendezvous_failure(fmt::format("etcd refused this node a lease: {}", e.what()), 0));
+        }
+        retry_timer_.expires_after(seconds(retry_delay_));
+        retry_delay_ = std::min(retry_delay_ * 2, kMaxRetry);
+        retry_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+          if (!ec && !alive.expired()) grant_lease();
+        });
+      });
+}
+
+void EtcdRendezvous::register_node() {
+  addr_ = config_.local_addr.empty() ? client_->local_address() : config_.local_addr;
+  if (addr_.empty()) addr_ = host_name();
+  const Json spec = node_spec(config_, addr_, master_port_->port(), false);
+  request(
+      "/v3/kv/put", put_op(keys_.node(id_), spec.dump(), lease_).at("request_put"),
+      [this](const Json&) {
+        if (round_.state() != NodeRound::State::kJoining) return;
+        apply(round_.joined());
+        keepalive_thread_ = std::thread([this] {
+          const auto interval = std::chrono::milliseconds(ttl_ * 1000 / 3);
+          auto last_ok = std::chrono::steady_clock::now();
+          std::unique_lock lock(mutex_);
+          while (!wake_.wait_for(lock, interval, [this] { return stop_.load(); })) {
+            lock.unlock();
+            std::string lost;
+            try {
+              const Json answer = client_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}},
+                                                ttl_ / 3.0);
+              if (json_int(answer.value("result", Json::object()), "TTL") <= 0) {
+                lost = "etcd says that this node's lease has expired";
+              } else {
+                last_ok = std::chrono::steady_clock::now();
+              }
+            } catch (const std::exception& e) {
+              if (std::chrono::steady_clock::now() - last_ok > std::chrono::seconds(ttl_)) {
+                lost = fmt::format("could not keep this node's lease alive for {} s: {}", ttl_, e.what());
+              }
+            }
+            lock.lock();
+            if (!lost.empty() && !stop_) {
+              on_loop([this, lost] { lost_etcd(lost); });
+              return;
+            }
+          }
+        });
+        elect();
+      },
+      [this](const EtcdError& e) {
+        end(rendezvous_failure(fmt::format("could not register this node in etcd: {}", e.what()), 0));
+      });
+}
+
+void EtcdRendezvous::elect() {
+  if (round_.state() == NodeRound::State::kDone || finishing_ || electing_) return;
+  electing_ = true;
+  request("/v3/kv/txn", etcd::create_and_read_txn(keys_.leader(), id_, lease_, keys_.prefix()),
+          [this](const Json& answer) { on_elected(answer); },
+          [this](const EtcdError& e) { lost_etcd(fmt::format("the election of a leader failed: {}", e.what())); });
+}
+
+void EtcdRendezvous::on_elected(const Json& txn) {
+  electing_ = false;
+  if (round_.state() == NodeRound::State::kDone) return;
+  const std::int64_t revision = json_int(txn.at("header"), "revision");
+  const Json& responses = txn.at("responses");
+  const Json& range = responses.back().at("response_range");
+  const Json kvs = range.value("kvs", Json::array());
+  for (const auto& kv : kvs) {
+    const auto e = etcd::parse_kv(kv);
+    if (e.key == keys_.leader()) leader_ = e.value;
+  }
+  if (txn.value("succeeded", false)) lead(kvs, revision);
+  if (!watch_thread_.joinable()) start_watch(revision + 1);
+  // Messages the leader wrote to this node before the snapshot (between its registration and
+  // this election): the watch starts after them.
+  std::vector<etcd::WatchEvent> mine;
+  for (const auto& kv : kvs) {
+    auto e = etcd::parse_kv(kv);
+    const auto key = keys_.parse(e.key);
+    if (key.kind == etcd::JobKeys::Kind::kMessage && key.node == id_) mine.push_back(std::move(e));
+  }
+  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
+  for (const auto& e : mine) {
+    if (round_.state() == NodeRound::State::kDone) return;
+    handle(e);
+  }
+  // What the watch saw while the election was under way, after the snapshot's revision.
+  std::vector<etcd::WatchEvent> held = std::exchange(held_, {});
+  held.erase(std::remove_if(held.begin(), held.end(), [&](const auto& e) { return e.mod_revision <= revision; }),
+             held.end());
+  if (!held.empty()) on_watch_events(std::move(held));
+}
+
+void EtcdRendezvous::start_watch(std::int64_t revision) {
+  watch_thread_ = std::thread([this, revision] {
+    std::int64_t next = revision;
+    const std::string prefix = keys_.prefix();
+    while (!stop_) {
+      try {
+        const Json create = {{"key", base64_encode(prefix)},
+                             {"range_end", base64_encode(etcd::prefix_end(prefix))},
+                             {"start_revision", std::to_string(next)}};
+        client_->watch(
+            create,
+            [this, &next](const Json& message) {
+              auto events = etcd::parse_watch_message(message);
+              if (events.empty()) return;
+              next = events.back().mod_revision + 1;
+              on_loop([this, events = std::move(events)]() mutable { on_watch_events(std::move(events)); });
+            },
+            stop_);
+      } catch (const std::exception& e) {
+        // Another member, or the same once it is back; the keep-alives decide when to give up.
+        std::unique_lock lock(mutex_);
+        wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stop_.load(); });
+      }
+    }
+  });
+}
+
+void EtcdRendezvous::on_watch_events(std::vector<etcd::WatchEvent> events) {
+  if (left_ || round_.state() == NodeRound::State::kDone) return;
+  if (electing_) {
+    held_.insert(held_.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+    return;
+  }
+  for (const auto& event : events) {
+    if (left_ || round_.state() == NodeRound::State::kDone) return;
+    handle(event);
+  }
+}
+
+void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
+  using Kind = etcd::JobKeys::Kind;
+  const auto key = keys_.parse(event.key);
+  switch (key.kind) {
+    case Kind::kLeader:
+      if (!event.deleted) {
+        leader_ = event.value;
+      } else if (!cleaning_) {
+        leader_lost(std::exchange(leader_, ""));
+      }
+      return;
+    case Kind::kNode:
+      if (coordinator_) {
+        if (event.deleted) {
+          const auto it = node_ids_.find(key.node);
+          if (it != node_ids_.end()) {
+            const NodeId id = it->second;
+            node_ids_.erase(it);
+            if (key.node != id_) {
+              deliver(coordinator_->node_gone(
+                  id, "its lease in etcd expired or was revoked (its launcher stopped or lost etcd)", monotonic_now()));
+            }
+          }
+          clean_up_if_alone();
+        } else {
+          leader_join(key.node, event.value);
+        }
+      }
+      if (event.deleted && key.node == id_ && !finishing_) {
+        lost_etcd("this node's key in etcd is gone: its lease expired");
+      }
+      return;
+    case Kind::kEvent:
+      if (coordinator_ && !event.deleted) leader_event(key.node, event.value);
+      return;
+    case Kind::kMessage:
+      if (key.node == id_ && !event.deleted && event.mod_revision > message_revision_) {
+        message_revision_ = event.mod_revision;
+        const Json message = Json::parse(event.value, nullptr, false);
+        if (!message.is_discarded()) on_message(message);
+      }
+      return;
+    case Kind::kState:
+    case Kind::kOther:
+      return;
+  }
+}
+
+void EtcdRendezvous::leader_lost(const std::string& leader) {
+  if (finishing_ || coordinator_) return;  // the leader deletes its own key only when it cleans up
+  apply(round_.coordinator_lost(fmt::format("the rendezvous leader {} was lost", leader.empty() ? "?" : leader)));
+  elect();
+}
+
+void EtcdRendezvous::on_message(const Json& message) {
+  try {
+    handle_message(message, [this](JobOutcome outcome) {
+      // The leader finishes once the others have gone (clean_up_if_alone).
+      if (!coordinator_) finish_after_revoke(std::move(outcome));
+    });
+  } catch (const std::exception& e) {
+    lost_etcd(fmt::format("the leader wrote a bad message: {}", e.what()));
+  }
+}
+
+void EtcdRendezvous::send_event(Json event) {
+  request("/v3/kv/put", put_op(keys_.event(id_, ++event_seq_), event.dump(), lease_).at("request_put"), nullptr,
+          [this](const EtcdError& e) { lost_etcd(fmt::format("could not write to etcd: {}", e.what())); });
+}
+
+// The node's keys go with its lease, so that the leader sees it leave at once.
+void EtcdRendezvous::finish_after_revoke(JobOutcome outcome) {
+  if (finishing_) return;
+  finishing_ = true;
+  auto done = [this, outcome](auto&&...) { end(outcome); };
+  request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, done, done);
+}
+
+void EtcdRendezvous::lost_etcd(const std::string& why) {
+  if (round_.state() == NodeRound::State::kDone || finishing_) return;
+  end(rendezvous_failure(fmt::format("{}; the other nodes go on without this one if they can (etcd at {})", why,
+                                     client_->describe()),
+                         round_.restarts()));
+}
+
+void EtcdRendezvous::release() {
+  join_timer_.cancel();
+  retry_timer_.cancel();
+  deadline_timer_.cancel();
+  cleanup_timer_.cancel();
+  stop_ = true;
+  wake_.notify_all();
+}
+
+// Queued: the destructor waits for them. The leader learns why, then sees the node go.
+void EtcdRendezvous::leave_job(int signal) {
+  if (lease_ == 0) return;
+  request("/v3/kv/put",
+          put_op(keys_.event(id_, ++event_seq_), Json{{"type", "leave"}, {"signal", signal}}.dump(), lease_)
+              .at("request_put"),
+          nullptr, nullptr);
+  request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, nullptr, nullptr);
+}
+
+// ---- The leader.
+
+void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
+  JobSettings settings = job_settings(config_);
+  std::vector<etcd::WatchEvent> nodes;
+  for (const auto& kv : kvs) {
+    const auto e = etcd::parse_kv(kv);
+    const auto key = keys_.parse(e.key);
+    if (key.kind == etcd::JobKeys::Kind::kState) {
+      const Json state = Json::parse(e.value, nullptr, false);
+      if (state.is_object()) {
+        settings.rounds_before = state.value("rounds", 0);
+        settings.restarts_used = state.value("restarts", 0);
+      }
+    } else if (key.kind == etcd::JobKeys::Kind::kNode) {
+      nodes.push_back(e);
+    }
+  }
+  // Join order is the order in which the nodes registered.
+  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
+  leader_ = id_;
+  coordinator_.emplace(settings, monotonic_now());
+  for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value);
+  wait_for_deadline();
+}
+
+void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text) {
+  if (node_ids_.count(node)) return;
+  const Json spec = Json::parse(spec_text, nullptr, false);
+  NodeSpec parsed;
+  try {
+    parsed = spec.get<NodeSpec>();
+  } catch (const std::exception&) {
+    return;  // not a ddprun node of this version: it will time out on its own
+  }
+  const NodeId id = next_node_++;
+  node_ids_[node] = id;
+  node_names_[id] = node;
+  deliver(coordinator_->join(id, parsed, monotonic_now()));
+}
+
+void EtcdRendezvous::leader_event(const std::string& node, const std::string& text) {
+  const auto it = node_ids_.find(node);
+  if (it == node_ids_.end()) return;
+  const NodeId id = it->second;
+  const double now = monotonic_now();
+  try {
+    const Json event = Json::parse(text);
+    const std::string type = event.at("type");
+    if (type == "worker_failed") {
+      deliver(coordinator_->worker_failed(id, event.at("round"), event.at("failure").get<WorkerFailure>(), now));
+    } else if (type == "workers_stopped") {
+      deliver(coordinator_->workers_stopped(id, event.at("round"),
+                                            event.at("failures").get<std::vector<WorkerFailure>>(), now));
+    } else if (type == "workers_succeeded") {
+      deliver(coordinator_->workers_succeeded(id, event.at("round"), now));
+    } else if (type == "leave") {
+      node_ids_.erase(it);
+      deliver(coordinator_->node_gone(id, fmt::format("it left after {}", signal_name(event.value("signal", 0))), now));
+    }
+  } catch (const std::exception& e) {
+    say(fmt::format("ddprun: ignoring a bad report from node {} in etcd: {}\n", node, e.what()));
+  }
+}
+
+void EtcdRendezvous::deliver(const Messages& messages) {
+  if (messages.empty()) return wait_for_deadline();
+  std::vector<Json> ops;
+  std::optional<JobOutcome> own_finish;
+  std::optional<RoundAssignment> started;
+  for (const Message& m : messages) {
+    const NodeId to = std::visit([](const auto& x) { return x.node; }, m);
+    const auto name = node_names_.find(to);
+    if (name == node_names_.end()) continue;
+    if (const auto* a = std::get_if<Assign>(&m)) started = a->assignment;
+    if (const auto* f = std::get_if<Finish>(&m); f && name->second == id_) own_finish = f->outcome;
+    ops.push_back(put_op(keys_.message(name->second, id_, ++message_seq_), to_wire(m).dump(), lease_));
+  }
+  if (started) {
+    // For the next leader, should this one be lost.
+    ops.push_back(put_op(keys_.state(), Json{{"rounds", started->round}, {"restarts", started->restart_count}}.dump(), 0));
+  }
+  const Json compare = {{{"key", base64_encode(keys_.leader())}, {"target", "VALUE"}, {"value", base64_encode(id_)}}};
+  for (std::size_t i = 0; i < ops.size(); i += kMaxTxnOps) {
+    Json success = Json::array();
+    for (std::size_t j = i; j < std::min(ops.size(), i + kMaxTxnOps); ++j) success.push_back(ops[j]);
+    request("/v3/kv/txn", {{"compare", compare}, {"success", success}},
+            [this](const Json& answer) {
+              if (!answer.value("succeeded", false)) lost_etcd("this node is no longer the rendezvous leader in etcd");
+            },
+            [this](const EtcdError& e) { lost_etcd(fmt::format("could not write to etcd: {}", e.what())); });
+  }
+  if (own_finish) {
+    leader_finish_ = own_finish;
+    // Every other node got its finish: once they have read it and gone (or close_timeout
+    // passed), the job's keys are removed.
+    cleanup_timer_.expires_after(seconds(config_.timeouts.close_timeout));
+    cleanup_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+      if (!ec && !alive.expired()) {
+        node_ids_.clear();
+        clean_up_if_alone();
+      }
+    });
+    clean_up_if_alone();
+  }
+  wait_for_deadline();
+}
+
+void EtcdRendezvous::clean_up_if_alone() {
+  if (!leader_finish_ || cleaning_) return;
+  for (const auto& [name, id] : node_ids_) {
+    if (name != id_) return;
+  }
+  cleaning_ = true;
+  finishing_ = true;  // its own key goes with the others: no loss to report
+  cleanup_timer_.cancel();
+  deadline_timer_.cancel();
+  const std::string prefix = keys_.prefix();
+  auto done = [this](auto&&...) {
+    auto finish = [this](auto&&...) {
+      coordinator_.reset();
+      end(*leader_finish_);
+    };
+    request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, finish, finish);
+  };
+  request("/v3/kv/deleterange",
+          {{"key", base64_encode(prefix)}, {"range_end", base64_encode(etcd::prefix_end(prefix))}}, done, done);
+}
+
+void EtcdRendezvous::wait_for_deadline() {
+  if (!coordinator_ || cleaning_) return;
+  const auto deadline = coordinator_->next_deadline();
+  deadline_timer_.cancel();
+  if (!deadline) return;
+  deadline_timer_.expires_at(monotonic_time_point(*deadline));
+  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (ec || alive.expired() || !coordinator_ || cleaning_) return;
+    deliver(coordinator_->tick(monotonic_now()));
+  });
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,66 @@
+#include "local/local_rendezvous.hpp"
+
+#include <fmt/format.h>
+
+#include "core/node_identity.hpp"
+
+namespace ddprun::elastic {
+
+LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
+    : io_(io), config_(std::move(config)), coordinator_(job_settings(config_), monotonic_now()) {}
+
+void LocalRendezvous::join(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  // One node: MASTER_ADDR is the static endpoint's host or --master_addr (127.0.0.1 unless
+  // given), as with torchrun.
+  const Endpoint master = single_node_master(config_);
+  try {
+    master_port_.emplace(io_, master.port, config_.agent_store);
+  } catch (const std::system_error& e) {
+    const bool endpoint_has_port = config_.backend == Backend::kStatic && !config_.endpoint.empty() &&
+                                   parse_endpoint(config_.endpoint, -1).port >= 0;
+    std::string why = fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what());
+    if (master.port > 0 && endpoint_has_port) {
+      why = fmt::format("--rdzv_endpoint={}: port {} is in use by another program ({}); pick another port",
+                        config_.endpoint, master.port, e.what());
+    } else if (master.port > 0) {
+      why = fmt::format("--master_port={} is in use by another program ({}); pick another or leave it out",
+                        master.port, e.what());
+    }
+    return deliver({Finish{kThisNode, rendezvous_failure(why, 0)}});
+  }
+  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), monotonic_now()));
+}
+
+void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {
+  deliver(coordinator_.worker_failed(kThisNode, round, failure, monotonic_now()));
+}
+
+void LocalRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
+  master_port_->round_ended();
+  deliver(coordinator_.workers_stopped(kThisNode, round, failures, monotonic_now()));
+}
+
+void LocalRendezvous::workers_succeeded(int round) {
+  deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_now()));
+}
+
+void LocalRendezvous::leave(int) { left_ = true; }
+
+void LocalRendezvous::deliver(const Messages& messages) {
+  for (const Message& message : messages) {
+    asio::post(io_, [this, alive = lifetime_.token(), message] {
+      if (alive.expired() || left_) return;
+      if (const auto* assign = std::get_if<Assign>(&message)) {
+        master_port_->round_started(assign->assignment.agent_store);
+        handlers_.start_round(assign->assignment);
+      } else if (const auto* stop = std::get_if<Stop>(&message)) {
+        handlers_.stop_round(stop->reason, stop->why);
+      } else {
+        handlers_.finish(std::get<Finish>(message).outcome);
+      }
+    });
+  }
+}
+
+}  // namespace ddprun::elastic

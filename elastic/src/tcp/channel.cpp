@@ -1,0 +1,150 @@
+#include "tcp/channel.hpp"
+
+#include <fmt/format.h>
+
+#include "core/rendezvous_protocol.hpp"
+#include "core/event_loop.hpp"
+
+namespace ddprun::elastic {
+
+namespace {
+// A line longer than this is not a rendezvous message; the peer is closed as unreadable.
+constexpr std::size_t kMaxMessageBytes = 1 << 20;
+}  // namespace
+
+Channel::Channel(asio::ip::tcp::socket socket, const RendezvousTimeouts& timeouts, std::string peer)
+    : socket_(std::move(socket)),
+      timeouts_(timeouts),
+      peer_(std::move(peer)),
+      heartbeat_timer_(socket_.get_executor()),
+      silence_timer_(socket_.get_executor()) {
+  asio::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);  // a failure must reach the others now
+}
+
+asio::ip::tcp::endpoint Channel::local_endpoint() const {
+  asio::error_code ignored;
+  return socket_.local_endpoint(ignored);
+}
+
+void Channel::start(OnMessage on_message, OnClosed on_closed) {
+  on_message_ = std::move(on_message);
+  on_closed_ = std::move(on_closed);
+  expect_message_within_timeout();
+  send_heartbeat_later();
+  read_next();
+}
+
+void Channel::authenticate(MessageAuth auth) {
+  auth_.emplace(std::move(auth));
+  heartbeats_held_ = false;
+}
+
+void Channel::send(const nlohmann::json& message) {
+  if (closed_ || sending_finished_) return;
+  // Replaced, not thrown: an --rdzv_id or a worker's error message need not be UTF-8.
+  const std::string text = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out_.push_back((auth_ ? auth_->seal(text) : text) + "\n");
+  if (!writing_) write_next();
+}
+
+void Channel::finish_sending() {
+  if (closed_ || sending_finished_) return;
+  sending_finished_ = true;
+  heartbeat_timer_.cancel();
+  // From now on the peer's heartbeats no longer keep the connection: it has heartbeat_timeout
+  // to read what is queued and close.
+  expect_message_within_timeout();
+  if (!writing_) {
+    asio::error_code ignored;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  }
+}
+
+void Channel::close() {
+  if (closed_) return;
+  closed_ = true;
+  on_message_ = nullptr;
+  on_closed_ = nullptr;
+  heartbeat_timer_.cancel();
+  silence_timer_.cancel();
+  asio::error_code ignored;
+  socket_.close(ignored);
+}
+
+void Channel::lost(const std::string& why) {
+  if (closed_) return;
+  OnClosed on_closed = std::move(on_closed_);
+  close();
+  if (on_closed) on_closed(why);
+}
+
+void Channel::read_next() {
+  asio::async_read_until(
+      socket_, asio::dynamic_buffer(in_, kMaxMessageBytes), '\n',
+      [self = shared_from_this()](const asio::error_code& ec, std::size_t length) {
+        if (self->closed_) return;
+        if (ec == asio::error::eof) return self->lost("closed the connection");
+        if (ec == asio::error::not_found) return self->lost("sent a line longer than 1 MiB");
+        if (ec) return self->lost(ec.message());
+        if (!self->sending_finished_) self->expect_message_within_timeout();
+        std::string_view line(self->in_.data(), length - 1);
+        if (self->auth_) {
+          try {
+            line = self->auth_->open(line);
+          } catch (const AuthError& e) {
+            return self->lost(fmt::format("sent {}", e.what()));
+          }
+        }
+        std::optional<nlohmann::json> parsed = parse_message(line);
+        self->in_.erase(0, length);
+        if (!parsed) {
+          return self->lost(fmt::format("sent a message that is not a JSON object with a \"type\" (nested at most {} deep)",
+                                        kMaxMessageDepth));
+        }
+        const nlohmann::json& message = *parsed;
+        if (message["type"] != "heartbeat" && self->on_message_) {
+          const OnMessage on_message = self->on_message_;  // the handler may close() this channel
+          on_message(message);
+        }
+        if (!self->closed_) self->read_next();
+      });
+}
+
+void Channel::write_next() {
+  writing_ = true;
+  asio::async_write(socket_, asio::buffer(out_.front()),
+                    [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                      self->writing_ = false;
+                      if (self->closed_) return;
+                      if (ec) return self->lost(ec.message());
+                      self->out_.pop_front();
+                      if (!self->out_.empty()) {
+                        self->write_next();
+                      } else if (self->sending_finished_) {
+                        asio::error_code ignored;
+                        self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+                      }
+                    });
+}
+
+void Channel::expect_message_within_timeout() {
+  silence_timer_.expires_after(seconds(timeouts_.heartbeat_timeout));
+  silence_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    // A wait that completed just before the timer was re-armed is no timeout.
+    if (ec || self->closed_ || self->silence_timer_.expiry() > std::chrono::steady_clock::now()) return;
+    self->lost(fmt::format("sent nothing, not even a heartbeat, for {} s (--rdzv_conf heartbeat_timeout)",
+                           self->timeouts_.heartbeat_timeout));
+  });
+}
+
+void Channel::send_heartbeat_later() {
+  heartbeat_timer_.expires_after(seconds(timeouts_.heartbeat_interval));
+  heartbeat_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || self->closed_ || self->sending_finished_) return;
+    if (!self->heartbeats_held_) self->send({{"type", "heartbeat"}});
+    self->send_heartbeat_later();
+  });
+}
+
+}  // namespace ddprun::elastic

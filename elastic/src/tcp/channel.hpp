@@ -1,0 +1,72 @@
+// One rendezvous connection: newline-delimited JSON messages over TCP, with heartbeats both
+// ways. Used by both ends (RendezvousServer and TcpRendezvous). Once authenticate() is called,
+// every line in both directions carries a tag (rendezvous_auth.hpp).
+#pragma once
+
+#include <asio.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "ddprun/rendezvous_config.hpp"
+#include "auth/rendezvous_auth.hpp"
+
+namespace ddprun::elastic {
+
+class Channel : public std::enable_shared_from_this<Channel> {
+ public:
+  using OnMessage = std::function<void(const nlohmann::json& message)>;
+  using OnClosed = std::function<void(const std::string& why)>;
+
+  // `peer` names the other end in messages. The socket must be connected.
+  Channel(asio::ip::tcp::socket socket, const RendezvousTimeouts& timeouts, std::string peer);
+
+  // Starts reading and heartbeats. on_message gets every message but heartbeats; on_closed is
+  // called once, when the peer closed the connection, sent something unreadable, or was silent
+  // for heartbeat_timeout; `why` says which. Neither is called after close().
+  void start(OnMessage on_message, OnClosed on_closed);
+  // From now on, seals every message sent and opens every line received with `auth`; a line
+  // that fails closes the channel (on_closed). Call it from on_message, between two lines.
+  void authenticate(MessageAuth auth);
+  bool authenticated() const { return auth_.has_value(); }
+  // Sends no heartbeats until authenticate(): an untagged one could otherwise cross the
+  // peer's switch to tagged lines. Call before start().
+  void hold_heartbeats_until_authenticated() { heartbeats_held_ = true; }
+  // Queues a message; ignored once the channel is closed or finish_sending() was called.
+  void send(const nlohmann::json& message);
+  // Sends what is queued, then closes this direction (the peer reads it all, then EOF); keeps
+  // reading until the peer closes too, at most heartbeat_timeout, then calls on_closed.
+  void finish_sending();
+  // Closes now; no callback follows.
+  void close();
+
+  const std::string& peer() const { return peer_; }
+  asio::ip::tcp::endpoint local_endpoint() const;
+
+ private:
+  void read_next();
+  void write_next();
+  void expect_message_within_timeout();
+  void send_heartbeat_later();
+  void lost(const std::string& why);
+
+  asio::ip::tcp::socket socket_;
+  RendezvousTimeouts timeouts_;
+  std::string peer_;
+  asio::steady_timer heartbeat_timer_;
+  asio::steady_timer silence_timer_;
+  OnMessage on_message_;
+  OnClosed on_closed_;
+  std::optional<MessageAuth> auth_;
+  std::string in_;
+  std::deque<std::string> out_;
+  bool heartbeats_held_ = false;
+  bool writing_ = false;
+  bool sending_finished_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,336 @@
+#include "tcp/rendezvous_server.hpp"
+
+#include <fmt/format.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "ddprun/exit_codes.hpp"
+#include "ddprun/input_limits.hpp"
+#include "ddprun/system.hpp"
+#include "core/rendezvous_protocol.hpp"
+
+namespace ddprun::elastic {
+
+namespace {
+
+std::string describe(const asio::ip::tcp::endpoint& endpoint) {
+  return fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
+}
+
+std::string version_mismatch(int version) {
+  return fmt::format(
+      "this node speaks rendezvous protocol version {} but the rendezvous host speaks version {}; run the same "
+      "ddprun on every node",
+      version, kProtocolVersion);
+}
+
+// Refusals reported on the host's stderr; more are counted silently (a flood must not fill it).
+constexpr int kMaxRefusalsReported = 10;
+// After running out of descriptors, accepting waits this long before it tries again.
+constexpr double kFdLimitPause = 0.05;
+
+bool out_of_descriptors(const asio::error_code& ec) {
+  return ec == asio::error::no_descriptors || (ec.category() == asio::system_category() && ec.value() == ENFILE);
+}
+
+// A failure reported over a node's connection for its current round must be one of that node's
+// own workers (reports about other rounds change nothing in the coordinator).
+void check_own(const WorkerFailure& failure, int round_number, int nproc, const std::optional<RoundAssignment>& round) {
+  if (round && round_number != round->round) return;
+  if (!round || failure.group_rank != round->group_rank || failure.rank < round->base_rank ||
+      failure.rank >= round->base_rank + nproc) {
+    throw std::invalid_argument(fmt::format("it reports worker rank {} of node group rank {}, not one of its own",
+                                            failure.rank, failure.group_rank));
+  }
+}
+
+}  // namespace
+
+RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
+                                   JobSettings settings, const RendezvousTimeouts& timeouts, NodeAuth auth,
+                                   int max_connections, std::function<void(const std::string& line)> say)
+    : acceptor_(io, endpoint, /*reuse_addr=*/true),
+      timeouts_(timeouts),
+      auth_(std::move(auth)),
+      say_(std::move(say)),
+      max_connections_(static_cast<std::size_t>(std::max(1, max_connections))),
+      reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
+      accept_pause_(io),
+      coordinator_(std::move(settings), monotonic_now()),
+      deadline_timer_(io) {
+  // Workers must not inherit the rendezvous port or its connections: a worker holding a copy
+  // would keep a connection open after this server closed it.
+  ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
+  accept_next();
+  wait_for_next_deadline();
+}
+
+RendezvousServer::~RendezvousServer() {
+  for (auto& [node, connection] : connections_) connection.channel->close();
+  if (reserve_fd_ >= 0) ::close(reserve_fd_);
+}
+
+void RendezvousServer::accept_next() {
+  acceptor_.async_accept([this, alive = lifetime_.token()](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+    if (alive.expired() || ec == asio::error::operation_aborted) return;
+    if (out_of_descriptors(ec)) return accept_one_at_fd_limit();
+    if (!ec && !shut_down_) make_room();
+    if (!ec && !shut_down_ && connections_.size() < max_connections_) {
+      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+      asio::error_code ignored;
+      const std::string peer = describe(socket.remote_endpoint(ignored));
+      const NodeId node = next_node_++;
+      auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
+      Connection& connection = connections_[node];
+      connection.channel = channel;
+      connection.authenticated = !auth_.required();
+      connection.auth_deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor());
+      connection.auth_deadline->expires_after(seconds(timeouts_.auth_timeout));
+      connection.auth_deadline->async_wait([this, node, alive = lifetime_.token()](const asio::error_code& ec) {
+        if (ec || alive.expired()) return;
+        const auto it = connections_.find(node);
+        if (it == connections_.end() || it->second.joined) return;
+        it->second.channel->close();
+        connections_.erase(it);
+        send_host_finish_when_others_closed();
+      });
+      if (auth_.required()) channel->hold_heartbeats_until_authenticated();
+      channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
+                     [this, node](const std::string& why) { on_closed(node, why); });
+    }
+    accept_next();
+  });
+}
+
+void RendezvousServer::make_room() {
+  if (connections_.size() < max_connections_) return;
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {  // oldest first
+    if (!it->second.joined) {
+      it->second.channel->close();
+      connections_.erase(it);
+      return;
+    }
+  }
+}
+
+// The process is out of file descriptors: the pending connection would make accept fail at
+// once, again and again. Give up the reserve descriptor, accept that connection and close it,
+// take the reserve back, and wait a moment before accepting again.
+void RendezvousServer::accept_one_at_fd_limit() {
+  if (!fd_limit_reported_) {
+    fd_limit_reported_ = true;
+    say_("ddprun: the rendezvous host is out of file descriptors (ulimit -n); closing new connections until some "
+         "are freed\n");
+  }
+  if (reserve_fd_ >= 0) {
+    ::close(reserve_fd_);
+    const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    reserve_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  accept_pause_.expires_after(seconds(kFdLimitPause));
+  accept_pause_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (!ec && !alive.expired() && !shut_down_) accept_next();
+  });
+}
+
+void RendezvousServer::on_message(NodeId node, const nlohmann::json& message) {
+  Connection& connection = connections_.at(node);
+  try {
+    handle(node, connection, message);
+  } catch (const std::exception& e) {  // a message without the fields its type needs
+    const std::string why = fmt::format("sent a bad '{}' message: {}", shown(message["type"].get<std::string>()), e.what());
+    connection.channel->close();
+    on_closed(node, why);
+  }
+}
+
+void RendezvousServer::handle(NodeId node, Connection& connection, const nlohmann::json& message) {
+  const std::string type = message.at("type");
+  if (shut_down_ || connection.finished) return;
+  if (!connection.authenticated) return authenticate(node, connection, type, message);
+  if (!connection.joined) {
+    if (type != "join") throw std::invalid_argument("a node must join first");
+    const int version = message.at("version");
+    if (version != kProtocolVersion) {
+      return refuse(node, connection, version_mismatch(version));
+    }
+    const NodeSpec spec = message.at("node");
+    connection.joined = true;
+    connection.nproc = spec.nproc;
+    connection.hosts_rendezvous = spec.hosts_rendezvous;
+    deliver(coordinator_.join(node, spec, monotonic_now()));
+  } else if (type == "worker_failed") {
+    const int round = message.at("round");
+    const WorkerFailure failure = message.at("failure");
+    check_own(failure, round, connection.nproc, connection.round);
+    deliver(coordinator_.worker_failed(node, round, failure, monotonic_now()));
+  } else if (type == "workers_stopped") {
+    const int round = message.at("round");
+    const std::vector<WorkerFailure> failures = message.at("failures");
+    for (const WorkerFailure& failure : failures) check_own(failure, round, connection.nproc, connection.round);
+    deliver(coordinator_.workers_stopped(node, round, failures, monotonic_now()));
+  } else if (type == "workers_succeeded") {
+    deliver(coordinator_.workers_succeeded(node, message.at("round"), monotonic_now()));
+  } else if (type == "leave") {
+    const int signal = message.at("signal");
+    connection.channel->close();
+    connections_.erase(node);
+    deliver(coordinator_.node_gone(node, "it left after " + signal_name(signal), monotonic_now()));
+  } else {
+    throw std::invalid_argument("unknown message type");
+  }
+}
+
+void RendezvousServer::authenticate(NodeId node, Connection& connection, const std::string& type,
+                                    const nlohmann::json& message) {
+  constexpr const char* kSameSecret =
+      "give every node the same secret (--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)";
+  constexpr const char* kSameJob =
+      "start every node's ddprun in the same SLURM job (one srun), or give every node the same secret "
+      "(--rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET)";
+  const bool peer_uses_munge = message.contains("munge");
+  try {
+    if (!auth_.required()) {
+      // Only a hello reaches here: this node authenticates, the host does not.
+      return refuse(node, connection,
+                    fmt::format("this node authenticates with {} but the rendezvous host does not; {}",
+                                peer_uses_munge ? "MUNGE" : "a secret", kSameSecret));
+    }
+    if (type == "join") {
+      const int version = message.at("version");
+      if (version != kProtocolVersion) return refuse(node, connection, version_mismatch(version));
+      return refuse(node, connection,
+                    auth_.munge ? fmt::format("the rendezvous authenticates its nodes with MUNGE ({}) and this node "
+                                              "does not; {}",
+                                              auth_.munge->scope(), kSameJob)
+                                : fmt::format("the rendezvous needs the job's secret and this node has none; {}",
+                                              kSameSecret));
+    }
+    if (!connection.handshake) {
+      connection.handshake.emplace(AuthRole::kServer, auth_.secret, random_nonce(), kProtocolVersion);
+      std::string credential;
+      if (auth_.munge) {
+        if (!peer_uses_munge || !message["munge"].is_string()) {
+          return refuse(node, connection,
+                        fmt::format("the rendezvous authenticates its nodes with MUNGE ({}) and this node uses a "
+                                    "secret; {}",
+                                    auth_.munge->scope(), kSameJob));
+        }
+        MungeKeyExchange::Grant grant = auth_.munge->grant(message["munge"], message.value("nonce", nlohmann::json()).is_string() ? message["nonce"].get<std::string>() : "");
+        connection.handshake->set_secret(std::move(grant.secret));
+        credential = std::move(grant.credential);
+      } else if (peer_uses_munge) {
+        return refuse(node, connection,
+                      fmt::format("this node authenticates with MUNGE and the rendezvous host with a secret; {}",
+                                  kSameSecret));
+      }
+      nlohmann::json challenge = connection.handshake->on_hello(message);
+      if (connection.handshake->peer_version() != kProtocolVersion) {
+        return refuse(node, connection, version_mismatch(connection.handshake->peer_version()));
+      }
+      if (!credential.empty()) challenge["munge"] = std::move(credential);
+      return connection.channel->send(challenge);
+    }
+    connection.handshake->on_proof(message);
+    connection.channel->authenticate(MessageAuth(AuthRole::kServer, connection.handshake->session_key()));
+    connection.handshake.reset();
+    connection.authenticated = true;
+  } catch (const AuthError& e) {
+    refuse(node, connection,
+           fmt::format("authentication failed: {}; {}", e.what(), auth_.munge ? kSameJob : kSameSecret));
+  }
+}
+
+// Tells an unauthenticated or mismatched peer why, and nothing about the job; the connection
+// closes when the peer closes it or at the auth deadline.
+void RendezvousServer::refuse(NodeId node, Connection& connection, const std::string& why) {
+  if (refusals_reported_ < kMaxRefusalsReported) {
+    say_(fmt::format("ddprun: refused a rendezvous connection from {}: {}{}\n", connection.channel->peer(), why,
+                     ++refusals_reported_ == kMaxRefusalsReported ? " (further refusals are not reported)" : ""));
+  }
+  JobOutcome refusal;
+  refusal.exit_code = exit_code::kRendezvous;
+  refusal.error = why;
+  send_finish(node, connection, refusal);
+}
+
+void RendezvousServer::on_closed(NodeId node, const std::string& why) {
+  const auto it = connections_.find(node);
+  if (it == connections_.end()) return;
+  const bool joined = it->second.joined;
+  connections_.erase(it);
+  if (joined && !shut_down_) deliver(coordinator_.node_gone(node, "it " + why, monotonic_now()));
+  send_host_finish_when_others_closed();
+}
+
+void RendezvousServer::deliver(const Messages& messages) {
+  for (const Message& message : messages) {
+    const NodeId node = std::visit([](const auto& m) { return m.node; }, message);
+    const auto it = connections_.find(node);
+    if (it == connections_.end()) continue;
+    if (const auto* finish = std::get_if<Finish>(&message)) {
+      if (it->second.hosts_rendezvous && coordinator_.finished()) {
+        host_finish_.emplace(node, finish->outcome);
+      } else {
+        send_finish(node, it->second, finish->outcome);
+      }
+    } else {
+      if (const auto* assign = std::get_if<Assign>(&message)) it->second.round = assign->assignment;
+      it->second.channel->send(to_wire(message));
+    }
+  }
+  send_host_finish_when_others_closed();
+  wait_for_next_deadline();
+}
+
+void RendezvousServer::send_finish(NodeId node, Connection& connection, const JobOutcome& outcome) {
+  connection.channel->send(to_wire(Finish{node, outcome}));
+  connection.channel->finish_sending();
+  connection.finished = true;
+}
+
+void RendezvousServer::send_host_finish_when_others_closed() {
+  if (!host_finish_) return;
+  for (const auto& [node, connection] : connections_) {
+    if (node != host_finish_->first && connection.joined && connection.finished) return;
+  }
+  const auto host = connections_.find(host_finish_->first);
+  if (host != connections_.end()) send_finish(host->first, host->second, host_finish_->second);
+  host_finish_.reset();
+}
+
+void RendezvousServer::wait_for_next_deadline() {
+  const std::optional<double> deadline = coordinator_.next_deadline();
+  if (!deadline) {
+    deadline_timer_.cancel();
+    return;
+  }
+  deadline_timer_.expires_at(monotonic_time_point(*deadline));
+  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (ec || alive.expired() || shut_down_) return;
+    deliver(coordinator_.tick(monotonic_now()));
+  });
+}
+
+void RendezvousServer::shutdown(const std::string& why) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  deadline_timer_.cancel();
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  JobOutcome outcome;
+  outcome.exit_code = exit_code::kRendezvous;
+  outcome.error = why;
+  for (auto& [node, connection] : connections_) {
+    if (connection.joined && !connection.hosts_rendezvous && !connection.finished) {
+      send_finish(node, connection, outcome);
+    }
+  }
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,92 @@
+// The job's rendezvous server, hosted inside one launcher process on its io_context: accepts
+// nodes over TCP (rendezvous_protocol.hpp) and drives the JobCoordinator with what they say,
+// with lost connections and heartbeats, and with its deadlines. With a secret, a connection
+// speaks only the handshake of rendezvous_auth.hpp until it has proved that it knows it; a
+// connection that has not authenticated (without a secret: joined) within auth_timeout is
+// closed, and nothing about the job is told to it before.
+#pragma once
+
+#include <asio.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tcp/channel.hpp"
+#include "auth/munge_auth.hpp"
+#include "auth/rendezvous_auth.hpp"
+#include "core/job_coordinator.hpp"
+#include "core/event_loop.hpp"
+
+namespace ddprun::elastic {
+
+class RendezvousServer {
+ public:
+  // Listens on `endpoint` at once; throws std::system_error when it cannot (e.g. the address
+  // is in use). The join timeout starts now.
+  // `auth`: the job's secret, MUNGE, or neither (open, as torchrun's). At most `max_connections` connections at once (more
+  // close the oldest that has not authenticated, else the newest). `say` gets the host's lines
+  // for its console (out of descriptors, a refused connection).
+  RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint, JobSettings settings,
+                   const RendezvousTimeouts& timeouts, NodeAuth auth, int max_connections,
+                   std::function<void(const std::string& line)> say);
+  ~RendezvousServer();
+  RendezvousServer(const RendezvousServer&) = delete;
+  RendezvousServer& operator=(const RendezvousServer&) = delete;
+
+  asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
+
+  // The hosting launcher is going away: every other node gets a finish with `why` as the
+  // rendezvous error, and nothing more happens.
+  void shutdown(const std::string& why);
+
+ private:
+  struct Connection {
+    std::shared_ptr<Channel> channel;
+    std::optional<Handshake> handshake;  // with a secret or MUNGE, until it has authenticated
+    std::shared_ptr<asio::steady_timer> auth_deadline;
+    bool authenticated = false;
+    bool joined = false;
+    bool hosts_rendezvous = false;  // the connection of the launcher this server runs in
+    bool finished = false;          // got its finish; waiting for it to close
+    int nproc = 0;                  // its workers, from its join
+    std::optional<RoundAssignment> round;  // its latest round, as assigned to it
+  };
+
+  void accept_next();
+  void accept_one_at_fd_limit();
+  void make_room();
+  void authenticate(NodeId node, Connection& connection, const std::string& type, const nlohmann::json& message);
+  void refuse(NodeId node, Connection& connection, const std::string& why);
+  void on_message(NodeId node, const nlohmann::json& message);
+  void handle(NodeId node, Connection& connection, const nlohmann::json& message);
+  void on_closed(NodeId node, const std::string& why);
+  void deliver(const Messages& messages);
+  void send_finish(NodeId node, Connection& connection, const JobOutcome& outcome);
+  void send_host_finish_when_others_closed();
+  void wait_for_next_deadline();
+
+  asio::ip::tcp::acceptor acceptor_;
+  RendezvousTimeouts timeouts_;
+  NodeAuth auth_;
+  std::function<void(const std::string& line)> say_;
+  std::size_t max_connections_;
+  // A descriptor held open so that, when the process runs out, it can be closed to accept and
+  // close a pending connection instead of spinning on EMFILE (see accept_one_at_fd_limit).
+  int reserve_fd_ = -1;
+  asio::steady_timer accept_pause_;
+  JobCoordinator coordinator_;
+  asio::steady_timer deadline_timer_;
+  std::map<NodeId, Connection> connections_;
+  NodeId next_node_ = 1;
+  // The hosting launcher's own finish waits until every other node has read its finish and
+  // closed: once the host's launcher has it, it exits and takes this server with it.
+  std::optional<std::pair<NodeId, JobOutcome>> host_finish_;
+  bool shut_down_ = false;
+  int refusals_reported_ = 0;
+  bool fd_limit_reported_ = false;
+  Lifetime lifetime_;
+};
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,125 @@
+// choose_auth and decide_auth (elastic/src/auth/auth_policy.cpp): which authentication the
+// nodes use, and what ddprun says about it.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "auth/auth_policy.hpp"
+
+namespace ddprun::elastic {
+namespace {
+
+struct Row {
+  const char* name;
+  Backend backend;
+  AuthMode requested;
+  bool secret;
+  const char* slurm_job;
+  const char* munge_problem;  // what the probe says; "" munged answers
+  // Expected:
+  bool probes;        // munged is asked
+  const char* error;  // a part of the RendezvousConfigError; "" none
+  AuthMode mode;
+  const char* line;   // a part of the line said; "" nothing said
+};
+
+TEST_CASE("choose_auth: the rules as a table") {
+  using A = AuthMode;
+  const Backend tcp = Backend::kC10d, st = Backend::kStatic, etcd = Backend::kEtcd;
+  const std::vector<Row> rows = {
+      {"etcd, nothing asked", etcd, A::kAuto, false, "42", "", false, "", A::kNone, ""},
+      {"etcd with a secret: said to have no effect", etcd, A::kAuto, true, "", "", false, "", A::kNone,
+       "the rendezvous secret has no effect with the etcd backend"},
+      {"etcd with auth=munge: refused", etcd, A::kMunge, false, "42", "", false, "auth= applies to the static and c10d",
+       A::kNone, ""},
+      {"etcd with auth=none: refused", etcd, A::kNone, false, "", "", false, "auth= applies to the static and c10d",
+       A::kNone, ""},
+      {"a secret", tcp, A::kAuto, true, "42", "", false, "", A::kSecret, ""},
+      {"a secret, auth=secret", st, A::kSecret, true, "", "", false, "", A::kSecret, ""},
+      {"a secret with auth=munge", tcp, A::kMunge, true, "42", "", false, "auth=munge contradicts the secret given",
+       A::kNone, ""},
+      {"a secret with auth=none", tcp, A::kNone, true, "", "", false, "auth=none contradicts the secret given",
+       A::kNone, ""},
+      {"auth=secret without one", tcp, A::kSecret, false, "42", "", false, "auth=secret needs the job's secret",
+       A::kNone, ""},
+      {"auth=none", tcp, A::kNone, false, "42", "", false, "", A::kNone, "open (--rdzv_conf auth=none)"},
+      {"outside SLURM", tcp, A::kAuto, false, "", "", false, "", A::kNone, "ddprun: warning: the rendezvous is open:"},
+      {"under SLURM, munged answers", tcp, A::kAuto, false, "42", "", true, "", A::kMunge,
+       "authenticated with MUNGE (SLURM job 42, run r1)"},
+      {"under SLURM, no munged", tcp, A::kAuto, false, "42", "no socket", true, "", A::kNone,
+       "open (MUNGE cannot be used: no socket)"},
+      {"auth=munge outside SLURM", st, A::kMunge, false, "", "", true, "", A::kMunge,
+       "authenticated with MUNGE (run r1)"},
+      {"auth=munge, no munged", tcp, A::kMunge, false, "42", "no socket", true,
+       "auth=munge: MUNGE cannot be used: no socket", A::kNone, ""},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    AuthInputs in;
+    in.backend = row.backend;
+    in.requested = row.requested;
+    in.has_secret = row.secret;
+    in.secret_source = "secret_file";
+    in.slurm_job_id = row.slurm_job;
+    in.run_id = "r1";
+    bool probed = false;
+    const auto probe = [&] {
+      probed = true;
+      return std::string(row.munge_problem);
+    };
+    if (*row.error) {
+      CHECK_THROWS_WITH_AS(choose_auth(in, probe), doctest::Contains(row.error), RendezvousConfigError);
+    } else {
+      const AuthDecision d = choose_auth(in, probe);
+      CHECK(d.mode == row.mode);
+      if (*row.line) {
+        CHECK(d.line.find(row.line) != std::string::npos);
+      } else {
+        CHECK(d.line.empty());
+      }
+      CHECK(d.munge_scope.empty() == (row.mode != A::kMunge));
+    }
+    CHECK(probed == row.probes);
+  }
+}
+
+TEST_CASE("decide_auth: which authentication a node uses, and what it says") {
+  RendezvousConfig c;
+  c.run_id = "42.0";
+  SUBCASE("a secret wins, and contradicting it is an error") {
+    c.secret = "s";
+    CHECK(decide_auth(c, "42", "").empty());
+    CHECK(c.auth == AuthMode::kSecret);
+    c.auth = AuthMode::kMunge;
+    CHECK_THROWS_WITH_AS(decide_auth(c, "42", ""), doctest::Contains("auth=munge contradicts"), RendezvousConfigError);
+    c.auth = AuthMode::kNone;
+    CHECK_THROWS_AS(decide_auth(c, "42", ""), RendezvousConfigError);
+  }
+  SUBCASE("auth=secret without one") {
+    c.auth = AuthMode::kSecret;
+    CHECK_THROWS_WITH_AS(decide_auth(c, "", ""), doctest::Contains("needs the job's secret"), RendezvousConfigError);
+  }
+  SUBCASE("outside SLURM without a secret: open, with a warning") {
+    CHECK(decide_auth(c, "", "").rfind("ddprun: warning: the rendezvous is open:", 0) == 0);
+    CHECK(c.munge_scope.empty());
+  }
+  SUBCASE("auth=none") {
+    c.auth = AuthMode::kNone;
+    CHECK(decide_auth(c, "42", "").find("open (--rdzv_conf auth=none)") != std::string::npos);
+    CHECK(c.munge_scope.empty());
+  }
+  SUBCASE("under SLURM with no munged at the socket: open, saying why; auth=munge: an error") {
+    c.munge_socket = "/nonexistent/munge.socket";
+    const std::string said = decide_auth(c, "42", "");
+    CHECK(said.find("open (MUNGE cannot be used: ") != std::string::npos);
+    CHECK(c.munge_scope.empty());
+    c.auth = AuthMode::kMunge;
+    c.munge_socket = "/nonexistent/munge.socket";
+    CHECK_THROWS_WITH_AS(decide_auth(c, "42", ""), doctest::Contains("auth=munge: MUNGE cannot be used"),
+                         RendezvousConfigError);
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::elastic
