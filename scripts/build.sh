@@ -29,7 +29,7 @@ elif [[ "${1:-}" == "--fuzz" ]]; then
   # a fraction of RelWithDebInfo's time.
   options=(-DCMAKE_CXX_COMPILER=clang++ -DDDPRUN_WORKER=OFF -DDDPRUN_FUZZ=ON
            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only")
-  targets=(fuzz ddprun config_unit_tests launcher_unit_tests elastic_unit_test slurm_hostlist_test
+  targets=(fuzz ddprun config_unit_tests launcher_unit_tests elastic_core_test elastic_unit_test slurm_hostlist_test
            slurm_hostlist_scontrol_test slurm_env_test)
 else
   build=${DDPRUN_BUILD_DIR:-$root/build}
