@@ -25,6 +25,10 @@ class EtcdError : public std::runtime_error {
   int code;  // the gRPC status code etcd gave; 0 when none
 };
 
+// Opens libcurl, once per process (it is not linked: see etcd_client.cpp). Returns why it
+// cannot be used, as a sentence for the user; empty when it can.
+std::string load_libcurl();
+
 class EtcdClient {
  public:
   // `endpoints`: the members, any of which will do; `settings`: TLS and user from --rdzv_conf.

@@ -104,6 +104,7 @@ void EtcdRendezvous::request(std::string path, Json body, std::function<void(con
 
 void EtcdRendezvous::join(Handlers handlers) {
   if (!start_joining(std::move(handlers), config_.agent_store)) return;
+  if (const std::string problem = etcd::load_libcurl(); !problem.empty()) return end(rendezvous_failure(problem, 0));
   join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
   join_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (ec || alive.expired() || lease_ != 0 || round_.state() != NodeRound::State::kJoining) return;
