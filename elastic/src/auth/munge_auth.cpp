@@ -192,11 +192,7 @@ MungeKeyExchange::Grant MungeKeyExchange::grant(const std::string& client_creden
   }
   Grant out;
   out.secret = random_nonce();
-  try {
-    out.credential = service_->encode(length_prefixed({kServerLabel, scope_, client_nonce, out.secret}), uid_);
-  } catch (const MungeError& e) {
-    throw AuthError(e.what());
-  }
+  out.credential = service_->encode(length_prefixed({kServerLabel, scope_, client_nonce, out.secret}), uid_);
   return out;
 }
 

@@ -24,12 +24,15 @@
 #include <string>
 #include <string_view>
 
+#include "auth/rendezvous_auth.hpp"
+
 namespace ddprun::elastic {
 
-// MUNGE cannot be used: libmunge or munged is missing, or munged refused a request.
-class MungeError : public std::runtime_error {
+// MUNGE cannot be used: libmunge or munged is missing, or munged refused a request. An
+// AuthError: during a handshake it refuses the peer like any other failed proof.
+class MungeError : public AuthError {
  public:
-  using std::runtime_error::runtime_error;
+  using AuthError::AuthError;
 };
 
 // What a decoded credential says.
