@@ -5,12 +5,9 @@
 #include <chrono>
 #include <memory>
 
-namespace ddprun::elastic {
+#include "ddprun/clocks.hpp"  // monotonic_seconds(): the JobCoordinator's `now`
 
-// Seconds on the monotonic clock: the JobCoordinator's `now`.
-inline double monotonic_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+namespace ddprun::elastic {
 
 // Saturates instead of overflowing: the configuration bounds every timeout (kMaxTimeoutSeconds), and
 // a timer of more than the clock can count must wait long, never fire at once.
@@ -22,6 +19,7 @@ inline std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
+// The time point of `s`, seconds on the clock of monotonic_seconds().
 inline std::chrono::steady_clock::time_point monotonic_time_point(double s) {
   return std::chrono::steady_clock::time_point(seconds(s));
 }

@@ -285,7 +285,7 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
             node_ids_.erase(it);
             if (key.node != id_) {
               deliver(coordinator_->node_gone(
-                  id, "its lease in etcd expired or was revoked (its launcher stopped or lost etcd)", monotonic_now()));
+                  id, "its lease in etcd expired or was revoked (its launcher stopped or lost etcd)", monotonic_seconds()));
             }
           }
           clean_up_if_alone();
@@ -390,7 +390,7 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
   // Join order is the order in which the nodes registered.
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
   leader_ = id_;
-  coordinator_.emplace(settings, monotonic_now());
+  coordinator_.emplace(settings, monotonic_seconds());
   for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value);
   wait_for_deadline();
 }
@@ -407,14 +407,14 @@ void EtcdRendezvous::leader_join(const std::string& node, const std::string& spe
   const NodeId id = next_node_++;
   node_ids_[node] = id;
   node_names_[id] = node;
-  deliver(coordinator_->join(id, parsed, monotonic_now()));
+  deliver(coordinator_->join(id, parsed, monotonic_seconds()));
 }
 
 void EtcdRendezvous::leader_event(const std::string& node, const std::string& text) {
   const auto it = node_ids_.find(node);
   if (it == node_ids_.end()) return;
   const NodeId id = it->second;
-  const double now = monotonic_now();
+  const double now = monotonic_seconds();
   try {
     const Json event = Json::parse(text);
     const std::string type = event.at("type");
@@ -506,7 +506,7 @@ void EtcdRendezvous::wait_for_deadline() {
   deadline_timer_.expires_at(monotonic_time_point(*deadline));
   deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (ec || alive.expired() || !coordinator_ || cleaning_) return;
-    deliver(coordinator_->tick(monotonic_now()));
+    deliver(coordinator_->tick(monotonic_seconds()));
   });
 }
 

@@ -7,7 +7,7 @@
 namespace ddprun::elastic {
 
 LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
-    : io_(io), config_(std::move(config)), coordinator_(job_settings(config_), monotonic_now()) {}
+    : io_(io), config_(std::move(config)), coordinator_(job_settings(config_), monotonic_seconds()) {}
 
 void LocalRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
@@ -29,20 +29,20 @@ void LocalRendezvous::join(Handlers handlers) {
     }
     return deliver({Finish{kThisNode, rendezvous_failure(why, 0)}});
   }
-  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), monotonic_now()));
+  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), monotonic_seconds()));
 }
 
 void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {
-  deliver(coordinator_.worker_failed(kThisNode, round, failure, monotonic_now()));
+  deliver(coordinator_.worker_failed(kThisNode, round, failure, monotonic_seconds()));
 }
 
 void LocalRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
   master_port_->round_ended();
-  deliver(coordinator_.workers_stopped(kThisNode, round, failures, monotonic_now()));
+  deliver(coordinator_.workers_stopped(kThisNode, round, failures, monotonic_seconds()));
 }
 
 void LocalRendezvous::workers_succeeded(int round) {
-  deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_now()));
+  deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_seconds()));
 }
 
 void LocalRendezvous::leave(int) { left_ = true; }

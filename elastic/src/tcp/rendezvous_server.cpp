@@ -60,7 +60,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
       max_connections_(static_cast<std::size_t>(std::max(1, max_connections))),
       reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
       accept_pause_(io),
-      coordinator_(std::move(settings), monotonic_now()),
+      coordinator_(std::move(settings), monotonic_seconds()),
       deadline_timer_(io) {
   // Workers must not inherit the rendezvous port or its connections: a worker holding a copy
   // would keep a connection open after this server closed it.
@@ -163,24 +163,24 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
     connection.joined = true;
     connection.nproc = spec.nproc;
     connection.hosts_rendezvous = spec.hosts_rendezvous;
-    deliver(coordinator_.join(node, spec, monotonic_now()));
+    deliver(coordinator_.join(node, spec, monotonic_seconds()));
   } else if (type == "worker_failed") {
     const int round = message.at("round");
     const WorkerFailure failure = message.at("failure");
     check_own(failure, round, connection.nproc, connection.round);
-    deliver(coordinator_.worker_failed(node, round, failure, monotonic_now()));
+    deliver(coordinator_.worker_failed(node, round, failure, monotonic_seconds()));
   } else if (type == "workers_stopped") {
     const int round = message.at("round");
     const std::vector<WorkerFailure> failures = message.at("failures");
     for (const WorkerFailure& failure : failures) check_own(failure, round, connection.nproc, connection.round);
-    deliver(coordinator_.workers_stopped(node, round, failures, monotonic_now()));
+    deliver(coordinator_.workers_stopped(node, round, failures, monotonic_seconds()));
   } else if (type == "workers_succeeded") {
-    deliver(coordinator_.workers_succeeded(node, message.at("round"), monotonic_now()));
+    deliver(coordinator_.workers_succeeded(node, message.at("round"), monotonic_seconds()));
   } else if (type == "leave") {
     const int signal = message.at("signal");
     connection.channel->close();
     connections_.erase(node);
-    deliver(coordinator_.node_gone(node, "it left after " + signal_name(signal), monotonic_now()));
+    deliver(coordinator_.node_gone(node, "it left after " + signal_name(signal), monotonic_seconds()));
   } else {
     throw std::invalid_argument("unknown message type");
   }
@@ -264,7 +264,7 @@ void RendezvousServer::on_closed(NodeId node, const std::string& why) {
   if (it == connections_.end()) return;
   const bool joined = it->second.joined;
   connections_.erase(it);
-  if (joined && !shut_down_) deliver(coordinator_.node_gone(node, "it " + why, monotonic_now()));
+  if (joined && !shut_down_) deliver(coordinator_.node_gone(node, "it " + why, monotonic_seconds()));
   send_host_finish_when_others_closed();
 }
 
@@ -313,7 +313,7 @@ void RendezvousServer::wait_for_next_deadline() {
   deadline_timer_.expires_at(monotonic_time_point(*deadline));
   deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (ec || alive.expired() || shut_down_) return;
-    deliver(coordinator_.tick(monotonic_now()));
+    deliver(coordinator_.tick(monotonic_seconds()));
   });
 }
 
