@@ -10,10 +10,10 @@ namespace ddprun::elastic::etcd {
 
 namespace {
 
-// libcurl, opened the first time a run uses etcd. Linked, it and the thirty libraries it needs
-// (TLS, HTTP/2, Kerberos, LDAP, ...) were loaded by every start of ddprun: 12.2 ms for
-// `ddprun --version` against 6.5 ms without them (a C++ hello world: 3.2 ms; medians of 200 on
-// the 2-core VM). Only the nine functions below are used.
+// libcurl, opened the first time a run uses etcd. Linked, it and the 25 libraries it needs
+// (TLS, HTTP/2, Kerberos, LDAP, ...) were loaded by every start of ddprun, which took 16.8 ms
+// for `ddprun --version` instead of 9.4 ms (scripts/bench/startup.py; the README has the
+// table). Only the nine functions below are used.
 struct Curl {
   CURLcode (*global_init)(long flags) = nullptr;
   CURL* (*easy_init)() = nullptr;
