@@ -22,17 +22,17 @@
 
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/worker_env.hpp"
-#include "event_log.hpp"
-#include "failure_report.hpp"
-#include "output_stream.hpp"
-#include "output_writer.hpp"
-#include "signal_channel.hpp"
-#include "spawn.hpp"
-#include "stack_dump.hpp"
-#include "status_server.hpp"
+#include "hangs/stack_dump.hpp"
+#include "hangs/watchdog.hpp"
+#include "output/event_log.hpp"
+#include "output/output_stream.hpp"
+#include "output/output_writer.hpp"
+#include "process/signal_channel.hpp"
+#include "process/spawn.hpp"
+#include "process/worker_group.hpp"
+#include "report/failure_report.hpp"
+#include "report/status_server.hpp"
 #include "supervisor.hpp"
-#include "watchdog.hpp"
-#include "worker_group.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "agent.hpp"
-#include "containment.hpp"
 #include "cli.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
@@ -26,9 +25,10 @@
 #include "ddprun/slurm_env.hpp"
 #include "ddprun/slurm_options.hpp"
 #include "ddprun/worker_env.hpp"
+#include "process/containment.hpp"
+#include "process/spawn.hpp"
+#include "process/worker_environment.hpp"
 #include "rendezvous_setup.hpp"
-#include "spawn.hpp"
-#include "worker_environment.hpp"
 
 extern char** environ;
 

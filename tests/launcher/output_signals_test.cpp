@@ -17,11 +17,11 @@
 
 #include <asio/io_context.hpp>
 
-#include "output_stream.hpp"
-#include "output_writer.hpp"
+#include "output/output_stream.hpp"
+#include "output/output_writer.hpp"
+#include "process/signal_channel.hpp"
+#include "process/unique_fd.hpp"
 #include "run_until.hpp"
-#include "signal_channel.hpp"
-#include "unique_fd.hpp"
 
 using namespace ddprun::launcher;
 

@@ -22,12 +22,12 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "file_timer_server.hpp"
-#include "hang_policy.hpp"
-#include "heartbeat_files.hpp"
+#include "hangs/file_timer_server.hpp"
+#include "hangs/hang_policy.hpp"
+#include "hangs/heartbeat_files.hpp"
+#include "hangs/stack_dump.hpp"
+#include "report/status_server.hpp"
 #include "run_until.hpp"
-#include "stack_dump.hpp"
-#include "status_server.hpp"
 
 using namespace ddprun::launcher;
 using ddprun::config::HangTimeout;

@@ -56,7 +56,7 @@ struct StreamSelection {
   bool any() const;
 };
 
-// --hang_timeout: when a worker that stopped beating counts as hung (launcher/watchdog.hpp).
+// --hang_timeout: when a worker that stopped beating counts as hung (launcher/hangs/watchdog.hpp).
 struct HangTimeout {
   enum class Mode { kOff, kFixed, kAuto };
   Mode mode = Mode::kOff;

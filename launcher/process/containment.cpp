@@ -1,4 +1,4 @@
-#include "containment.hpp"
+#include "process/containment.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

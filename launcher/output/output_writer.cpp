@@ -1,10 +1,10 @@
-#include "output_writer.hpp"
+#include "output/output_writer.hpp"
 
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include "output_stream.hpp"
+#include "output/output_stream.hpp"
 
 namespace ddprun::launcher {
 namespace {

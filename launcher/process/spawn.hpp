@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "unique_fd.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "worker_group.hpp"
+#include "process/worker_group.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "output_writer.hpp"
-#include "spawn.hpp"
-#include "worker_environment.hpp"
+#include "output/output_writer.hpp"
+#include "process/spawn.hpp"
+#include "process/worker_environment.hpp"
 
 namespace ddprun::launcher {
 

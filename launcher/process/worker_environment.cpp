@@ -1,4 +1,4 @@
-#include "worker_environment.hpp"
+#include "process/worker_environment.hpp"
 
 #include "ddprun/worker_env.hpp"
 

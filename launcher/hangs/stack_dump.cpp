@@ -1,4 +1,4 @@
-#include "stack_dump.hpp"
+#include "hangs/stack_dump.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "spawn.hpp"
-#include "unique_fd.hpp"
+#include "process/spawn.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 namespace {

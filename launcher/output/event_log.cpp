@@ -1,4 +1,4 @@
-#include "event_log.hpp"
+#include "output/event_log.hpp"
 
 #include <fcntl.h>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <system_error>
 
-#include "output_writer.hpp"
+#include "output/output_writer.hpp"
 
 namespace ddprun::launcher {
 

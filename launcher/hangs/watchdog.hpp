@@ -13,9 +13,9 @@
 #include <asio/steady_timer.hpp>
 
 #include "ddprun/launch_config.hpp"
-#include "file_timer_server.hpp"
-#include "hang_policy.hpp"
-#include "heartbeat_files.hpp"
+#include "hangs/file_timer_server.hpp"
+#include "hangs/hang_policy.hpp"
+#include "hangs/heartbeat_files.hpp"
 
 namespace ddprun::launcher {
 

@@ -17,7 +17,7 @@
 #include <set>
 #include <string>
 
-#include "unique_fd.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "line_splitter.hpp"
+#include "output/line_splitter.hpp"
 
 namespace ddprun::launcher {
 

@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "unique_fd.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,11 +1,11 @@
-#include "output_stream.hpp"
+#include "output/output_stream.hpp"
 
 #include <unistd.h>
 
 #include <cerrno>
 #include <system_error>
 
-#include "output_writer.hpp"
+#include "output/output_writer.hpp"
 
 namespace ddprun::launcher {
 namespace {

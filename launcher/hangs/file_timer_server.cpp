@@ -1,4 +1,4 @@
-#include "file_timer_server.hpp"
+#include "hangs/file_timer_server.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -17,8 +17,8 @@
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "line_splitter.hpp"
-#include "unique_fd.hpp"
+#include "output/line_splitter.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "hang_policy.hpp"
+#include "hangs/hang_policy.hpp"
 
 #include <algorithm>
 

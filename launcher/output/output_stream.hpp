@@ -10,8 +10,8 @@
 
 #include <asio/posix/stream_descriptor.hpp>
 
-#include "line_splitter.hpp"
-#include "unique_fd.hpp"
+#include "output/line_splitter.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "signal_channel.hpp"
+#include "process/signal_channel.hpp"
 
 #include <signal.h>
 #include <sys/signalfd.h>

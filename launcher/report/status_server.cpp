@@ -1,4 +1,4 @@
-#include "status_server.hpp"
+#include "report/status_server.hpp"
 
 #include <sys/socket.h>
 

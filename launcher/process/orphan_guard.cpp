@@ -1,4 +1,4 @@
-#include "orphan_guard.hpp"
+#include "process/orphan_guard.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <set>
 #include <system_error>
 
-#include "containment.hpp"
+#include "process/containment.hpp"
 
 namespace ddprun::launcher {
 namespace {

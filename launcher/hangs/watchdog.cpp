@@ -1,8 +1,8 @@
-#include "watchdog.hpp"
+#include "hangs/watchdog.hpp"
 
 #include <chrono>
 
-#include "status_server.hpp"
+#include "report/status_server.hpp"
 
 namespace ddprun::launcher {
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "unique_fd.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

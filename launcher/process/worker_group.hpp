@@ -15,9 +15,9 @@
 
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
-#include "containment.hpp"
-#include "orphan_guard.hpp"
-#include "output_stream.hpp"
+#include "output/output_stream.hpp"
+#include "process/containment.hpp"
+#include "process/orphan_guard.hpp"
 
 namespace asio {
 class io_context;

@@ -1,4 +1,4 @@
-#include "failure_report.hpp"
+#include "report/failure_report.hpp"
 
 #include <signal.h>
 #include <string.h>

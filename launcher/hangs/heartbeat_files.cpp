@@ -1,4 +1,4 @@
-#include "heartbeat_files.hpp"
+#include "hangs/heartbeat_files.hpp"
 
 #include <fcntl.h>
 #include <sys/inotify.h>
