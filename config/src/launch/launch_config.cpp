@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/input_limits.hpp"
+#include "ddprun/rdzv_backend.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::config {
@@ -290,7 +291,7 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
         "--rdzv_backend=etcd-v2: etcd's v2 API is gone from etcd 3.6 on (and off by default since 3.4); use "
         "--rdzv_backend=etcd, which speaks etcd's v3 API");
   }
-  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d" && c.rdzv_backend != "etcd") {
+  if (!parse_rdzv_backend(c.rdzv_backend)) {
     throw UsageError(fmt::format(
         "--rdzv_backend={}: expected static, c10d (both served by ddprun itself) or etcd (etcd's v3 API)",
         shown(c.rdzv_backend)));

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/rdzv_backend.hpp"
+
 namespace ddprun::config {
 
 namespace {
@@ -33,7 +35,8 @@ bool infers_endpoint(const slurm::SlurmInference& inference, const OptionSources
     if (max_nodes < 1) return true;  // resolve_config rejects it, naming --nnodes
   }
   if (max_nodes <= 1) return false;
-  const bool is_static = given_value(given, "rdzv_backend").value_or("static") == "static";
+  const bool is_static =
+      parse_rdzv_backend(given_value(given, "rdzv_backend").value_or("static")) == RdzvBackend::kStatic;
   return !(is_static && (given.given("master_addr") || given.given("master_port")));
 }
 
