@@ -102,19 +102,9 @@ class Agent::Impl {
         signals_(io, signal_handlers()),
         grace_timer_(io),
         host_(host_name()) {
-    if (!config_.event_log.empty()) {
-      try {
-        events_ = EventLog(config_.event_log, host_);
-      } catch (const std::system_error& e) {
-        throw config::UsageError(fmt::format("{}: {}", e.what(), "expected a file ddprun can append to"));
-      }
-    }
+    if (!config_.event_log.empty()) events_ = EventLog(config_.event_log, host_);
     if (config_.status_port >= 0) {
-      try {
-        status_ = std::make_unique<StatusServer>(config_.status_addr, config_.status_port);
-      } catch (const std::runtime_error& e) {
-        throw config::UsageError(e.what());
-      }
+      status_ = std::make_unique<StatusServer>(config_.status_addr, config_.status_port);
       say(fmt::format("ddprun: status at http://{}:{}/status (health: /healthz)\n", config_.status_addr,
                       status_->port()));
     }

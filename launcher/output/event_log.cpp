@@ -4,8 +4,11 @@
 
 #include <cerrno>
 #include <chrono>
-#include <system_error>
+#include <cstring>
 
+#include <fmt/format.h>
+
+#include "ddprun/user_error.hpp"
 #include "output/output_writer.hpp"
 
 namespace ddprun::launcher {
@@ -13,7 +16,9 @@ namespace ddprun::launcher {
 EventLog::EventLog(const std::string& path, std::string node)
     : file_(std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644))),
       node_(std::move(node)) {
-  if (!*file_) throw std::system_error(errno, std::generic_category(), "--event_log=" + path);
+  if (!*file_) {
+    throw UserError(fmt::format("--event_log={}: {}: expected a file ddprun can append to", path, std::strerror(errno)));
+  }
 }
 
 void EventLog::write(std::string_view event, nlohmann::json fields) {

@@ -17,7 +17,7 @@ namespace ddprun::launcher {
 class EventLog {
  public:
   EventLog() = default;  // writes nothing
-  // Opens `path` for appending. Throws std::system_error.
+  // Opens `path` for appending. Throws ddprun::UserError, naming --event_log, when it cannot.
   EventLog(const std::string& path, std::string node);
 
   bool enabled() const { return file_ != nullptr; }

@@ -9,6 +9,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/user_error.hpp"
+
 namespace ddprun::launcher {
 
 double steady_seconds() {
@@ -73,8 +75,8 @@ StatusServer::StatusServer(const std::string& addr, int port) : server_(std::mak
   });
   port_ = port == 0 ? server_->bind_to_any_port(addr) : (server_->bind_to_port(addr, port) ? port : -1);
   if (port_ <= 0) {
-    throw std::runtime_error(fmt::format("--status_port={}: cannot listen on {}:{} (in use, or not an address of this host)",
-                                         port, addr, port));
+    throw UserError(fmt::format("--status_port={}: cannot listen on {}:{} (in use, or not an address of this host)",
+                                port, addr, port));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }

@@ -52,7 +52,8 @@ std::string status_json(const JobView& view, double now);
 
 class StatusServer {
  public:
-  // Listens on addr:port (0: a free port). Throws std::runtime_error when it cannot.
+  // Listens on addr:port (0: a free port). Throws ddprun::UserError, naming --status_port, when
+  // it cannot.
   StatusServer(const std::string& addr, int port);
   ~StatusServer();
   StatusServer(const StatusServer&) = delete;
