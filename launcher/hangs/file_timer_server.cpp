@@ -13,15 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddprun/clocks.hpp"
+
 namespace ddprun::launcher {
-namespace {
-
-double wall_now() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 bool FileTimers::apply(std::string_view line) {
   const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -117,12 +111,12 @@ void FileTimerServer::arm() {
     timer_.cancel();
     return;
   }
-  const double wait = std::max(0.0, std::min(*next - wall_now(), 86400.0 * 365));
+  const double wait = std::max(0.0, std::min(*next - wall_seconds(), 86400.0 * 365));
   timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(wait)));
   timer_.async_wait([this](std::error_code ec) {
     if (ec) return;
-    for (const auto& expired : timers_.take_expired(wall_now())) expired_(expired);
+    for (const auto& expired : timers_.take_expired(wall_seconds())) expired_(expired);
     arm();
   });
 }

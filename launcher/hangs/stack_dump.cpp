@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/text.hpp"
 #include "process/spawn.hpp"
 #include "process/unique_fd.hpp"
 
@@ -22,12 +23,6 @@ std::string with_pid(std::string command, pid_t pid) {
     command.replace(at, token.size(), std::to_string(pid));
   }
   return command;
-}
-
-// "  #3  0x00007f... pselect" -> "pselect"; "    run (train.py:42)" stays as it is.
-std::string trim(const std::string& line) {
-  const auto first = line.find_first_not_of(" \t");
-  return first == std::string::npos ? "" : line.substr(first);
 }
 
 }  // namespace
@@ -76,7 +71,7 @@ std::vector<std::string> top_frames(const std::string& stacks, pid_t pid, int n)
       if (line.rfind("Thread ", 0) == 0) {
         main_thread = line.find("\"MainThread\"") != std::string::npos;
       } else if (main_thread && line.rfind("    ", 0) == 0 && static_cast<int>(python.size()) < n) {
-        python.push_back(trim(line));
+        python.push_back(std::string(trim_left(line, " \t")));
       }
     } else if (section == kNative) {
       if (line.rfind("TID ", 0) == 0) {
@@ -88,7 +83,7 @@ std::vector<std::string> top_frames(const std::string& stacks, pid_t pid, int n)
         std::string number, address, rest;
         fields >> number >> address;
         std::getline(fields, rest);
-        rest = trim(rest);
+        rest = std::string(trim_left(rest, " \t"));
         if (rest.rfind("in ", 0) == 0) rest = rest.substr(3);
         native.push_back(rest.empty() ? address : rest);
       }

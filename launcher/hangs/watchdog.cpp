@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "report/status_server.hpp"
+#include "ddprun/clocks.hpp"
 
 namespace ddprun::launcher {
 
@@ -20,7 +20,7 @@ Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, const std:
 }
 
 void Watchdog::start_round(const std::vector<std::string>& heartbeat_files) {
-  policy_.start_round(static_cast<int>(heartbeat_files.size()), steady_seconds());
+  policy_.start_round(static_cast<int>(heartbeat_files.size()), monotonic_seconds());
   for (size_t i = 0; i < heartbeat_files.size(); ++i) files_.watch(static_cast<int>(i), heartbeat_files[i]);
   judging_ = true;
   arm();
@@ -38,13 +38,13 @@ std::optional<double> Watchdog::deadline(int local_rank) const {
   if (!judging_ || !policy_.enabled()) return std::nullopt;
   const double timeout = policy_.timeout();
   if (timeout <= 0) return std::nullopt;
-  const double now = steady_seconds();
+  const double now = monotonic_seconds();
   return now - policy_.silent_for(local_rank, now) + timeout;
 }
 
 void Watchdog::beat(int local_rank) {
   if (!judging_) return;
-  const double now = steady_seconds();
+  const double now = monotonic_seconds();
   const auto learned = policy_.beat(local_rank, now);
   if (handlers_.beat) handlers_.beat(local_rank, now);
   if (learned && handlers_.learned) handlers_.learned(*learned);
@@ -55,7 +55,7 @@ void Watchdog::beat(int local_rank) {
 
 void Watchdog::arm() {
   if (!judging_ || !policy_.enabled()) return;
-  const double now = steady_seconds();
+  const double now = monotonic_seconds();
   armed_for_ = policy_.next_check(now);
   if (!armed_for_) {
     timer_.cancel();
@@ -71,7 +71,7 @@ void Watchdog::arm() {
 void Watchdog::check() {
   armed_for_.reset();
   if (!judging_) return;
-  const double now = steady_seconds();
+  const double now = monotonic_seconds();
   if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(policy_.silent_for(0, now));  // no rank beat: the time since the start
   auto hung = policy_.hung(now);
   if (!hung.empty()) {

@@ -23,7 +23,7 @@ class Watchdog {
  public:
   struct Handlers {
     std::function<void(const std::vector<HungRank>&)> hung;  // once per round
-    std::function<void(int, double)> beat;                  // local rank, steady_seconds()
+    std::function<void(int, double)> beat;                  // local rank, monotonic_seconds()
     std::function<void(double)> learned;                    // auto: a new, larger timeout
     std::function<void(double)> missing;                    // auto: no rank beat within this many seconds
     std::function<void(const ExpiredTimer&)> timer_expired;
@@ -38,7 +38,7 @@ class Watchdog {
   void end_round();
 
   const HangPolicy& policy() const { return policy_; }
-  // When `local_rank` will count as hung (steady_seconds()), if it can now.
+  // When `local_rank` will count as hung (monotonic_seconds()), if it can now.
   std::optional<double> deadline(int local_rank) const;
 
  private:

@@ -3,11 +3,11 @@
 #include <fcntl.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "ddprun/clocks.hpp"
 #include "ddprun/user_error.hpp"
 #include "output/output_writer.hpp"
 
@@ -23,9 +23,8 @@ EventLog::EventLog(const std::string& path, std::string node)
 
 void EventLog::write(std::string_view event, nlohmann::json fields) {
   if (!file_) return;
-  using namespace std::chrono;
   nlohmann::json line = {
-      {"time", duration<double>(system_clock::now().time_since_epoch()).count()},
+      {"time", wall_seconds()},
       {"event", event},
       {"node", node_},
       {"group_rank", group_rank_},

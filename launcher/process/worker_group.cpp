@@ -179,8 +179,8 @@ int WorkerGroup::alive_count() const {
   return n;
 }
 
-WorkerProcess* WorkerGroup::by_local_rank(int local_rank) {
-  for (auto& w : workers_) {
+WorkerProcess* WorkerGroup::by_local_rank(int local_rank) const {
+  for (const auto& w : workers_) {
     if (w->local_rank == local_rank) return w.get();
   }
   return nullptr;

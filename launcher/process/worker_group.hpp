@@ -76,7 +76,7 @@ class WorkerGroup {
   void end_round();
 
   int alive_count() const;
-  WorkerProcess* by_local_rank(int local_rank);
+  WorkerProcess* by_local_rank(int local_rank) const;
   const std::vector<std::unique_ptr<WorkerProcess>>& workers() const { return workers_; }
 
  private:

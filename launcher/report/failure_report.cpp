@@ -11,12 +11,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-namespace ddprun::launcher {
+#include "ddprun/system.hpp"
 
-std::string signal_name(int signal) {
-  if (const char* abbrev = ::sigabbrev_np(signal)) return std::string("SIG") + abbrev;
-  return fmt::format("signal {}", signal);
-}
+namespace ddprun::launcher {
 
 std::optional<ErrorFileContents> read_error_file(const std::string& path) {
   if (path.empty()) return std::nullopt;

@@ -10,9 +10,6 @@
 
 namespace ddprun::launcher {
 
-// "SIGSEGV" for 11; "signal 64" when the system has no name for it.
-std::string signal_name(int signal);
-
 // The message and time a worker left in its TORCHELASTIC_ERROR_FILE (PyTorch's @record JSON:
 // {"message": {"message": "...", "extraInfo": {"py_callstack": ..., "timestamp": "..."}}}).
 struct ErrorFileContents {

@@ -264,29 +264,6 @@ TEST_CASE("stack dump of a real process, by whichever tool is installed") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("/healthz and /status from a job view") {
-  JobView view;
-  view.phase = "running";
-  view.attempt = 1;
-  view.round = 3;
-  view.restart_count = 1;
-  view.max_restarts = 3;
-  view.world_size = 2;
-  view.hang_timeout = 5;
-  view.ranks = {{0, 0, 100, true, 10.0, 15.0}, {1, 1, 101, true, std::nullopt, 16.0}};
-  CHECK(healthz_response(view, 14.9).first == 200);
-  const auto [code, body] = healthz_response(view, 15.0);
-  CHECK(code == 503);
-  CHECK(body.find("rank 0: no progress for 5.0 s") != std::string::npos);
-  const auto j = nlohmann::json::parse(status_json(view, 12.0));
-  CHECK(j["restarts_left"] == 2);
-  CHECK(j["healthy"] == true);
-  CHECK(j["ranks"][0]["last_beat_age"].get<double>() == doctest::Approx(2.0));
-  CHECK(j["ranks"][1]["last_beat_age"].is_null());
-  view.hung = "a worker hung";
-  CHECK(healthz_response(view, 0).first == 503);
-}
-
 TEST_CASE("the status server answers over HTTP on a free port") {
   StatusServer server("127.0.0.1", 0);
   REQUIRE(server.port() > 0);
