@@ -5,34 +5,35 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
+#include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/system.hpp"
 #include "ddprun/worker_env.hpp"
-#include "event_log.hpp"
-#include "failure_report.hpp"
-#include "output_stream.hpp"
-#include "output_writer.hpp"
-#include "signal_channel.hpp"
-#include "spawn.hpp"
-#include "stack_dump.hpp"
-#include "status_server.hpp"
+#include "hangs/hang_response.hpp"
+#include "hangs/stack_dump.hpp"
+#include "hangs/watchdog.hpp"
+#include "output/event_log.hpp"
+#include "output/output_stream.hpp"
+#include "output/output_writer.hpp"
+#include "process/signal_channel.hpp"
+#include "process/spawn.hpp"
+#include "process/worker_group.hpp"
+#include "report/failure_report.hpp"
+#include "report/status_server.hpp"
+#include "report/status_view.hpp"
 #include "supervisor.hpp"
-#include "watchdog.hpp"
-#include "worker_group.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -41,28 +42,8 @@ namespace fs = std::filesystem;
 
 // How long the stack tools may take for all workers together before they are killed.
 constexpr double kStackDumpTimeout = 60;
-// Innermost frames of a hung rank's main thread shown in the failure summary.
-constexpr int kSummaryFrames = 6;
 // At exit, how long ddprun waits for its console and log files to take what is queued.
 constexpr std::chrono::seconds kExitFlushLimit{10};
-
-double now_seconds() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  ::gethostname(buffer, sizeof buffer - 1);
-  return buffer;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // What an event carries besides its kind.
 struct Occurrence {
@@ -74,16 +55,6 @@ struct Occurrence {
   std::string why;                       // kStopRequested
   int signal = 0;                        // kShutdownSignal
 };
-
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kWaitingForRound: return "waiting";
-    case Phase::kRunning: return "running";
-    case Phase::kStopping: return "stopping";
-    case Phase::kExiting: return "exiting";
-  }
-  return "?";
-}
 
 }  // namespace
 
@@ -102,19 +73,9 @@ class Agent::Impl {
         signals_(io, signal_handlers()),
         grace_timer_(io),
         host_(host_name()) {
-    if (!config_.event_log.empty()) {
-      try {
-        events_ = EventLog(config_.event_log, host_);
-      } catch (const std::system_error& e) {
-        throw config::UsageError(fmt::format("{}: {}", e.what(), "expected a file ddprun can append to"));
-      }
-    }
+    if (!config_.event_log.empty()) events_ = EventLog(config_.event_log, host_);
     if (config_.status_port >= 0) {
-      try {
-        status_ = std::make_unique<StatusServer>(config_.status_addr, config_.status_port);
-      } catch (const std::runtime_error& e) {
-        throw config::UsageError(e.what());
-      }
+      status_ = std::make_unique<StatusServer>(config_.status_addr, config_.status_port);
       say(fmt::format("ddprun: status at http://{}:{}/status (health: /healthz)\n", config_.status_addr,
                       status_->port()));
     }
@@ -136,9 +97,9 @@ class Agent::Impl {
     timer_file_ = timer_file;
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
-    stacks_ = std::make_unique<StackDumper>(
-        io_, find_stack_tools(search_path(environ_), config_.runs_python(), python_.program),
-        std::move(environ_list), kStackDumpTimeout);
+    hangs_ = std::make_unique<HangResponse>(
+        io_, group_, find_stack_tools(search_path(environ_), config_.runs_python(), python_.program),
+        std::move(environ_list), kStackDumpTimeout, paths_.logs_root, hang_handlers());
   }
 
   int run() {
@@ -271,7 +232,7 @@ class Agent::Impl {
     announced_restarts_.insert(round_.restart_count);
     further_failures_.clear();
     grace_timer_.cancel();
-    hang_reported_ = false;
+    hangs_->start_round(attempt_);
     // The heartbeat files are watched before any worker starts: a fast worker's first beats
     // would otherwise go unseen, and a rank that beat early and then stopped would look like
     // one still starting up (--hang_startup) while its waiting peers were judged hung.
@@ -321,14 +282,14 @@ class Agent::Impl {
     f.group_rank = round_.group_rank;
     f.host = host_;
     f.pid = w.pid;
-    f.timestamp = now_seconds();
+    f.timestamp = wall_seconds();
     return f;
   }
 
   void reap() {
     // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
     // subreaper) or the orphan guard.
-    for (auto [worker, status] : group_.reap([this](pid_t pid) { stacks_->child_exited(pid); })) {
+    for (auto [worker, status] : group_.reap([this](pid_t pid) { hangs_->child_exited(pid); })) {
       worker->alive = false;
       worker_ended(*worker, status);
     }
@@ -403,18 +364,12 @@ class Agent::Impl {
 
   Watchdog::Handlers watchdog_handlers() {
     Watchdog::Handlers h;
-    h.hung = [this](const std::vector<HungRank>& hung) { ranks_hung(hung, ""); };
+    h.hung = [this](const std::vector<HungRank>& hung) { hangs_->ranks_hung(hung, ""); };
     h.beat = [this](int local_rank, double at) {
       if (!status_) return;
       const auto deadline = watchdog_->deadline(local_rank);
-      status_->update([&](JobView& view) {
-        for (auto& r : view.ranks) {
-          if (r.local_rank != local_rank) continue;
-          r.last_beat = at;
-          r.deadline = deadline;
-        }
-        view.hang_timeout = watchdog_->policy().timeout();
-      });
+      const double timeout = watchdog_->policy().timeout();
+      status_->update([&](JobView& view) { record_beat(view, local_rank, at, deadline, timeout); });
     };
     h.learned = [this](double timeout) {
       events_.write("hang_timeout_learned", {{"hang_timeout", timeout}});
@@ -426,96 +381,26 @@ class Agent::Impl {
                       "touch the file at each step)\n", after));
       events_.write("heartbeats_missing", {{"after", after}});
     };
-    h.timer_expired = [this](const ExpiredTimer& expired) { timer_expired(expired); };
+    h.timer_expired = [this](const ExpiredTimer& expired) { hangs_->timer_expired(expired); };
     return h;
   }
 
-  // torchelastic's FileTimerClient asked to be stopped when its timer expired: a hang of the
-  // worker that holds it. torchrun kills that pid with the requested signal; ddprun does so
-  // after collecting stacks, and stops the group the same way for any of its descendants.
-  void timer_expired(const ExpiredTimer& expired) {
-    events_.write("timer_expired", {{"pid", expired.pid}, {"scope_id", expired.scope_id}, {"signal", expired.signal}});
-    if (expired.signal <= 0) return;  // a timer without a signal only reports, as in torchrun
-    WorkerProcess* owner = nullptr;
-    for (auto& w : group_.workers()) {
-      if (w->alive && !w->reaped && (w->pid == expired.pid || ::getpgid(expired.pid) == w->pid)) owner = w.get();
-    }
-    if (owner == nullptr) {
-      ::kill(expired.pid, expired.signal);
-      return;
-    }
-    HungRank h;
-    h.local_rank = owner->local_rank;
-    h.silent_for = now_seconds() - expired.expired_at;
-    h.ever_beat = true;
-    ranks_hung({h}, fmt::format("its torchelastic timer '{}' expired", expired.scope_id));
-  }
-
-  // Some ranks made no progress: collect every worker's stacks (the hung first), then fail them.
-  void ranks_hung(const std::vector<HungRank>& hung, const std::string& why) {
-    if (phase_ != Phase::kRunning || hang_reported_) return;
-    hang_reported_ = true;
-    const int round = round_.round;
-    std::vector<elastic::WorkerFailure> failures;
-    std::vector<StackDumper::Target> targets;
-    std::string ranks_text;
-    for (const auto& h : hung) {
-      WorkerProcess* w = group_.by_local_rank(h.local_rank);
-      if (w == nullptr || !w->alive) continue;
-      elastic::WorkerFailure f = base_failure(*w);
-      f.hung = true;
-      f.exit_code = exit_code::kHung;
-      // Ordered by the last beat, on every node: the rank that went silent first is the root cause.
-      f.timestamp = now_seconds() - h.silent_for;
-      f.message = !why.empty() ? why
-                  : h.ever_beat ? fmt::format("no progress for {:.1f} s (hang timeout {:.1f} s)", h.silent_for, h.timeout)
-                                : fmt::format("no heartbeat since it started {:.1f} s ago (--hang_startup={:g})",
-                                              h.silent_for, h.timeout);
-      failures.push_back(f);
-      ranks_text += fmt::format("{}{}", ranks_text.empty() ? "" : ", ", w->rank);
-      events_.write("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
-                             {"silent_for", h.silent_for}, {"hang_timeout", h.timeout}, {"why", f.message}});
-    }
-    if (failures.empty()) return;
-    for (const auto& f : failures) targets.push_back({f.rank, f.pid, group_.by_local_rank(f.local_rank)->stacks_file});
-    for (const auto& w : group_.workers()) {
-      const bool listed = std::any_of(failures.begin(), failures.end(), [&](const auto& f) { return f.rank == w->rank; });
-      if (w->alive && !listed && !w->stacks_file.empty()) targets.push_back({w->rank, w->pid, w->stacks_file});
-    }
-    say(fmt::format("ddprun: rank{} {} hung: {}; collecting the stacks of {} worker{}\n",
-                    failures.size() > 1 ? "s" : "", ranks_text, failures.front().message, targets.size(),
-                    targets.size() == 1 ? "" : "s"));
-    if (!stacks_->tools().missing.empty()) say(fmt::format("ddprun: {}\n", stacks_->tools().missing));
-    pending_hangs_ = std::move(failures);
-    stacks_->dump(targets, [this, round, targets] { stacks_collected(round, targets); });
-  }
-
-  void stacks_collected(int round, const std::vector<StackDumper::Target>& targets) {
-    if (round != round_.round || phase_ == Phase::kExiting) return;
-    const bool kept = !paths_.logs_root.empty();
-    for (const auto& t : targets) {
-      events_.write("stacks_written", {{"rank", t.rank}, {"pid", t.pid}, {"file", kept ? nlohmann::json(t.file) : nlohmann::json()}});
-    }
-    auto failures = std::move(pending_hangs_);
-    pending_hangs_.clear();
-    for (auto& f : failures) {
-      const WorkerProcess* w = group_.by_local_rank(f.local_rank);
-      const std::string stacks = w ? read_file(w->stacks_file) : "";
-      const auto frames = top_frames(stacks, f.pid, kSummaryFrames);
-      std::string text;
-      if (!frames.empty()) {
-        text = "stuck in (main thread, innermost first):";
-        for (const auto& frame : frames) text += "\n  " + frame;
-      } else {
-        text = "no stack collected" + (stacks_->tools().missing.empty() ? "" : ": " + stacks_->tools().missing);
-      }
-      if (kept) text += fmt::format("\nstacks of every worker: {}/attempt_{}/rank_*/stacks.txt", paths_.logs_root, attempt_);
-      else text += "\n(run with --log_dir to keep the stacks of every worker)";
-      f.traceback = traceback_tail(text);
+  HangResponse::Handlers hang_handlers() {
+    HangResponse::Handlers h;
+    h.say = [](const std::string& text) { say(text); };
+    h.event = [this](std::string_view event, nlohmann::json fields) { events_.write(event, std::move(fields)); };
+    h.identity = [this](const WorkerProcess& w) { return base_failure(w); };
+    h.running_round = [this]() -> std::optional<int> {
+      if (phase_ != Phase::kRunning) return std::nullopt;
+      return round_.round;
+    };
+    h.still_current = [this](int round) { return round == round_.round && phase_ != Phase::kExiting; };
+    h.failed = [this](const elastic::WorkerFailure& f) {
       Occurrence o(Event::kWorkerFailed);
       o.failure = f;
       dispatch(std::move(o));
-    }
+    };
+    return h;
   }
 
   // --- status -------------------------------------------------------------------------------
@@ -530,8 +415,8 @@ class Agent::Impl {
     view.max_restarts = config_.max_restarts;
     view.world_size = round_.world_size;
     view.hang_timeout = watchdog_->policy().timeout();
-    if (hang_reported_ && phase_ != Phase::kWaitingForRound) view.hung = "a worker hung; the job is stopping";
-    const double now = steady_seconds();
+    view.hung = hung_text(phase_, hangs_->reported());
+    const double now = monotonic_seconds();
     for (const auto& w : group_.workers()) {
       RankView r;
       r.rank = w->rank;
@@ -581,7 +466,7 @@ class Agent::Impl {
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<Watchdog> watchdog_;
   std::string timer_file_;
-  std::unique_ptr<StackDumper> stacks_;
+  std::unique_ptr<HangResponse> hangs_;
 
   Phase phase_ = Phase::kWaitingForRound;
   bool shutting_down_ = false;
@@ -593,8 +478,6 @@ class Agent::Impl {
   int attempts_started_ = 0;
   int attempt_ = 0;
   std::vector<elastic::WorkerFailure> further_failures_;
-  bool hang_reported_ = false;         // this round's hang was found (once a round)
-  std::vector<elastic::WorkerFailure> pending_hangs_;  // until their stacks are collected
   std::deque<Occurrence> queue_;
   bool dispatching_ = false;
   int exit_code_ = exit_code::kInternal;

@@ -12,9 +12,9 @@
 
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
-#include "containment.hpp"
-#include "orphan_guard.hpp"
-#include "worker_group.hpp"
+#include "process/containment.hpp"
+#include "process/orphan_guard.hpp"
+#include "process/worker_group.hpp"
 
 namespace asio {
 class io_context;

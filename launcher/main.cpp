@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "agent.hpp"
-#include "containment.hpp"
 #include "cli.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
@@ -25,16 +24,25 @@
 #include "ddprun/rendezvous_config.hpp"
 #include "ddprun/slurm_env.hpp"
 #include "ddprun/slurm_options.hpp"
+#include "ddprun/user_error.hpp"
 #include "ddprun/worker_env.hpp"
+#include "process/containment.hpp"
+#include "process/spawn.hpp"
+#include "process/worker_environment.hpp"
 #include "rendezvous_setup.hpp"
-#include "spawn.hpp"
-#include "worker_environment.hpp"
 
 extern char** environ;
 
 namespace {
 
 using namespace ddprun;
+
+// The program cannot be started (exit 127 or 126). Told without "error:": it is what a shell
+// says, and distinct from a program that started and failed.
+class CannotStart : public UserError {
+ public:
+  using UserError::UserError;
+};
 
 std::map<std::string, std::string> read_environment() {
   std::map<std::string, std::string> vars;
@@ -55,8 +63,8 @@ std::string get(const std::map<std::string, std::string>& vars, const char* name
 void check_program(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
   const std::string path = launcher::search_path(vars);
   const auto fail = [](const std::string& what, int error, const std::string& hint) {
-    std::cerr << fmt::format("ddprun: could not start {}: {}{}\n", what, std::strerror(error), hint);
-    std::exit(error == ENOENT || error == ENOTDIR ? exit_code::kNotFound : exit_code::kCannotExecute);
+    throw CannotStart(fmt::format("could not start {}: {}{}", what, std::strerror(error), hint),
+                      error == ENOENT || error == ENOTDIR ? exit_code::kNotFound : exit_code::kCannotExecute);
   };
   if (cfg.runs_python()) {
     const std::string python = config::python_interpreter(vars).program;
@@ -187,12 +195,7 @@ int run(int argc, char** argv) {
     sources.file = config::options_from_json_file(command_line->config_file);
   }
   sources.env = config::options_from_environment(vars);
-  slurm::SlurmInference slurm_job;
-  try {
-    slurm_job = slurm::infer_from_slurm(vars);
-  } catch (const slurm::SlurmEnvError& e) {
-    throw config::UsageError(e.what());
-  }
+  const slurm::SlurmInference slurm_job = slurm::infer_from_slurm(vars);
   sources.inferred = config::options_from_slurm(slurm_job, sources);
   config::LaunchConfig cfg = config::resolve_config(sources, command_line->program_and_args, context);
   if (command_line->print_config) {
@@ -262,11 +265,14 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
-  } catch (const config::UsageError& e) {
+  } catch (const CannotStart& e) {
+    std::cerr << "ddprun: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const UserError& e) {
     // Messages quote values shortened already; this keeps the promise of one line whatever
     // a message holds (CLI11's quote arguments as given).
     std::cerr << "ddprun: error: " << shown(e.what(), 1000) << "\n";
-    return exit_code::kUsage;
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::cerr << "ddprun: internal error: " << shown(e.what(), 1000) << "\n";
     return exit_code::kInternal;

@@ -40,23 +40,19 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
   // As torchrun reads it: "1" turns the agent store off, anything else leaves it on.
   const std::string* disable_agent_store = var(env::kDisableAgentStore);
   r.agent_store = disable_agent_store == nullptr || *disable_agent_store != "1";
-  try {
-    for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
-      notes << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
-    }
-    const std::string* secret = var(env::kRdzvSecret);
-    if (cfg.multi_node()) elastic::load_secret(r, secret == nullptr ? nullptr : secret->c_str());
-    r.run_id = cfg.rdzv_id;
-    if (r.run_id.empty() && !cfg.multi_node()) r.run_id = random_run_id();
-    if (r.run_id.empty() && r.backend == elastic::Backend::kStatic) {
-      // Every node computes the same id from the endpoint they share (never torchrun's "none").
-      const auto endpoint = elastic::rendezvous_endpoint(r);
-      r.run_id = fmt::format("static-{}-{}", endpoint.host, endpoint.port);
-    }
-    elastic::validate(r);
-  } catch (const elastic::RendezvousConfigError& e) {
-    throw config::UsageError(e.what());
+  for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
+    notes << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
   }
+  const std::string* secret = var(env::kRdzvSecret);
+  if (cfg.multi_node()) elastic::load_secret(r, secret == nullptr ? nullptr : secret->c_str());
+  r.run_id = cfg.rdzv_id;
+  if (r.run_id.empty() && !cfg.multi_node()) r.run_id = random_run_id();
+  if (r.run_id.empty() && r.backend == elastic::Backend::kStatic) {
+    // Every node computes the same id from the endpoint they share (never torchrun's "none").
+    const auto endpoint = elastic::rendezvous_endpoint(r);
+    r.run_id = fmt::format("static-{}-{}", endpoint.host, endpoint.port);
+  }
+  elastic::validate(r);
   return r;
 }
 

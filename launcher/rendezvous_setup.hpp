@@ -15,7 +15,8 @@ namespace ddprun::launcher {
 // Builds and validates this node's rendezvous configuration; `notes` gets a line for each
 // torchrun --rdzv_conf key that configures torchrun's own store and has no effect here. Without
 // --rdzv_id, a single node gets a random run id and a static job one made from the endpoint.
-// Throws config::UsageError, naming the setting, when it cannot work.
+// Throws elastic::RendezvousConfigError (a ddprun::UserError), naming the setting, when it
+// cannot work.
 elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
                                                 const std::map<std::string, std::string>& vars,
                                                 std::ostream& notes);

@@ -20,6 +20,7 @@
 #include "ddprun/rendezvous_config.hpp"
 #include "ddprun/slurm_env.hpp"
 #include "ddprun/slurm_options.hpp"
+#include "ddprun/user_error.hpp"
 #include "fuzz_common.hpp"
 #include "rendezvous_setup.hpp"
 
@@ -77,23 +78,13 @@ void run(std::string_view data) {
   sources.cli = command_line->options;
   if (!command_line->config_file.empty()) sources.file = config::options_from_json_file(command_line->config_file);
   sources.env = config::options_from_environment(vars);
-  slurm::SlurmInference slurm_job;
-  try {
-    slurm_job = slurm::infer_from_slurm(vars);
-  } catch (const slurm::SlurmEnvError& e) {
-    fuzz::check_message(e.what());
-    return;
-  }
+  const slurm::SlurmInference slurm_job = slurm::infer_from_slurm(vars);
   sources.inferred = config::options_from_slurm(slurm_job, sources);
   const config::LaunchConfig cfg = config::resolve_config(sources, command_line->program_and_args, context);
   (void)config::to_json(cfg).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // as --print_config
 
   std::ostringstream notes;  // the lines main() prints for torchrun's store keys
-  try {
-    (void)launcher::rendezvous_config_for(cfg, vars, notes);
-  } catch (const config::UsageError& e) {
-    fuzz::check_message(e.what());
-  }
+  (void)launcher::rendezvous_config_for(cfg, vars, notes);
 }
 
 }  // namespace
@@ -101,8 +92,9 @@ void run(std::string_view data) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
     run(std::string_view(reinterpret_cast<const char*>(data), size));
-  } catch (const config::UsageError& e) {
-    // CLI11's own messages may quote an argument whole; main() shortens those. Ours must be short.
+  } catch (const UserError& e) {
+    // As main(), which catches every user error once. CLI11's own messages may quote an argument
+    // whole; main() shortens those. Ours must be short.
     const std::string what = e.what();
     if (what.find("(see ddprun --help)") == std::string::npos) fuzz::check_message(what);
   }

@@ -5,14 +5,9 @@
 
 #include <fstream>
 
-#include "failure_report.hpp"
+#include "report/failure_report.hpp"
 
 using namespace ddprun;
-
-TEST_CASE("signal names") {
-  CHECK(launcher::signal_name(SIGSEGV) == "SIGSEGV");
-  CHECK(launcher::signal_name(SIGKILL) == "SIGKILL");
-}
 
 TEST_CASE("error files in PyTorch's @record format") {
   const std::string path = "/tmp/ddprun_error_file_test_" + std::to_string(::getpid()) + ".json";

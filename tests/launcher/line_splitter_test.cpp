@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "line_splitter.hpp"
+#include "output/line_splitter.hpp"
 
 using ddprun::launcher::LineSplitter;
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "worker_environment.hpp"
+#include "process/worker_environment.hpp"
 
 using namespace ddprun;
 

@@ -15,12 +15,14 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ddprun/user_error.hpp"
+
 namespace ddprun::config {
 
 // Bad user input; what() is one line naming the option or value and what is accepted.
-class UsageError : public std::runtime_error {
+class UsageError : public UserError {
  public:
-  using std::runtime_error::runtime_error;
+  using UserError::UserError;
 };
 
 enum class OptionKind { kText, kFlag };
@@ -56,7 +58,7 @@ struct StreamSelection {
   bool any() const;
 };
 
-// --hang_timeout: when a worker that stopped beating counts as hung (launcher/watchdog.hpp).
+// --hang_timeout: when a worker that stopped beating counts as hung (launcher/hangs/watchdog.hpp).
 struct HangTimeout {
   enum class Mode { kOff, kFixed, kAuto };
   Mode mode = Mode::kOff;

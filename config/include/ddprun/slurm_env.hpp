@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ddprun/user_error.hpp"
+
 namespace ddprun::env {
 
 // SLURM variables read here besides those in worker_env.hpp. Inside an srun step, srun sets the
@@ -33,9 +35,10 @@ namespace ddprun::slurm {
 using Environment = std::map<std::string, std::string>;
 
 // A SLURM variable with a value SLURM would never set; what() names the variable and the value.
-class SlurmEnvError : public std::invalid_argument {
+// A user error: the launcher prints it on one line and exits 64.
+class SlurmEnvError : public UserError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using UserError::UserError;
 };
 
 // The port of the rendezvous endpoint the launcher uses when none is given (torchrun's c10d default).

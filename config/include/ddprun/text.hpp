@@ -12,4 +12,10 @@ inline std::string_view trim(std::string_view s, std::string_view blanks = " \t\
   return s.substr(first, s.find_last_not_of(blanks) - first + 1);
 }
 
+// `s` without the leading characters of `blanks` (what follows the text is kept).
+inline std::string_view trim_left(std::string_view s, std::string_view blanks = " \t\r\n") {
+  const auto first = s.find_first_not_of(blanks);
+  return first == std::string_view::npos ? std::string_view() : s.substr(first);
+}
+
 }  // namespace ddprun

@@ -58,8 +58,8 @@ inline constexpr const char* kRdzvSecret = "DDPRUN_RDZV_SECRET";
 // "1": no agent store; the workers get TORCHELASTIC_USE_AGENT_STORE=False (torchrun's name).
 inline constexpr const char* kDisableAgentStore = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE";
 
-// "0": ddprun makes no cgroup for its workers (launcher/containment.hpp), and stops what escapes
-// their process groups as a child subreaper only.
+// "0": ddprun makes no cgroup for its workers (launcher/process/containment.hpp), and stops
+// what escapes their process groups as a child subreaper only.
 inline constexpr const char* kCgroup = "DDPRUN_CGROUP";
 
 // Set by SLURM; read by ddprun (to infer its options) and by the worker library (srun without ddprun).

@@ -1,0 +1,207 @@
+// The option table, and the options as the environment (PET_*) and a --config JSON file give
+// them, before they are merged and validated (launch_config.cpp).
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ddprun/input_limits.hpp"
+#include "ddprun/launch_config.hpp"
+#include "ddprun/worker_env.hpp"
+
+namespace ddprun::config {
+namespace {
+
+constexpr OptionKind kText = OptionKind::kText;
+constexpr OptionKind kFlag = OptionKind::kFlag;
+
+const std::vector<OptionSpec> kOptions = {
+    {"nproc_per_node", nullptr, kText, "1", "Workers",
+     "workers on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or "
+     "'auto' (GPUs if any, else cores)"},
+    {"nnodes", nullptr, kText, "1", "Nodes", "number of nodes, or MIN:MAX for an elastic job"},
+    {"node_rank", nullptr, kText, nullptr, "Nodes",
+     "this node's rank, 0..nnodes-1 (default: assigned by the rendezvous)"},
+    {"master_addr", nullptr, kText, "127.0.0.1", "Nodes",
+     "address of the node hosting rank 0 (static rendezvous)"},
+    {"master_port", nullptr, kText, nullptr, "Nodes",
+     "port on master_addr (default: a free port)"},
+    {"local_addr", nullptr, kText, nullptr, "Nodes",
+     "address other nodes reach this node at (default: its host name)"},
+    {"standalone", nullptr, kFlag, nullptr, "Nodes",
+     "single-node job with a private rendezvous on a free port"},
+    {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun), or etcd"},
+    {"rdzv_endpoint", nullptr, kText, nullptr, "Rendezvous",
+     "host[:port] of the rendezvous (c10d's default port 29400); with static it replaces "
+     "--master_addr:--master_port, and on one node it is the workers' MASTER_ADDR:MASTER_PORT"},
+    {"rdzv_id", nullptr, kText, nullptr, "Rendezvous",
+     "job id shared by all nodes of one job (default: generated on a single node)"},
+    {"rdzv_conf", nullptr, kText, nullptr, "Rendezvous",
+     "k=v,... : join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, ..."},
+    {"max_restarts", nullptr, kText, "0", "Supervision",
+     "restarts of the whole job after a worker failure"},
+    {"monitor_interval", nullptr, kText, "0.1", "Supervision",
+     "accepted for torchrun compatibility; ddprun reacts to exits at once"},
+    {"shutdown_timeout", nullptr, kText, "30", "Supervision",
+     "seconds between SIGTERM and SIGKILL when stopping workers"},
+    {"debug", nullptr, kFlag, nullptr, "Supervision",
+     "one worker in the foreground with the terminal, world size 1, no restarts "
+     "(ddprun --debug gdb --args ./train)"},
+    {"role", nullptr, kText, "default", "Supervision", "worker role name (ROLE_NAME)"},
+    {"hang_timeout", nullptr, kText, "off", "Supervision",
+     "a worker whose heartbeat (DDPRUN_HEARTBEAT_FILE) is older than this many seconds is hung: "
+     "its stacks are saved and the job restarts; 'auto' learns it from the beats (auto:MIN_SECONDS "
+     "sets its least value, default 30); 'off'"},
+    {"hang_startup", nullptr, kText, "600", "Supervision",
+     "with --hang_timeout: seconds a worker may take to its first heartbeat"},
+    {"log_dir", nullptr, kText, nullptr, "Output",
+     "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
+    {"redirects", "-r", kText, "0", "Output",
+     "send worker output to log files only: 1 stdout, 2 stderr, 3 both; or per local rank 0:1,1:2"},
+    {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
+    {"local_ranks_filter", nullptr, kText, nullptr, "Output",
+     "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+    {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file"},
+    {"status_port", nullptr, kText, nullptr, "Output",
+     "serve GET /healthz and GET /status on this port (0: a free one, printed)"},
+    {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on"},
+    {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)"},
+    {"no_python", nullptr, kFlag, nullptr, "Program",
+     "execute PROGRAM directly even if it ends in .py"},
+    {"run_path", nullptr, kFlag, nullptr, "Program", "accepted for torchrun compatibility: runs the script under Python"},
+    {"start_method", nullptr, kText, "spawn", "Program",
+     "accepted for torchrun compatibility: spawn, fork or forkserver (workers are always separate programs)"},
+};
+
+const OptionSpec* find_spec(const std::string& key) {
+  for (const auto& spec : kOptions) {
+    if (key == spec.key) return &spec;
+  }
+  return nullptr;
+}
+
+std::string underscored(std::string key) {
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_specs() { return kOptions; }
+
+RawOptions options_from_environment(const std::map<std::string, std::string>& environ) {
+  RawOptions options;
+  const std::string prefix = env::kPetPrefix;
+  for (const auto& [name, value] : environ) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::string key = name.substr(prefix.size());
+    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    if (find_spec(key) != nullptr) options[key] = value;
+  }
+  return options;
+}
+
+namespace {
+
+// The file's bytes, at most kMaxConfigFileBytes. Every failure names --config and the path:
+// the path is the user's, so its problems are usage errors.
+std::string read_config_file(const std::string& path, const std::string& where) {
+  const auto fail = [&](const std::string& problem) { return UsageError(fmt::format("{}: {}", where, problem)); };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw fail(fmt::format("cannot open the file ({})", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw fail("is a folder; expected a JSON file of options");
+  }
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw fail(fmt::format("cannot read the file ({})", std::strerror(error)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxConfigFileBytes) {
+      ::close(fd);
+      throw fail(fmt::format("larger than {} bytes; expected a small JSON object of options", kMaxConfigFileBytes));
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+struct TooDeep {};
+
+}  // namespace
+
+RawOptions options_from_json_file(const std::string& path) {
+  const std::string where = fmt::format("--config {}", shown(path));
+  const std::string text = read_config_file(path, where);
+  nlohmann::json doc;
+  try {
+    // The parser itself keeps its own stack, but a tree 100,000 deep overflows the stack when it
+    // is destroyed: refuse it while parsing, before it is built.
+    doc = nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxJsonDepth) throw TooDeep{};
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
+    throw UsageError(fmt::format("{}: not valid JSON ({})", where, shown(e.what(), 200)));
+  } catch (const TooDeep&) {
+    throw UsageError(fmt::format("{}: nested deeper than {} levels; expected a JSON object of options", where,
+                                 kMaxJsonDepth));
+  }
+  if (!doc.is_object()) {
+    throw UsageError(fmt::format("{}: expected a JSON object of options", where));
+  }
+  RawOptions options;
+  for (const auto& [raw_key, value] : doc.items()) {
+    const std::string key = underscored(raw_key);
+    if (key == "program") {
+      if (!value.is_string()) throw UsageError(fmt::format("{}: \"program\" must be a string", where));
+      options[key] = value.get<std::string>();
+      continue;
+    }
+    if (key == "args") {
+      if (!value.is_array() || !std::all_of(value.begin(), value.end(), [](const auto& v) { return v.is_string(); })) {
+        throw UsageError(fmt::format("{}: \"args\" must be an array of strings", where));
+      }
+      options[key] = value.dump();
+      continue;
+    }
+    const OptionSpec* spec = find_spec(key);
+    if (spec == nullptr) {
+      throw UsageError(fmt::format(
+          "{}: unknown key \"{}\" (keys are ddprun's option names, e.g. "
+          "\"nproc_per_node\"; see ddprun --help)",
+          where, shown(raw_key)));
+    }
+    if (value.is_null()) continue;
+    if (value.is_boolean()) {
+      options[key] = value.get<bool>() ? "1" : "0";
+    } else if (value.is_number_integer()) {
+      options[key] = value.dump();  // exact, for unsigned and negative numbers alike
+    } else if (value.is_number()) {
+      options[key] = fmt::format("{}", value.get<double>());
+    } else if (value.is_string()) {
+      options[key] = value.get<std::string>();
+    } else {
+      throw UsageError(fmt::format("{}: \"{}\" must be a string, number or boolean", where, raw_key));
+    }
+  }
+  return options;
+}
+
+}  // namespace ddprun::config

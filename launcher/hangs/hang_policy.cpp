@@ -1,0 +1,103 @@
+#include "hangs/hang_policy.hpp"
+
+#include <algorithm>
+
+namespace ddprun::launcher {
+
+using Mode = config::HangTimeout::Mode;
+
+HangPolicy::HangPolicy(config::HangTimeout setting) : setting_(setting) {}
+
+void HangPolicy::start_round(int ranks, double now) {
+  round_start_ = now;
+  ranks_.assign(static_cast<size_t>(ranks), Rank{});
+  any_beat_ = false;
+}
+
+double HangPolicy::floor() const {
+  return setting_.seconds > 0 ? setting_.seconds : kAutoFloor;
+}
+
+double HangPolicy::timeout() const {
+  switch (setting_.mode) {
+    case Mode::kOff: return 0;
+    case Mode::kFixed: return setting_.seconds;
+    case Mode::kAuto: return learned_ > 0 ? std::max(floor(), learned_) : 0;
+  }
+  return 0;
+}
+
+std::optional<double> HangPolicy::beat(int local_rank, double now) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return std::nullopt;
+  Rank& r = ranks_[static_cast<size_t>(local_rank)];
+  const double before = timeout();
+  if (r.last_beat && ++r.intervals > kWarmupIntervals) {
+    learned_ = std::max(learned_, kAutoFactor * (now - *r.last_beat));
+  }
+  r.last_beat = now;
+  any_beat_ = true;
+  const double after = timeout();
+  if (setting_.mode == Mode::kAuto && after > before) return after;
+  return std::nullopt;
+}
+
+std::optional<double> HangPolicy::deadline(const Rank& r) const {
+  if (setting_.mode == Mode::kOff) return std::nullopt;
+  if (!r.last_beat) {
+    // Under auto, a program that never beats is not judged at all.
+    if (setting_.mode == Mode::kAuto && !any_beat_) return std::nullopt;
+    return round_start_ + setting_.startup;
+  }
+  if (timeout() <= 0) return std::nullopt;  // auto, not learned yet
+  return *r.last_beat + timeout();
+}
+
+std::vector<HungRank> HangPolicy::hung(double now) const {
+  std::vector<HungRank> out;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const auto at = deadline(ranks_[i]);
+    if (!at || now < *at) continue;
+    HungRank h;
+    h.local_rank = static_cast<int>(i);
+    h.silent_for = silent_for(h.local_rank, now);
+    h.ever_beat = ranks_[i].last_beat.has_value();
+    h.timeout = h.ever_beat ? timeout() : setting_.startup;
+    out.push_back(h);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const HungRank& a, const HungRank& b) { return a.silent_for > b.silent_for; });
+  return out;
+}
+
+std::optional<double> HangPolicy::next_check(double now) const {
+  std::optional<double> earliest;
+  for (const auto& r : ranks_) {
+    const auto at = deadline(r);
+    if (at && (!earliest || *at < *earliest)) earliest = *at;
+  }
+  if (setting_.mode == Mode::kAuto && !any_beat_ && !said_missing_) {
+    const double at = round_start_ + setting_.startup;
+    if (!earliest || at < *earliest) earliest = at;
+  }
+  if (earliest) earliest = std::max(*earliest, now);
+  return earliest;
+}
+
+bool HangPolicy::missing_heartbeats(double now) {
+  if (setting_.mode != Mode::kAuto || any_beat_ || said_missing_ || ranks_.empty()) return false;
+  if (now < round_start_ + setting_.startup) return false;
+  said_missing_ = true;
+  return true;
+}
+
+double HangPolicy::silent_for(int local_rank, double now) const {
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return 0;
+  return now - ranks_[static_cast<size_t>(local_rank)].last_beat.value_or(round_start_);
+}
+
+bool HangPolicy::ever_beat(int local_rank) const {
+  return local_rank >= 0 && local_rank < static_cast<int>(ranks_.size()) &&
+         ranks_[static_cast<size_t>(local_rank)].last_beat.has_value();
+}
+
+}  // namespace ddprun::launcher

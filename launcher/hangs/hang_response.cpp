@@ -1,0 +1,152 @@
+#include "hangs/hang_response.hpp"
+
+#include <unistd.h>
+
+#include <signal.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "ddprun/clocks.hpp"
+#include "ddprun/exit_codes.hpp"
+#include "ddprun/system.hpp"
+#include "report/failure_report.hpp"
+
+namespace ddprun::launcher {
+
+elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank& hung, const std::string& why,
+                                    double now) {
+  elastic::WorkerFailure f = std::move(base);
+  f.hung = true;
+  f.exit_code = exit_code::kHung;
+  f.timestamp = now - hung.silent_for;
+  f.message = !why.empty()       ? why
+              : hung.ever_beat ? fmt::format("no progress for {:.1f} s (hang timeout {:.1f} s)", hung.silent_for,
+                                             hung.timeout)
+                               : fmt::format("no heartbeat since it started {:.1f} s ago (--hang_startup={:g})",
+                                             hung.silent_for, hung.timeout);
+  return f;
+}
+
+HungRank timer_hang(int local_rank, double expired_at, double now) {
+  HungRank h;
+  h.local_rank = local_rank;
+  h.silent_for = now - expired_at;
+  h.ever_beat = true;
+  return h;
+}
+
+WorkerProcess* timer_owner(const std::vector<std::unique_ptr<WorkerProcess>>& workers, pid_t pid) {
+  WorkerProcess* owner = nullptr;
+  for (const auto& w : workers) {
+    if (w->alive && !w->reaped && (w->pid == pid || ::getpgid(pid) == w->pid)) owner = w.get();
+  }
+  return owner;
+}
+
+std::vector<StackDumper::Target> stack_targets(const std::vector<elastic::WorkerFailure>& failures,
+                                               const std::vector<std::unique_ptr<WorkerProcess>>& workers) {
+  std::vector<StackDumper::Target> targets;
+  for (const auto& f : failures) {
+    const auto w = std::find_if(workers.begin(), workers.end(),
+                                [&](const auto& w) { return w->local_rank == f.local_rank; });
+    targets.push_back({f.rank, f.pid, w != workers.end() ? (*w)->stacks_file : std::string()});
+  }
+  for (const auto& w : workers) {
+    const bool listed = std::any_of(failures.begin(), failures.end(), [&](const auto& f) { return f.rank == w->rank; });
+    if (w->alive && !listed && !w->stacks_file.empty()) targets.push_back({w->rank, w->pid, w->stacks_file});
+  }
+  return targets;
+}
+
+std::string hang_announcement(const std::vector<elastic::WorkerFailure>& failures, std::size_t targets) {
+  std::string ranks_text;
+  for (const auto& f : failures) ranks_text += fmt::format("{}{}", ranks_text.empty() ? "" : ", ", f.rank);
+  return fmt::format("ddprun: rank{} {} hung: {}; collecting the stacks of {} worker{}\n",
+                     failures.size() > 1 ? "s" : "", ranks_text, failures.front().message, targets,
+                     targets == 1 ? "" : "s");
+}
+
+std::string where_stuck(const std::string& stacks, pid_t pid, const std::string& missing_tools,
+                        const std::string& logs_root, int attempt) {
+  const auto frames = top_frames(stacks, pid, kSummaryFrames);
+  std::string text;
+  if (!frames.empty()) {
+    text = "stuck in (main thread, innermost first):";
+    for (const auto& frame : frames) text += "\n  " + frame;
+  } else {
+    text = "no stack collected" + (missing_tools.empty() ? "" : ": " + missing_tools);
+  }
+  if (!logs_root.empty()) text += fmt::format("\nstacks of every worker: {}/attempt_{}/rank_*/stacks.txt", logs_root, attempt);
+  else text += "\n(run with --log_dir to keep the stacks of every worker)";
+  return text;
+}
+
+HangResponse::HangResponse(asio::io_context& io, const WorkerGroup& group, StackTools tools,
+                           std::vector<std::string> environ, double stack_timeout, std::string logs_root,
+                           Handlers handlers)
+    : group_(group),
+      stacks_(std::make_unique<StackDumper>(io, std::move(tools), std::move(environ), stack_timeout)),
+      logs_root_(std::move(logs_root)),
+      handlers_(std::move(handlers)) {}
+
+HangResponse::~HangResponse() = default;
+
+void HangResponse::start_round(int attempt) {
+  attempt_ = attempt;
+  reported_ = false;
+}
+
+bool HangResponse::child_exited(pid_t pid) { return stacks_->child_exited(pid); }
+
+void HangResponse::timer_expired(const ExpiredTimer& expired) {
+  handlers_.event("timer_expired", {{"pid", expired.pid}, {"scope_id", expired.scope_id}, {"signal", expired.signal}});
+  if (expired.signal <= 0) return;  // a timer without a signal only reports, as in torchrun
+  const WorkerProcess* owner = timer_owner(group_.workers(), expired.pid);
+  if (owner == nullptr) {
+    ::kill(expired.pid, expired.signal);
+    return;
+  }
+  ranks_hung({timer_hang(owner->local_rank, expired.expired_at, wall_seconds())},
+             fmt::format("its torchelastic timer '{}' expired", expired.scope_id));
+}
+
+void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::string& why) {
+  const std::optional<int> round = handlers_.running_round();
+  if (!round || reported_) return;
+  reported_ = true;
+  std::vector<elastic::WorkerFailure> failures;
+  for (const auto& h : hung) {
+    const WorkerProcess* w = group_.by_local_rank(h.local_rank);
+    if (w == nullptr || !w->alive) continue;
+    failures.push_back(hung_failure(handlers_.identity(*w), h, why, wall_seconds()));
+    handlers_.event("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
+                             {"silent_for", h.silent_for}, {"hang_timeout", h.timeout}, {"why", failures.back().message}});
+  }
+  if (failures.empty()) return;
+  const auto targets = stack_targets(failures, group_.workers());
+  handlers_.say(hang_announcement(failures, targets.size()));
+  if (!stacks_->tools().missing.empty()) handlers_.say(fmt::format("ddprun: {}\n", stacks_->tools().missing));
+  pending_ = std::move(failures);
+  stacks_->dump(targets, [this, round = *round, targets] { stacks_collected(round, targets); });
+}
+
+void HangResponse::stacks_collected(int round, const std::vector<StackDumper::Target>& targets) {
+  if (!handlers_.still_current(round)) return;
+  const bool kept = !logs_root_.empty();
+  for (const auto& t : targets) {
+    handlers_.event("stacks_written",
+                    {{"rank", t.rank}, {"pid", t.pid}, {"file", kept ? nlohmann::json(t.file) : nlohmann::json()}});
+  }
+  auto failures = std::move(pending_);
+  pending_.clear();
+  for (auto& f : failures) {
+    const WorkerProcess* w = group_.by_local_rank(f.local_rank);
+    const std::string stacks = w ? read_file(w->stacks_file).value_or("") : "";
+    f.traceback = traceback_tail(where_stuck(stacks, f.pid, stacks_->tools().missing, logs_root_, attempt_));
+    handlers_.failed(f);
+  }
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,112 @@
+// Where a hang becomes a worker failure. HangResponse, told by the watchdog that ranks made no
+// progress (or that a torchelastic timer expired), collects every worker's stacks, the hung
+// first, and then hands the agent one failure per hung rank, with where it was stuck; the agent
+// reports it like any other failure, and the supervisor and the rendezvous turn it into a restart
+// or exit 124. The decisions on the way are pure functions, tested as tables: which failures
+// (hung_failure), what the user is told (hang_announcement), whose stacks (stack_targets), and
+// what the summary shows under a hung rank's "where:" (where_stuck).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddprun/rendezvous.hpp"
+#include "hangs/file_timer_server.hpp"
+#include "hangs/hang_policy.hpp"
+#include "hangs/stack_dump.hpp"
+#include "process/worker_group.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace ddprun::launcher {
+
+// Innermost frames of a hung rank's main thread shown in the failure summary.
+inline constexpr int kSummaryFrames = 6;
+
+// The failure of a hung rank, from `base` (the worker's identity): exit code 124, the message
+// `why` when the hang has a cause of its own (an expired torchelastic timer), else how long the
+// rank was silent against which timeout, and the time of its last beat (`now` - silent, on the
+// wall clock) so that, on every node, the rank that went silent first is the root cause.
+elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank& hung, const std::string& why,
+                                    double now);
+
+// A torchelastic timer that expired at `expired_at` (wall clock), as a hung rank at `now`.
+HungRank timer_hang(int local_rank, double expired_at, double now);
+
+// The worker of `workers` that holds an expired timer: the running worker whose pid, or whose
+// process group, is the timer's `pid`; nullptr when none (a process outside the job).
+WorkerProcess* timer_owner(const std::vector<std::unique_ptr<WorkerProcess>>& workers, pid_t pid);
+
+// The stacks to collect when `failures` hung: theirs first, then every other running worker's
+// that has a stacks file.
+std::vector<StackDumper::Target> stack_targets(const std::vector<elastic::WorkerFailure>& failures,
+                                               const std::vector<std::unique_ptr<WorkerProcess>>& workers);
+
+// The console line: "ddprun: rank(s) R[, R] hung: MESSAGE; collecting the stacks of N worker(s)\n".
+std::string hang_announcement(const std::vector<elastic::WorkerFailure>& failures, std::size_t targets);
+
+// What the summary shows under a hung rank's "where:": the innermost frames of its main thread
+// (`pid`) in `stacks`, or why there are none (`missing_tools`, the stack tools not installed);
+// then where every worker's stacks are kept: under `logs_root` (attempt `attempt`), or a hint to
+// run with --log_dir when `logs_root` is empty.
+std::string where_stuck(const std::string& stacks, pid_t pid, const std::string& missing_tools,
+                        const std::string& logs_root, int attempt);
+
+// One node's response to hangs, once a round.
+class HangResponse {
+ public:
+  struct Handlers {
+    std::function<void(const std::string&)> say;                         // a console line
+    std::function<void(std::string_view, nlohmann::json)> event;         // an --event_log line
+    std::function<elastic::WorkerFailure(const WorkerProcess&)> identity;  // a worker's failure, before the hang's part
+    std::function<std::optional<int>()> running_round;  // the round whose workers run, if they do
+    std::function<bool(int round)> still_current;       // whether stacks of `round` still matter
+    std::function<void(const elastic::WorkerFailure&)> failed;  // a hung rank, its stacks collected
+  };
+
+  // `stack_timeout`: how long the stack tools may take for all workers together. `logs_root`:
+  // where the stacks are kept after ddprun exits ("" when they are not).
+  HangResponse(asio::io_context& io, const WorkerGroup& group, StackTools tools, std::vector<std::string> environ,
+               double stack_timeout, std::string logs_root, Handlers handlers);
+  ~HangResponse();
+
+  // A new round, this node's attempt `attempt`: a hang may be found again.
+  void start_round(int attempt);
+  // Whether this round's hang was found.
+  bool reported() const { return reported_; }
+
+  // `hung` ranks made no progress (`why`: the cause, when the hang has one of its own). Once a
+  // round, while the workers run: collects the stacks, then calls `failed` for each hung rank.
+  void ranks_hung(const std::vector<HungRank>& hung, const std::string& why);
+
+  // torchelastic's timer of `expired.pid` expired: a hang of the worker that holds it, or of the
+  // one whose process group it is in. Another process gets the signal it asked for, as torchrun
+  // sends it; a timer without a signal only reports.
+  void timer_expired(const ExpiredTimer& expired);
+
+  // A child ended that is not a worker: true when it was a stack tool.
+  bool child_exited(pid_t pid);
+
+ private:
+  void stacks_collected(int round, const std::vector<StackDumper::Target>& targets);
+
+  const WorkerGroup& group_;
+  std::unique_ptr<StackDumper> stacks_;
+  std::string logs_root_;
+  Handlers handlers_;
+  int attempt_ = 0;
+  bool reported_ = false;
+  std::vector<elastic::WorkerFailure> pending_;  // the hung ranks, until their stacks are collected
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,61 @@
+#include "hangs/heartbeat_files.hpp"
+
+#include <fcntl.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <system_error>
+
+namespace ddprun::launcher {
+
+HeartbeatFiles::HeartbeatFiles(asio::io_context& io, std::function<void(int)> beat)
+    : inotify_(io), beat_(std::move(beat)) {
+  const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "inotify_init1");
+  inotify_.assign(fd);
+  wait();
+}
+
+HeartbeatFiles::~HeartbeatFiles() {
+  std::error_code ignored;
+  inotify_.close(ignored);
+}
+
+void HeartbeatFiles::watch(int local_rank, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "cannot create " + path);
+  ::close(fd);
+  // IN_ATTRIB: a new modification time (touch, utimensat); IN_MODIFY: a write.
+  const int wd = ::inotify_add_watch(inotify_.native_handle(), path.c_str(), IN_ATTRIB | IN_MODIFY);
+  if (wd < 0) throw std::system_error(errno, std::generic_category(), "inotify_add_watch " + path);
+  rank_of_watch_[wd] = local_rank;
+}
+
+void HeartbeatFiles::clear() {
+  for (const auto& [wd, rank] : rank_of_watch_) ::inotify_rm_watch(inotify_.native_handle(), wd);
+  rank_of_watch_.clear();
+}
+
+void HeartbeatFiles::wait() {
+  inotify_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
+    if (ec || !inotify_.is_open()) return;
+    alignas(inotify_event) std::array<char, 4096> buffer;
+    for (;;) {
+      const ssize_t n = ::read(inotify_.native_handle(), buffer.data(), buffer.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + at);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+        const auto it = rank_of_watch_.find(event->wd);
+        // Events of a removed watch (IN_IGNORED) and of an earlier round are not beats.
+        if (it != rank_of_watch_.end() && (event->mask & (IN_ATTRIB | IN_MODIFY))) beat_(it->second);
+      }
+    }
+    wait();
+  });
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,85 @@
+#include "hangs/watchdog.hpp"
+
+#include <chrono>
+
+#include "ddprun/clocks.hpp"
+
+namespace ddprun::launcher {
+
+Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, const std::string& timer_file,
+                   Handlers handlers)
+    : timer_(io),
+      policy_(setting),
+      handlers_(std::move(handlers)),
+      files_(io, [this](int local_rank) { beat(local_rank); }) {
+  if (!timer_file.empty()) {
+    file_timers_ = std::make_unique<FileTimerServer>(io, timer_file, [this](const ExpiredTimer& expired) {
+      if (judging_) handlers_.timer_expired(expired);
+    });
+  }
+}
+
+void Watchdog::start_round(const std::vector<std::string>& heartbeat_files) {
+  policy_.start_round(static_cast<int>(heartbeat_files.size()), monotonic_seconds());
+  for (size_t i = 0; i < heartbeat_files.size(); ++i) files_.watch(static_cast<int>(i), heartbeat_files[i]);
+  judging_ = true;
+  arm();
+}
+
+void Watchdog::end_round() {
+  judging_ = false;
+  files_.clear();
+  if (file_timers_) file_timers_->clear();
+  timer_.cancel();
+  armed_for_.reset();
+}
+
+std::optional<double> Watchdog::deadline(int local_rank) const {
+  if (!judging_ || !policy_.enabled()) return std::nullopt;
+  const double timeout = policy_.timeout();
+  if (timeout <= 0) return std::nullopt;
+  const double now = monotonic_seconds();
+  return now - policy_.silent_for(local_rank, now) + timeout;
+}
+
+void Watchdog::beat(int local_rank) {
+  if (!judging_) return;
+  const double now = monotonic_seconds();
+  const auto learned = policy_.beat(local_rank, now);
+  if (handlers_.beat) handlers_.beat(local_rank, now);
+  if (learned && handlers_.learned) handlers_.learned(*learned);
+  // A beat only moves deadlines later, except the first beats and a newly learned timeout.
+  const auto next = policy_.next_check(now);
+  if (next && (!armed_for_ || *next < *armed_for_)) arm();
+}
+
+void Watchdog::arm() {
+  if (!judging_ || !policy_.enabled()) return;
+  const double now = monotonic_seconds();
+  armed_for_ = policy_.next_check(now);
+  if (!armed_for_) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(*armed_for_ - now)));
+  timer_.async_wait([this](std::error_code ec) {
+    if (!ec) check();
+  });
+}
+
+void Watchdog::check() {
+  armed_for_.reset();
+  if (!judging_) return;
+  const double now = monotonic_seconds();
+  if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(policy_.silent_for(0, now));  // no rank beat: the time since the start
+  auto hung = policy_.hung(now);
+  if (!hung.empty()) {
+    judging_ = false;
+    handlers_.hung(hung);
+    return;
+  }
+  arm();
+}
+
+}  // namespace ddprun::launcher

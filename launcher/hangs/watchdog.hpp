@@ -1,0 +1,58 @@
+// The watchdog of one node's workers: their heartbeat files (heartbeat_files.hpp) feed the hang
+// policy (hang_policy.hpp), and one timer, armed for the next moment the policy could find a
+// hang, asks it. It also serves torchelastic's file timers (file_timer_server.hpp). It decides
+// nothing about stopping: it tells the agent, once per round, which ranks are hung.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/steady_timer.hpp>
+
+#include "ddprun/launch_config.hpp"
+#include "hangs/file_timer_server.hpp"
+#include "hangs/hang_policy.hpp"
+#include "hangs/heartbeat_files.hpp"
+
+namespace ddprun::launcher {
+
+class Watchdog {
+ public:
+  struct Handlers {
+    std::function<void(const std::vector<HungRank>&)> hung;  // once per round
+    std::function<void(int, double)> beat;                  // local rank, monotonic_seconds()
+    std::function<void(double)> learned;                    // auto: a new, larger timeout
+    std::function<void(double)> missing;                    // auto: no rank beat within this many seconds
+    std::function<void(const ExpiredTimer&)> timer_expired;
+  };
+
+  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none.
+  Watchdog(asio::io_context& io, config::HangTimeout setting, const std::string& timer_file, Handlers handlers);
+
+  // A round's workers, by local rank, and their heartbeat files (created here).
+  void start_round(const std::vector<std::string>& heartbeat_files);
+  // Stops watching and judging until the next round.
+  void end_round();
+
+  const HangPolicy& policy() const { return policy_; }
+  // When `local_rank` will count as hung (monotonic_seconds()), if it can now.
+  std::optional<double> deadline(int local_rank) const;
+
+ private:
+  void beat(int local_rank);
+  void arm();
+  void check();
+
+  asio::steady_timer timer_;
+  std::optional<double> armed_for_;
+  HangPolicy policy_;
+  Handlers handlers_;
+  HeartbeatFiles files_;
+  std::unique_ptr<FileTimerServer> file_timers_;
+  bool judging_ = false;
+};
+
+}  // namespace ddprun::launcher

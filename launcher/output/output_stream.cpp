@@ -1,0 +1,101 @@
+#include "output/output_stream.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "output/output_writer.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+}  // namespace
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+OutputStream::OutputStream(asio::io_context& io, int read_fd) : pipe_(io, read_fd) {}
+
+void OutputStream::start() {
+  pipe_.async_wait(asio::posix::stream_descriptor::wait_read,
+                   [self = shared_from_this()](std::error_code ec) {
+                     if (!ec && self->pipe_.is_open() && self->read_once() != ReadResult::kClosed) {
+                       self->start();
+                     }
+                   });
+}
+
+OutputStream::ReadResult OutputStream::read_once() {
+  for (;;) {
+    const ssize_t n = ::read(pipe_.native_handle(), buffer_.data(), buffer_.size());
+    if (n > 0) {
+      consume(std::string_view(buffer_.data(), static_cast<size_t>(n)));
+      return ReadResult::kData;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return ReadResult::kEmpty;
+    close();  // end of file, or an error: either way nothing more will come
+    return ReadResult::kClosed;
+  }
+}
+
+void OutputStream::read_available() {
+  while (pipe_.is_open() && read_once() == ReadResult::kData) {
+  }
+}
+
+void OutputStream::drain() {
+  read_available();
+  close();
+}
+
+void OutputStream::consume(std::string_view data) {
+  splitter_.feed(data, [this](std::string_view line) { add_line(line); });
+  emit();
+}
+
+void OutputStream::add_line(std::string_view line) {
+  if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
+    import_error_ = line;
+  }
+  if (console_fd >= 0) {
+    pending_ += prefix;
+    pending_ += line;
+    pending_ += '\n';
+  }
+  if (file) {
+    file_pending_ += line;
+    file_pending_ += '\n';
+  }
+}
+
+void OutputStream::emit() {
+  if (!pending_.empty()) write_output(console_fd, std::move(pending_));
+  if (!file_pending_.empty()) write_output(file->get(), std::move(file_pending_), file);
+  pending_.clear();
+  file_pending_.clear();
+}
+
+void OutputStream::close() {
+  if (!pipe_.is_open()) return;
+  splitter_.flush([this](std::string_view line) { add_line(line); });
+  emit();
+  std::error_code ignored;
+  pipe_.close(ignored);
+}
+
+}  // namespace ddprun::launcher

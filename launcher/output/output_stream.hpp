@@ -1,0 +1,60 @@
+// Output forwarding: one stream (stdout or stderr) of one worker, read from its pipe on the
+// event loop, split into lines, written with the rank prefix to the console and as-is to the
+// worker's log file, through the output writer (output_writer.hpp): never blocking.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <asio/posix/stream_descriptor.hpp>
+
+#include "output/line_splitter.hpp"
+#include "process/unique_fd.hpp"
+
+namespace ddprun::launcher {
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes. False once the reader is gone.
+bool write_all(int fd, std::string_view data);
+
+class OutputStream : public std::enable_shared_from_this<OutputStream> {
+ public:
+  // Takes ownership of `read_fd`, which must be non-blocking.
+  OutputStream(asio::io_context& io, int read_fd);
+
+  // Where lines go; set before start().
+  std::string prefix;      // written before each console line, e.g. "[rank3]: "
+  int console_fd = -1;     // -1: not shown
+  std::shared_ptr<UniqueFd> file;  // not written when null
+  // A Python worker's stderr: remember the last line that reported a failed import.
+  bool watch_imports = false;
+
+  // Reads whenever the pipe is readable, until it closes. Data never waits inside asio, so
+  // drain() at the end of a round sees everything in order.
+  void start();
+  // Reads what the pipe holds right now, without waiting for more.
+  void read_available();
+  // The same, then passes on a last unfinished line and closes the pipe.
+  void drain();
+
+  // The last "ModuleNotFoundError: ..." or "ImportError: ..." line seen (watch_imports only).
+  const std::string& import_error() const { return import_error_; }
+
+ private:
+  enum class ReadResult { kData, kEmpty, kClosed };
+  ReadResult read_once();
+  void consume(std::string_view data);
+  void add_line(std::string_view line);
+  void emit();
+  void close();
+
+  asio::posix::stream_descriptor pipe_;
+  LineSplitter splitter_;
+  std::array<char, 16 * 1024> buffer_{};
+  std::string pending_;       // console lines of one read, queued together
+  std::string file_pending_;  // the same lines for the log file
+  std::string import_error_;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,61 @@
+// Keeping every descendant of the workers inside the job, also those that leave the worker's
+// process group: a child in its own session (setsid, `start_new_session=True`, tensorboard) or a
+// double-forked daemon.
+//
+// Where ddprun may create a cgroup (cgroup v2: a writable unified hierarchy, as root or with
+// systemd delegation), every worker moves into ddprun's own cgroup before it execs, and all its
+// descendants stay there whatever they do: the end of a round kills the cgroup (cgroup.kill),
+// and so does the orphan guard when ddprun itself is SIGKILLed. Elsewhere ddprun falls back to
+// what a child subreaper sees: descendants whose parents died are re-parented to ddprun, and the
+// end of a round kills them; a SIGKILLed ddprun then stops only the workers' process groups.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "process/unique_fd.hpp"
+
+namespace ddprun::launcher {
+
+class Containment {
+ public:
+  // Makes the cgroup `ddprun.<pid>` under ddprun's own when it can; else the subreaper
+  // fallback, and why_not() says why.
+  // Where ddprun's cgroup would be: `ddprun.<pid>` under ddprun's own cgroup; "" without a
+  // cgroup v2 hierarchy, or with DDPRUN_CGROUP=0 in `environ` (the fallback). Known before it
+  // exists, so that the orphan guard, forked first, can remove it whenever ddprun dies.
+  static std::string planned_path(const std::map<std::string, std::string>& environ);
+  // Makes the cgroup at `path` when it can; else the subreaper fallback, and why_not() says why.
+  static std::unique_ptr<Containment> create(const std::string& path);
+  ~Containment();
+  Containment(const Containment&) = delete;
+  Containment& operator=(const Containment&) = delete;
+
+  bool has_cgroup() const { return static_cast<bool>(procs_); }
+  const std::string& cgroup_path() const { return path_; }  // "" without a cgroup
+  const std::string& why_not() const { return why_not_; }
+  // The cgroup's cgroup.procs, for a new worker to write "0" to (itself) before it execs;
+  // -1 without a cgroup.
+  int procs_fd() const { return procs_.get(); }
+
+  // Kills every process of the job that is still there: the whole cgroup, or the children of
+  // ddprun except `keep` (the orphan guard), until none is left or a second has passed.
+  void kill_all(const std::set<pid_t>& keep);
+
+  // The cgroup's processes killed and the cgroup removed (for the orphan guard, which has no
+  // Containment of its own after fork: plain functions of the path).
+  static void kill_cgroup(const std::string& path);
+  static bool remove_cgroup(const std::string& path);
+
+ private:
+  Containment() = default;
+  std::string path_;
+  UniqueFd procs_;
+  std::string why_not_;
+};
+
+}  // namespace ddprun::launcher

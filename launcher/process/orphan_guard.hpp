@@ -1,0 +1,39 @@
+// Keeps workers and their children from outliving ddprun, however ddprun ends.
+//
+// A worker gets PR_SET_PDEATHSIG, but its own children do not, and a SIGKILLed ddprun cannot
+// clean up. So ddprun forks this small guard first thing: it learns every worker's process
+// group through a pipe and, when the pipe closes (ddprun exited or was killed), sends SIGKILL
+// to the groups still registered, kills ddprun's cgroup (containment.hpp) if it has one, and
+// removes ddprun's private folder if ddprun could not. It ignores terminal and job-control
+// signals; it ends with ddprun.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "process/unique_fd.hpp"
+
+namespace ddprun::launcher {
+
+class OrphanGuard {
+ public:
+  // Forks the guard. Call before any other thread or worker exists. `cgroup` and
+  // `private_folder` ("" for none) are cleaned up when ddprun is gone.
+  static OrphanGuard start(const std::string& cgroup, const std::string& private_folder);
+  OrphanGuard() = default;
+
+  // A worker's process group to kill if ddprun dies.
+  void watch(pid_t process_group);
+  // The group has been cleaned up; its id may be reused.
+  void forget(pid_t process_group);
+  pid_t pid() const { return pid_; }
+
+ private:
+  OrphanGuard(UniqueFd to_guard, pid_t pid) : to_guard_(std::move(to_guard)), pid_(pid) {}
+  void send(char op, pid_t process_group);
+  UniqueFd to_guard_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace ddprun::launcher

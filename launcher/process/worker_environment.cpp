@@ -1,0 +1,67 @@
+#include "process/worker_environment.hpp"
+
+#include "ddprun/worker_env.hpp"
+
+namespace ddprun::launcher {
+
+namespace {
+
+// Both names of NCCL's async error handling, for PyTorch before and after 2.2. A name the user
+// set is inherited; a name they did not set takes the value of the other name when they set
+// that one (they meant it, whichever PyTorch reads it), else "1".
+void set_nccl_async_error_handling(const std::map<std::string, std::string>& base,
+                                   std::map<std::string, std::string>& vars) {
+  const auto inherited = [&](const char* name) -> const std::string* {
+    const auto it = base.find(name);
+    return it == base.end() ? nullptr : &it->second;
+  };
+  const std::string* current = inherited(env::kNcclAsyncErrorHandling);
+  const std::string* old = inherited(env::kNcclAsyncErrorHandlingOld);
+  const std::string value = current != nullptr ? *current : old != nullptr ? *old : "1";
+  vars.emplace(env::kNcclAsyncErrorHandling, value);
+  vars.emplace(env::kNcclAsyncErrorHandlingOld, value);
+}
+
+}  // namespace
+
+bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
+                          const config::LaunchConfig& config) {
+  return base.count(env::kOmpNumThreads) == 0 && config.nproc_per_node > 1;
+}
+
+std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
+                                            const config::LaunchConfig& config,
+                                            const elastic::RoundAssignment& round, int local_rank,
+                                            const WorkerFiles& files) {
+  std::map<std::string, std::string> vars = base;
+  vars.erase(env::kDefaultPython);  // a ddprun started by a worker makes its own choice
+  vars.erase(env::kRdzvSecret);     // the launchers' secret, not the workers'
+  const int rank = round.base_rank + local_rank;
+  vars[env::kRank] = std::to_string(rank);
+  vars[env::kLocalRank] = std::to_string(local_rank);
+  vars[env::kGroupRank] = std::to_string(round.group_rank);
+  vars[env::kRoleRank] = std::to_string(rank);  // one role per job: role ranks are global ranks
+  vars[env::kRoleName] = config.role;
+  vars[env::kRoleWorldSize] = std::to_string(round.world_size);
+  vars[env::kLocalWorldSize] = std::to_string(config.nproc_per_node);
+  vars[env::kWorldSize] = std::to_string(round.world_size);
+  vars[env::kGroupWorldSize] = std::to_string(round.group_world_size);
+  vars[env::kMasterAddr] = round.master_addr;
+  vars[env::kMasterPort] = std::to_string(round.master_port);
+  vars[env::kRestartCount] = std::to_string(round.restart_count);
+  vars[env::kMaxRestarts] = std::to_string(config.max_restarts);
+  vars[env::kRunId] = round.run_id;
+  vars[env::kUseAgentStore] = round.agent_store ? "True" : "False";
+  vars[env::kErrorFile] = files.error_file;
+  if (!files.heartbeat_file.empty()) vars[env::kHeartbeatFile] = files.heartbeat_file;
+  if (!files.timer_file.empty()) vars[env::kTimerFile] = files.timer_file;
+  set_nccl_async_error_handling(base, vars);
+  if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
+
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
+  return out;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,189 @@
+#include "process/worker_group.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "output/output_writer.hpp"
+#include "process/spawn.hpp"
+#include "process/worker_environment.hpp"
+
+namespace ddprun::launcher {
+
+namespace fs = std::filesystem;
+
+WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& config,
+                         std::map<std::string, std::string> environ, std::vector<std::string> argv,
+                         OrphanGuard& guard, Containment& containment, const RunPaths& paths)
+    : io_(io),
+      config_(config),
+      environ_(std::move(environ)),
+      argv_(std::move(argv)),
+      guard_(guard),
+      containment_(containment),
+      paths_(paths) {}
+
+namespace {
+
+// A worker's folder under the files root (and the log folder): attempt_N/rank_R.
+std::string rank_folder(int attempt, int rank) { return fmt::format("attempt_{}/rank_{}", attempt, rank); }
+
+}  // namespace
+
+std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
+    const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
+    const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready) {
+  workers_.clear();
+  std::vector<std::unique_ptr<WorkerProcess>> prepared;
+  std::vector<std::string> heartbeat_files;
+  for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
+    auto w = std::make_unique<WorkerProcess>();
+    w->local_rank = local_rank;
+    w->rank = round.base_rank + local_rank;
+    if (!paths_.files_root().empty()) {
+      const fs::path dir = fs::path(paths_.files_root()) / rank_folder(attempt, w->rank);
+      std::error_code ec;
+      fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
+      fs::create_directories(dir, ec);
+      if (ec) throw std::system_error(ec, "cannot create " + dir.string());
+      w->error_file = (dir / "error.json").string();
+      w->heartbeat_file = (dir / "heartbeat").string();
+      w->stacks_file = (dir / "stacks.txt").string();
+      heartbeat_files.push_back(w->heartbeat_file);
+    }
+    prepared.push_back(std::move(w));
+  }
+  files_ready(heartbeat_files);
+  for (auto& w : prepared) {
+    const std::string rank_dir = rank_folder(attempt, w->rank);
+    WorkerFiles files;
+    files.error_file = w->error_file;
+    files.heartbeat_file = w->heartbeat_file;
+    files.timer_file = timer_file;
+    const int local_rank = w->local_rank;
+    SpawnRequest request;
+    request.argv = argv_;
+    request.environ = worker_environment(environ_, config_, round, local_rank, files);
+    request.own_process_group = !config_.debug;
+    request.cgroup_procs_fd = containment_.procs_fd();
+    Pipe out_pipe, err_pipe;
+    if (!config_.debug) {
+      out_pipe = Pipe::create();
+      err_pipe = Pipe::create();
+      request.stdout_fd = out_pipe.write_end.get();
+      request.stderr_fd = err_pipe.write_end.get();
+    }
+    const SpawnResult spawned = spawn_process(request);
+    workers_.push_back(std::move(w));
+    WorkerProcess& started = *workers_.back();
+    if (spawned.pid < 0) return std::make_pair(&started, spawned.error);
+    started.pid = spawned.pid;
+    started.alive = true;
+    if (!config_.debug) {
+      guard_.watch(started.pid);
+      out_pipe.write_end.reset();
+      err_pipe.write_end.reset();
+      started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log");
+      started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log");
+    }
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProcess& w, int stream_bit,
+                                                       const std::string& log_name) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  auto s = std::make_shared<OutputStream>(io_, fd);
+  s->prefix = fmt::format("[rank{}]: ", w.rank);
+  s->watch_imports = stream_bit == 2 && config_.runs_python();
+  const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
+  const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
+  const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);
+  if (!redirected && shown) s->console_fd = stream_bit == 1 ? STDOUT_FILENO : STDERR_FILENO;
+  if (!paths_.logs_root.empty() && (paths_.log_everything || redirected || teed)) {
+    const std::string path = (fs::path(paths_.logs_root) / log_name).string();
+    auto file = std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (*file) {
+      s->file = std::move(file);
+    } else {
+      say(fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
+    }
+  }
+  s->start();
+  return s;
+}
+
+void WorkerGroup::signal(int sig) {
+  for (auto& w : workers_) {
+    if (!w->alive || w->reaped) continue;
+    if (sig == SIGKILL) w->sent_kill = true;
+    else w->sent_signal = sig;
+    ::kill(config_.debug ? w->pid : -w->pid, sig);
+  }
+}
+
+void WorkerGroup::forward(int sig) {
+  for (auto& w : workers_) {
+    if (w->alive && !w->reaped) ::kill(w->pid, sig);
+  }
+}
+
+std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::function<void(pid_t)>& other) {
+  // Every exit first: workers that died together are all failures, not "stopped by ddprun"
+  // because the first one's stop signal went out before the others were seen.
+  std::vector<std::pair<WorkerProcess*, int>> ended;
+  for (;;) {
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (pid < 0 && errno == EINTR) continue;
+      break;
+    }
+    WorkerProcess* worker = nullptr;
+    for (auto& w : workers_) {
+      if (!w->reaped && w->pid == pid) worker = w.get();
+    }
+    if (worker == nullptr) {
+      other(pid);
+      continue;
+    }
+    worker->reaped = true;
+    ended.emplace_back(worker, status);
+  }
+  return ended;
+}
+
+void WorkerGroup::end_round() {
+  for (auto& w : workers_) {
+    if (w->out) w->out->drain();
+    if (w->err) w->err->drain();
+    if (!config_.debug && w->pid > 0) ::kill(-w->pid, SIGKILL);  // children left in its group
+  }
+  containment_.kill_all({guard_.pid()});
+  for (auto& w : workers_) {
+    if (!config_.debug && w->pid > 0) guard_.forget(w->pid);
+  }
+}
+
+int WorkerGroup::alive_count() const {
+  int n = 0;
+  for (const auto& w : workers_) n += w->alive;
+  return n;
+}
+
+WorkerProcess* WorkerGroup::by_local_rank(int local_rank) const {
+  for (const auto& w : workers_) {
+    if (w->local_rank == local_rank) return w.get();
+  }
+  return nullptr;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,96 @@
+// One round's workers on this node: each started with its own files (error file, heartbeat,
+// stacks) and output streams, signalled as a group, reaped, and cleared at the end of the round.
+// The agent (agent.hpp) decides when; this does it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ddprun/launch_config.hpp"
+#include "ddprun/rendezvous.hpp"
+#include "output/output_stream.hpp"
+#include "process/containment.hpp"
+#include "process/orphan_guard.hpp"
+
+namespace asio {
+class io_context;
+}
+
+namespace ddprun::launcher {
+
+// Paths of one run: where log and error files go.
+struct RunPaths {
+  std::string logs_root;      // attempt_N/rank_R/{stdout,stderr}.log; empty: no log files
+  bool log_everything = false;  // --log_dir given: every stream, not just redirected/teed ones
+  std::string private_root;   // error files when there is no logs_root; removed at exit
+  // Where each worker's own files go: the log folder, else the private one.
+  const std::string& files_root() const { return logs_root.empty() ? private_root : logs_root; }
+};
+
+struct WorkerProcess {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+  bool alive = false;    // until its end has been handled
+  bool reaped = false;   // its pid is gone: never signal it again
+  int sent_signal = 0;   // the stop signal ddprun sent, 0 if none
+  bool sent_kill = false;
+  std::string error_file;
+  std::string heartbeat_file;
+  std::string stacks_file;  // written when the round hangs
+  std::shared_ptr<OutputStream> out;
+  std::shared_ptr<OutputStream> err;
+};
+
+class WorkerGroup {
+ public:
+  WorkerGroup(asio::io_context& io, const config::LaunchConfig& config, std::map<std::string, std::string> environ,
+              std::vector<std::string> argv, OrphanGuard& guard, Containment& containment, const RunPaths& paths);
+
+  // Starts this node's workers of `round` as its attempt `attempt` (folder attempt_N), with
+  // TORCHELASTIC_TIMER_FILE `timer_file` when not empty. `files_ready` gets every worker's
+  // heartbeat file (none without a files folder) after the folders are made and before the
+  // first worker starts, so that not even a worker's first beat can come before the watch. Stops
+  // at the first worker that cannot start, and returns it with the errno of its exec; the ones
+  // already started run on.
+  std::optional<std::pair<WorkerProcess*, int>> start(
+      const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
+      const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready);
+
+  // The group's signal to every live worker's process group (the worker's own children too).
+  void signal(int sig);
+  // To each live worker's own process only: its children keep SIGUSR1/2's default, which is to die.
+  void forward(int sig);
+  // Collects every child that ended: workers as (worker, wait status), marked reaped; any other
+  // pid (a stack tool, an orphaned grandchild) goes to `other`.
+  std::vector<std::pair<WorkerProcess*, int>> reap(const std::function<void(pid_t)>& other);
+  // The round is over: what is left in the pipes is forwarded, and every process the workers
+  // left behind is killed: their process groups, and what escaped them (containment.hpp).
+  void end_round();
+
+  int alive_count() const;
+  WorkerProcess* by_local_rank(int local_rank) const;
+  const std::vector<std::unique_ptr<WorkerProcess>>& workers() const { return workers_; }
+
+ private:
+  std::shared_ptr<OutputStream> open_stream(int read_fd, const WorkerProcess& w, int stream_bit,
+                                            const std::string& log_name);
+
+  asio::io_context& io_;
+  const config::LaunchConfig& config_;
+  std::map<std::string, std::string> environ_;
+  std::vector<std::string> argv_;
+  OrphanGuard& guard_;
+  Containment& containment_;
+  const RunPaths& paths_;
+  std::vector<std::unique_ptr<WorkerProcess>> workers_;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,134 @@
+#include "report/failure_report.hpp"
+
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <fstream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "ddprun/system.hpp"
+
+namespace ddprun::launcher {
+
+std::optional<ErrorFileContents> read_error_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("message")) return std::nullopt;
+  ErrorFileContents contents;
+  const auto& message = doc["message"];
+  if (message.is_string()) {
+    contents.message = message.get<std::string>();
+  } else if (message.is_object()) {
+    contents.message = message.value("message", std::string());
+    if (message.contains("extraInfo") && message["extraInfo"].is_object()) {
+      const auto& extra = message["extraInfo"];
+      contents.traceback = extra.value("py_callstack", std::string());
+      const auto& ts = extra.contains("timestamp") ? extra["timestamp"] : nlohmann::json();
+      if (ts.is_string()) contents.timestamp = std::atof(ts.get<std::string>().c_str());
+      if (ts.is_number()) contents.timestamp = ts.get<double>();
+    }
+  }
+  return contents;
+}
+
+namespace {
+
+// "a\nb\n" -> {"a", "b"}; "" -> {}.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string traceback_tail(const std::string& traceback, int max_lines) {
+  const std::vector<std::string> lines = split_lines(traceback);
+  const std::size_t kept = std::min(lines.size(), static_cast<std::size_t>(std::max(max_lines, 0)));
+  const std::size_t left_out = lines.size() - kept;
+  std::vector<std::string> tail;
+  if (left_out > 0) {
+    tail.push_back(fmt::format("... ({} earlier line{} left out)", left_out, left_out == 1 ? "" : "s"));
+  }
+  for (std::size_t i = left_out; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.size() <= kTracebackLineChars) {
+      tail.push_back(line);
+      continue;
+    }
+    std::size_t cut = kTracebackLineChars;
+    // Not inside a UTF-8 character: the text goes out as JSON, which must be valid UTF-8.
+    while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+    tail.push_back(fmt::format("{} [... {} more characters]", line.substr(0, cut), line.size() - cut));
+  }
+  return fmt::format("{}", fmt::join(tail, "\n"));
+}
+
+void add_error_file(elastic::WorkerFailure& failure, const std::string& path, bool kept) {
+  const auto contents = read_error_file(path);
+  if (!contents) return;
+  failure.message = contents->message;
+  failure.traceback = traceback_tail(contents->traceback);
+  if (kept && (!failure.message.empty() || !failure.traceback.empty())) failure.error_file = path;
+}
+
+std::string describe_end(const elastic::WorkerFailure& f) {
+  if (f.hung) return fmt::format("hung (exit code {})", f.exit_code);
+  if (f.signal == 0) return fmt::format("exit code {}", f.exit_code);
+  std::string text = fmt::format("killed by {} (exit code {})", signal_name(f.signal), f.exit_code);
+  if (f.signal_from_outside && f.signal == SIGKILL) {
+    text += ", not sent by ddprun: killed from outside, often the out-of-memory killer (check dmesg)";
+  }
+  return text;
+}
+
+namespace {
+
+std::string who(const elastic::WorkerFailure& f) {
+  return fmt::format("rank {} (local rank {}) on {}, pid {}", f.rank, f.local_rank, f.host, f.pid);
+}
+
+}  // namespace
+
+std::string format_failure_summary(const elastic::JobOutcome& outcome, const std::string& program) {
+  std::string out;
+  const char* plural = outcome.restarts == 1 ? "" : "s";
+  if (!outcome.error.empty()) {
+    out += fmt::format("ddprun: {} failed: {}\n", program, outcome.error);
+  }
+  if (outcome.failures.empty()) return out;
+  const auto& root = outcome.failures.front();
+  out += fmt::format("ddprun: {} failed (exit code {}) after {} restart{}\n", program,
+                     outcome.exit_code, outcome.restarts, plural);
+  out += fmt::format("  root cause: {}: {}\n", who(root), describe_end(root));
+  if (!root.message.empty()) {
+    // The first line; the rest of a long message ends the traceback, for Python.
+    out += fmt::format("    error: {}\n", root.message.substr(0, root.message.find('\n')));
+  }
+  if (!root.traceback.empty()) {
+    out += root.hung ? "    where:\n" : "    traceback:\n";
+    for (const std::string& line : split_lines(root.traceback)) out += fmt::format("      {}\n", line);
+  }
+  if (!root.error_file.empty()) out += fmt::format("    error file: {}\n", root.error_file);
+  for (size_t i = 1; i < outcome.failures.size(); ++i) {
+    const auto& f = outcome.failures[i];
+    out += fmt::format("  also failed: {}: {}", who(f), describe_end(f));
+    if (!f.message.empty()) out += ": " + f.message.substr(0, f.message.find('\n'));
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,48 @@
+// What went wrong, in words: worker failures from exit statuses and error files, and the
+// summary ddprun prints when the job fails.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "ddprun/rendezvous.hpp"
+
+namespace ddprun::launcher {
+
+// The message and time a worker left in its TORCHELASTIC_ERROR_FILE (PyTorch's @record JSON:
+// {"message": {"message": "...", "extraInfo": {"py_callstack": ..., "timestamp": "..."}}}).
+struct ErrorFileContents {
+  std::string message;
+  std::string traceback;
+  double timestamp = 0;
+};
+std::optional<ErrorFileContents> read_error_file(const std::string& path);
+
+// At most this many lines of a worker's traceback travel and are shown: the last ones, nearest
+// the error.
+inline constexpr int kTracebackLines = 40;
+// A longer traceback line is cut, so that one huge line (a tensor printed in an exception
+// message) cannot flood the summary or the rendezvous messages that carry it.
+inline constexpr std::size_t kTracebackLineChars = 400;
+
+// The last `max_lines` lines of `traceback`, without a final newline, each cut to
+// kTracebackLineChars; when earlier lines were left out, a first line says how many.
+std::string traceback_tail(const std::string& traceback, int max_lines = kTracebackLines);
+
+// Fills `failure` from the error file at `path`, if the worker wrote one: its message, the tail
+// of its traceback, and `path` itself only when `kept`, i.e. when the file lies in a log folder
+// that outlives ddprun. Otherwise it lies in ddprun's private folder, deleted when ddprun exits,
+// and the summary shows its contents rather than a path that will be gone.
+void add_error_file(elastic::WorkerFailure& failure, const std::string& path, bool kept);
+
+// The job's failure summary, several lines ending in '\n': the root cause (rank, local rank,
+// host, pid, exit code or signal with a hint, the first line of the worker's own message, the
+// tail of its traceback indented under it, its error file when kept), then each other failure
+// on one line.
+std::string format_failure_summary(const elastic::JobOutcome& outcome, const std::string& program);
+
+// One line describing how a worker ended, e.g. "exit code 3" or "killed by SIGSEGV (exit code 139)".
+std::string describe_end(const elastic::WorkerFailure& failure);
+
+}  // namespace ddprun::launcher

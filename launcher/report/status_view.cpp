@@ -1,0 +1,71 @@
+#include "report/status_view.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace ddprun::launcher {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kWaitingForRound: return "waiting";
+    case Phase::kRunning: return "running";
+    case Phase::kStopping: return "stopping";
+    case Phase::kExiting: return "exiting";
+  }
+  return "?";
+}
+
+std::string hung_text(Phase phase, bool hang_reported) {
+  return hang_reported && phase != Phase::kWaitingForRound ? "a worker hung; the job is stopping" : "";
+}
+
+void record_beat(JobView& view, int local_rank, double at, std::optional<double> deadline, double hang_timeout) {
+  for (auto& r : view.ranks) {
+    if (r.local_rank != local_rank) continue;
+    r.last_beat = at;
+    r.deadline = deadline;
+  }
+  view.hang_timeout = hang_timeout;
+}
+
+std::pair<int, std::string> healthz_response(const JobView& view, double now) {
+  if (!view.hung.empty()) return {503, view.hung + "\n"};
+  for (const auto& r : view.ranks) {
+    if (r.running && r.deadline && now >= *r.deadline) {
+      const double since = now - r.last_beat.value_or(*r.deadline - view.hang_timeout);
+      return {503, fmt::format("rank {}: no progress for {:.1f} s (hang timeout {:.1f} s)\n", r.rank, since,
+                               view.hang_timeout)};
+    }
+  }
+  return {200, "ok\n"};
+}
+
+std::string status_json(const JobView& view, double now) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : view.ranks) {
+    ranks.push_back({
+        {"rank", r.rank},
+        {"local_rank", r.local_rank},
+        {"pid", r.pid},
+        {"running", r.running},
+        {"last_beat_age", r.last_beat ? nlohmann::json(now - *r.last_beat) : nlohmann::json()},
+    });
+  }
+  const auto [code, health] = healthz_response(view, now);
+  nlohmann::json j = {
+      {"phase", view.phase},
+      {"attempt", view.attempt},
+      {"round", view.round},
+      {"restart_count", view.restart_count},
+      {"restarts_left", std::max(0, view.max_restarts - view.restart_count)},
+      {"world_size", view.world_size},
+      {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},
+      {"healthy", code == 200},
+      {"ranks", ranks},
+  };
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace ddprun::launcher

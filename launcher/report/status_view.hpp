@@ -1,0 +1,52 @@
+// The job's live view, as --status_port publishes it: the agent builds a JobView on the event
+// loop (after each event, and updates it at each beat); GET /status and GET /healthz answer from
+// it (pure, tested as a table). The server (status_server.hpp) only holds and serves it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "supervisor.hpp"
+
+namespace ddprun::launcher {
+
+struct RankView {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  std::optional<double> last_beat;   // monotonic seconds (ddprun::monotonic_seconds())
+  std::optional<double> deadline;    // monotonic seconds after which it counts as hung
+};
+
+struct JobView {
+  std::string phase = "waiting";     // waiting (for a round), running, stopping, exiting
+  int attempt = -1;
+  int round = -1;
+  int restart_count = 0;
+  int max_restarts = 0;
+  int world_size = 0;
+  double hang_timeout = 0;           // 0: none in force
+  std::string hung;                  // why the job counts as hung, "" when it does not
+  std::vector<RankView> ranks;
+};
+
+// The name /status gives the agent's phase: waiting, running, stopping, exiting.
+const char* phase_name(Phase phase);
+
+// Why the job counts as hung in `phase`, "" when it does not: from the hang found in this round
+// (`hang_reported`) until the agent waits for the next round.
+std::string hung_text(Phase phase, bool hang_reported);
+
+// `local_rank` beat at `at`; it will count as hung at `deadline`, under `hang_timeout`.
+void record_beat(JobView& view, int local_rank, double at, std::optional<double> deadline, double hang_timeout);
+
+// The responses, from a view at `now` (monotonic seconds): status code and body.
+std::pair<int, std::string> healthz_response(const JobView& view, double now);
+std::string status_json(const JobView& view, double now);
+
+}  // namespace ddprun::launcher

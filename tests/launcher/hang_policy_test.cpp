@@ -1,0 +1,117 @@
+// The hang policy as tables of beats and times: off, fixed (--hang_timeout=SECONDS,
+// --hang_startup) and auto (learned from the beats).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "hangs/hang_policy.hpp"
+
+using namespace ddprun::launcher;
+using ddprun::config::HangTimeout;
+
+namespace {
+
+HangTimeout fixed(double seconds, double startup) { return {HangTimeout::Mode::kFixed, seconds, startup}; }
+HangTimeout automatic(double floor, double startup) { return {HangTimeout::Mode::kAuto, floor, startup}; }
+
+std::vector<int> hung_ranks(const HangPolicy& p, double now) {
+  std::vector<int> out;
+  for (const auto& h : p.hung(now)) out.push_back(h.local_rank);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("off: nothing is ever hung") {
+  HangPolicy p(HangTimeout{});
+  p.start_round(2, 0);
+  CHECK(hung_ranks(p, 1e6).empty());
+  CHECK_FALSE(p.next_check(0).has_value());
+}
+
+TEST_CASE("fixed: silent longer than the timeout since the last beat, or than --hang_startup since the start") {
+  HangPolicy p(fixed(5, 5));
+  p.start_round(3, 100);
+  CHECK(p.next_check(100) == 105);
+  p.beat(0, 101);
+  p.beat(1, 103);
+  CHECK(hung_ranks(p, 104.9).empty());
+  CHECK(hung_ranks(p, 105) == std::vector<int>{2});          // never beat: judged from the start
+  CHECK(hung_ranks(p, 106.5) == std::vector<int>{2, 0});     // longest silent first
+  CHECK(hung_ranks(p, 108) == std::vector<int>{2, 0, 1});
+  const auto h = p.hung(106.5);
+  CHECK(h[1].silent_for == doctest::Approx(5.5));
+  CHECK(h[1].timeout == 5);
+  CHECK(h[1].ever_beat);
+  CHECK_FALSE(h[0].ever_beat);
+  p.start_round(3, 200);  // a new round forgets the beats
+  CHECK(hung_ranks(p, 204).empty());
+}
+
+TEST_CASE("fixed: the start-up allowance is separate from the timeout") {
+  HangPolicy p(fixed(2, 60));
+  p.start_round(2, 0);
+  p.beat(0, 30);  // a slow start is not a hang
+  CHECK(hung_ranks(p, 31).empty());
+  CHECK(hung_ranks(p, 32) == std::vector<int>{0});
+  CHECK(hung_ranks(p, 59.9) == std::vector<int>{0});
+  const auto h = p.hung(60);
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].local_rank == 1);
+  CHECK(h[0].timeout == 60);
+}
+
+TEST_CASE("auto: learns 5x the largest interval after the warm-up, with a floor") {
+  HangPolicy p(automatic(2, 10));
+  p.start_round(2, 0);
+  double t = 0;
+  // Warm-up: a slow first interval is not learned.
+  std::optional<double> learned;
+  for (double interval : {0.5, 3.0, 0.1, 0.1}) {
+    t += interval;
+    learned = p.beat(0, t);
+    CHECK_FALSE(learned.has_value());
+  }
+  CHECK(p.timeout() == 0);
+  CHECK(hung_ranks(p, t + 100) == std::vector<int>{1});  // rank 1 never beat: past --hang_startup
+  t += 0.2;
+  learned = p.beat(0, t);  // the first learned interval: 5 x 0.2 = 1 s, below the floor
+  REQUIRE(learned.has_value());
+  CHECK(*learned == doctest::Approx(2.0));
+  t += 0.6;
+  learned = p.beat(0, t);  // 5 x 0.6 = 3 s
+  REQUIRE(learned.has_value());
+  CHECK(*learned == doctest::Approx(3.0));
+  CHECK_FALSE(p.beat(0, t + 0.1).has_value());  // shorter: the timeout does not shrink
+  CHECK(p.timeout() == doctest::Approx(3.0));
+  t += 0.1;
+  const auto before = hung_ranks(p, t + 2.9);
+  CHECK(std::find(before.begin(), before.end(), 0) == before.end());
+  const auto at = hung_ranks(p, t + 3.0);
+  CHECK(std::find(at.begin(), at.end(), 0) != at.end());
+}
+
+TEST_CASE("auto: a rank that never beats while another does is hung after --hang_startup") {
+  HangPolicy p(automatic(1, 10));
+  p.start_round(2, 0);
+  p.beat(0, 2.0);
+  CHECK(p.next_check(2.0) == doctest::Approx(10.0));
+  CHECK(hung_ranks(p, 9.9).empty());
+  const auto h = p.hung(10.0);
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].local_rank == 1);
+  CHECK_FALSE(h[0].ever_beat);
+  CHECK(h[0].timeout == doctest::Approx(10.0));
+}
+
+TEST_CASE("auto: a program that never beats is not judged, and that is said once") {
+  HangPolicy p(automatic(1, 4));
+  p.start_round(2, 0);
+  CHECK_FALSE(p.missing_heartbeats(3.9));
+  CHECK(p.next_check(0) == doctest::Approx(4.0));
+  CHECK(p.missing_heartbeats(4.0));
+  CHECK_FALSE(p.missing_heartbeats(5.0));
+  CHECK(hung_ranks(p, 1e6).empty());
+  CHECK_FALSE(p.next_check(5).has_value());
+}

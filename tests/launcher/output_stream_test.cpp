@@ -1,0 +1,80 @@
+// A worker's output stream with real pipes and files: whole lines with a rank prefix to the
+// console, the file as written, the last failed import.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/io_context.hpp>
+
+#include "output/output_stream.hpp"
+#include "output/output_writer.hpp"
+#include "process/unique_fd.hpp"
+
+using namespace ddprun::launcher;
+
+namespace {
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(n));
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("an output stream prefixes whole lines for the console and keeps the file as written") {
+  asio::io_context io;
+  Pipe worker = Pipe::create();
+  Pipe console = Pipe::create();
+  Pipe file = Pipe::create();
+  ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
+  auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
+  s->prefix = "[rank3]: ";
+  s->console_fd = console.write_end.get();
+  s->file = std::make_shared<UniqueFd>(std::move(file.write_end));
+  s->watch_imports = true;
+  s->start();
+  const std::string text = "first line\nsecond ";
+  REQUIRE(::write(worker.write_end.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  const std::string rest = "half\nModuleNotFoundError: No module named 'x'\nno newline at the end";
+  REQUIRE(::write(worker.write_end.get(), rest.data(), rest.size()) == static_cast<ssize_t>(rest.size()));
+  worker.write_end.reset();
+  io.run();  // returns when the pipe has closed: nothing left to wait for
+  s->drain();
+  s.reset();
+  console.write_end.reset();
+  CHECK(read_all(console.read_end.get()) ==
+        "[rank3]: first line\n[rank3]: second half\n[rank3]: ModuleNotFoundError: No module named 'x'\n"
+        "[rank3]: no newline at the end\n");
+  CHECK(read_all(file.read_end.get()) ==
+        "first line\nsecond half\nModuleNotFoundError: No module named 'x'\nno newline at the end\n");
+}
+
+TEST_CASE("an output stream remembers the last failed import and survives a closed console") {
+  asio::io_context io;
+  Pipe worker = Pipe::create();
+  Pipe console = Pipe::create();
+  ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
+  s->console_fd = console.write_end.get();
+  s->watch_imports = true;
+  console.read_end.reset();  // nobody reads the console: EPIPE, not a crash
+  const std::string text = "ImportError: cannot import name 'y'\nafter\n";
+  REQUIRE(::write(worker.write_end.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  s->read_available();
+  CHECK(s->import_error() == "ImportError: cannot import name 'y'");
+}
