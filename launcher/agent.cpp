@@ -118,6 +118,7 @@ class Agent::Impl {
       o.why = why.empty() ? elastic::to_string(reason) : why;
       dispatch(std::move(o));
     };
+    handlers.say = [](const std::string& line) { say(line); };
     handlers.finish = [this](const elastic::JobOutcome& outcome) {
       Occurrence o(Event::kJobFinished);
       o.outcome = outcome;

@@ -207,26 +207,10 @@ int run(int argc, char** argv) {
   // Read once; from here on neither this process's environment nor the workers' holds it.
   vars.erase(env::kRdzvSecret);
   ::unsetenv(env::kRdzvSecret);
-  if (cfg.multi_node() && rendezvous_config.backend != elastic::Backend::kEtcd) {
-    try {
-      const std::string said = elastic::decide_auth(rendezvous_config, slurm_job.in_slurm ? slurm_job.job_id : "",
-                                                    get(vars, "SLURM_CONF", "/etc/slurm/slurm.conf"));
-      if (!said.empty()) std::cerr << said << "\n";
-    } catch (const elastic::RendezvousConfigError& e) {
-      throw config::UsageError(e.what());
-    }
-  } else if (cfg.multi_node()) {
-    // etcd's own TLS and users guard the etcd backend; the secret and MUNGE are the TCP
-    // rendezvous's.
-    if (rendezvous_config.auth != elastic::AuthMode::kAuto) {
-      throw config::UsageError(
-          "--rdzv_conf auth= applies to the static and c10d backends; the etcd backend is guarded by etcd's "
-          "TLS and users (--rdzv_conf protocol=https,cacert=...,cert=...,key=..., user=..., password=...)");
-    }
-    if (!rendezvous_config.secret.empty()) {
-      std::cerr << "ddprun: the rendezvous secret has no effect with the etcd backend, which etcd's TLS and users "
-                   "guard\n";
-    }
+  if (cfg.multi_node()) {
+    const std::string said = elastic::decide_auth(rendezvous_config, slurm_job.in_slurm ? slurm_job.job_id : "",
+                                                  get(vars, "SLURM_CONF", "/etc/slurm/slurm.conf"));
+    if (!said.empty()) std::cerr << said << "\n";
   }
   check_program(cfg, vars);
   check_user_paths(cfg, vars);

@@ -25,9 +25,7 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
     return it == vars.end() ? nullptr : &it->second;
   };
   elastic::RendezvousConfig r;
-  r.backend = cfg.rdzv_backend == "c10d"   ? elastic::Backend::kC10d
-              : cfg.rdzv_backend == "etcd" ? elastic::Backend::kEtcd
-                                           : elastic::Backend::kStatic;
+  r.backend = config::parse_rdzv_backend(cfg.rdzv_backend).value_or(config::RdzvBackend::kStatic);  // validated
   r.endpoint = cfg.rdzv_endpoint;
   r.master_addr = cfg.master_addr;
   r.master_port = cfg.master_port;

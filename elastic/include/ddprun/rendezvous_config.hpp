@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ddprun/rdzv_backend.hpp"
 #include "ddprun/user_error.hpp"
 
 namespace ddprun::elastic {
@@ -19,10 +20,11 @@ class RendezvousConfigError : public UserError {
   using UserError::UserError;
 };
 
-// torchrun's backend names. static and c10d are served by ddprun's own TCP rendezvous; they
-// differ in who hosts it (see RendezvousConfig::hosts) and in that static needs a fixed node
-// count. etcd keeps the job's state in an etcd cluster, through etcd's v3 API.
-enum class Backend { kStatic, kC10d, kEtcd };
+// torchrun's backend names (config/include/ddprun/rdzv_backend.hpp parses them). static and
+// c10d are served by ddprun's own TCP rendezvous; they differ in who hosts it (see
+// RendezvousConfig::hosts) and in that static needs a fixed node count. etcd keeps the job's
+// state in an etcd cluster, through etcd's v3 API.
+using Backend = config::RdzvBackend;
 
 inline constexpr int kDefaultEndpointPort = 29400;  // torchrun's c10d default
 inline constexpr int kDefaultMasterPort = 29500;    // torchrun's --master_port default
