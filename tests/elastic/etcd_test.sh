@@ -16,27 +16,69 @@ ss=[socket.socket() for _ in range(int(sys.argv[1]))]
 for s in ss: s.bind(("127.0.0.1",0))
 print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
 }
-# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER: one member, in the background (pid in ETCD_<NAME>).
+# start_etcd NAME CLIENT_PORT PEER_PORT CLUSTER SCHEME: one member, in the background (pid in
+# ETCD_<NAME>), its clients served over SCHEME (http, https), with the arguments in ETCD_ARGS.
+ETCD_ARGS=() CURL_ARGS=()
 start_etcd() {
-  local name=$1 client=$2 peer=$3 cluster=$4
+  local name=$1 client=$2 peer=$3 cluster=$4 scheme=$5
   etcd --name "$name" --data-dir "$T/etcd.$name" \
-    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-client-urls "$scheme://127.0.0.1:$client" --advertise-client-urls "$scheme://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "$cluster" --initial-cluster-token "$T" >"$T/etcd.$name.log" 2>&1 &
+    --initial-cluster "$cluster" --initial-cluster-token "$T" "${ETCD_ARGS[@]}" >"$T/etcd.$name.log" 2>&1 &
   eval "ETCD_$name=$!"
 }
-# healthy PORT NAME: etcd answers; fails at once with its log when it has exited.
-healthy() {
-  kill -0 "$(eval echo "\$ETCD_$2")" 2>/dev/null || { cat "$T/etcd.$2.log" >&2; fail "etcd $2 exited"; }
-  curl -sf "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+# members_up SCHEME NAME...: 0 once every member answers /health (curl with CURL_ARGS); 1 as soon
+# as one has exited; fails after 60 s.
+members_up() {
+  local scheme=$1 deadline=$((SECONDS + 60)) n up; shift
+  while :; do
+    up=0
+    for n in "$@"; do
+      kill -0 "$(eval echo "\$ETCD_$n")" 2>/dev/null || return 1
+      curl -sf "${CURL_ARGS[@]}" "$scheme://127.0.0.1:$(eval echo "\$CLIENT_$n")/health" |
+        grep -q '"health":"true"' && up=$((up + 1))
+    done
+    (( up == $# )) && return 0
+    (( SECONDS < deadline )) || fail "etcd members $* not healthy after 60 s"
+    sleep 0.05
+  done
+}
+# etcd_members SCHEME NAME...: a cluster of the members NAME... on free loopback ports, every
+# member healthy; client ports in CLIENT_<NAME>. A port that another process takes between
+# free_ports and etcd's bind makes a member exit ("address already in use"): then the members
+# start again on other ports.
+etcd_members() {
+  local scheme=$1 attempt n i cluster ports logs; shift
+  for attempt in 1 2 3; do
+    read -r -a ports < <(free_ports $((2 * $#)))
+    cluster= i=0
+    for n in "$@"; do cluster+="${cluster:+,}$n=http://127.0.0.1:${ports[i + 1]}"; i=$((i + 2)); done
+    i=0
+    for n in "$@"; do
+      eval "CLIENT_$n=${ports[i]}"
+      start_etcd "$n" "${ports[i]}" "${ports[i + 1]}" "$cluster" "$scheme"
+      i=$((i + 2))
+    done
+    members_up "$scheme" "$@" && return 0
+    logs=()
+    for n in "$@"; do
+      kill -KILL "$(eval echo "\$ETCD_$n")" 2>/dev/null || true
+      wait "$(eval echo "\$ETCD_$n")" || true
+      logs+=("$T/etcd.$n.log")
+    done
+    if ! grep -qs "address already in use" "${logs[@]}"; then
+      for n in "$@"; do echo "--- etcd.$n.log" >&2; sed 's/^/    /' "$T/etcd.$n.log" >&2; done
+      fail "etcd $* exited"
+    fi
+    for n in "$@"; do rm -rf "$T/etcd.$n" "$T/etcd.$n.log"; done
+  done
+  fail "etcd $*: a port was taken each of 3 times"
 }
 # keys ENDPOINT: every key ddprun keeps in this etcd.
 keys() { ETCDCTL_API=3 etcdctl --endpoints="$1" get --prefix /ddprun/ --keys-only | sed '/^$/d'; }
 
-read -r client peer < <(free_ports 2)
-start_etcd solo "$client" "$peer" "solo=http://127.0.0.1:$peer"
-wait_for 60 healthy "$client" solo
-E=127.0.0.1:$client
+etcd_members http solo
+E=127.0.0.1:$CLIENT_solo
 
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 source "$DDPRUN_TESTS_DIR/elastic/scenarios.sh"
@@ -110,14 +152,11 @@ ok "etcd users: without one, refused; the job runs as root (password and passwor
     openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out $who.pem -days 1 \
       -extfile $who.ext 2>/dev/null
   done )
-read -r tc tp < <(free_ports 2)
-etcd --name tls --data-dir "$T/etcd.tls" \
-  --listen-client-urls "https://127.0.0.1:$tc" --advertise-client-urls "https://127.0.0.1:$tc" \
-  --listen-peer-urls "http://127.0.0.1:$tp" --initial-advertise-peer-urls "http://127.0.0.1:$tp" \
-  --initial-cluster "tls=http://127.0.0.1:$tp" --cert-file "$T/server.pem" --key-file "$T/server.key" \
-  --client-cert-auth --trusted-ca-file "$T/ca.pem" >"$T/etcd.tls.log" 2>&1 &
-tls_healthy() { curl -sf --cacert "$T/ca.pem" --cert "$T/client.pem" --key "$T/client.key" "https://127.0.0.1:$tc/health" | grep -q '"health":"true"'; }
-wait_for 60 tls_healthy
+ETCD_ARGS=(--cert-file "$T/server.pem" --key-file "$T/server.key" --client-cert-auth --trusted-ca-file "$T/ca.pem")
+CURL_ARGS=(--cacert "$T/ca.pem" --cert "$T/client.pem" --key "$T/client.key")
+etcd_members https tls
+ETCD_ARGS=() CURL_ARGS=()
+tc=$CLIENT_tls
 rm -f "$T"/env.*
 tls=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:$tc --rdzv_id=tls)
 certs=protocol=https,cacert=$T/ca.pem,cert=$T/client.pem,key=$T/client.key
@@ -134,14 +173,8 @@ ok "etcd over TLS: the job runs with client certificates; without one: exit 69"
 # 5. A 3-member etcd cluster loses the member the nodes talk to first, mid-run: the nodes move
 # to another member (keep-alives, writes, the watch from where it left off) and finish.
 kill -TERM "$ETCD_solo"; wait "$ETCD_solo" || true
-read -r c1 p1 c2 p2 c3 p3 < <(free_ports 6)
-cluster="m1=http://127.0.0.1:$p1,m2=http://127.0.0.1:$p2,m3=http://127.0.0.1:$p3"
-start_etcd m1 "$c1" "$p1" "$cluster"
-start_etcd m2 "$c2" "$p2" "$cluster"
-start_etcd m3 "$c3" "$p3" "$cluster"
-wait_for 60 healthy "$c1" m1
-wait_for 60 healthy "$c2" m2
-wait_for 60 healthy "$c3" m3
+etcd_members http m1 m2 m3
+c1=$CLIENT_m1 c2=$CLIENT_m2 c3=$CLIENT_m3
 worker until_released <<'SH'
 #!/bin/sh
 echo "$GROUP_WORLD_SIZE" >> "$T/member.$RANK"
