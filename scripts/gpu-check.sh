@@ -43,7 +43,7 @@ set +e
 status=0
 (cd "$build" && ctest --output-on-failure -j 4 --output-junit "$out/ctest.xml") 2>&1 | tee "$out/ctest.txt" || status=1
 "$python" "$root/scripts/test-summary.py" "gpu machine=$out/ctest.xml" | tee -a "$out/ctest.txt" || status=1
-DDPRUN_BUILD_DIR="$build" DDPRUN_TORCH2_BUILD_DIR="$build" "$python" "$root/scripts/bench-gpu.py" \
+DDPRUN_BUILD_DIR="$build" DDPRUN_TORCH2_BUILD_DIR="$build" "$python" "$root/scripts/bench/gpu.py" \
   2>&1 | tee "$out/bench-gpu.txt" || status=1
 echo "gpu-check: results in $out"
 exit $status

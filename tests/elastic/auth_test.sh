@@ -12,7 +12,7 @@ worker dump <<'SH'
 echo "$RANK $WORLD_SIZE $MASTER_ADDR $TORCHELASTIC_RUN_ID" > "$T/env.$RANK"
 echo "$RANK" >> "$T/starts"
 env > "$T/environ.$RANK"
-sleep "${HOLD:-0}"
+[ -z "${WAIT_RELEASE:-}" ] || while [ ! -e "$T/release" ]; do sleep 0.05; done
 SH
 
 # 1. The secret from a file on one node and from DDPRUN_RDZV_SECRET on the other: the job runs,
@@ -35,12 +35,14 @@ ok "secret from secret_file and DDPRUN_RDZV_SECRET: the job runs; workers, outpu
 # static job listens on --master_addr's address, not 0.0.0.0, even without --local_addr.
 next_port; rm -f "$T"/env.*
 job=(--nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.2 --master_port=$port)
-HOLD=2 "$DDPRUN" "${job[@]}" --node_rank=0 "$T/dump" >"$T/a.out" 2>"$T/a.err" &
+WAIT_RELEASE=1 "$DDPRUN" "${job[@]}" --node_rank=0 "$T/dump" >"$T/a.out" 2>"$T/a.err" &
 PID_a=$!
-HOLD=2 node 127.0.0.3 b "${job[@]}" --node_rank=1 "$T/dump"
+WAIT_RELEASE=1 node 127.0.0.3 b "${job[@]}" --node_rank=1 "$T/dump"
 wait_for 20 test -e "$T/env.1"
 expect_eq "$(ss -Hltn "sport = :$port" | awk '{print $4}')" "127.0.0.2:$port" "the static host's listening address"
+touch "$T/release"
 finish a; finish b
+rm "$T/release"
 expect_eq "$RC_a $RC_b" "0 0" "open pair"
 for n in a b; do expect_eq "$(grep -c "warning: the rendezvous is open" "$T/$n.err")" 1 "warning lines of $n"; done
 ok "no secret: the job runs, one warning line that the rendezvous is open on each node; listening on 127.0.0.2"
@@ -50,7 +52,7 @@ ok "no secret: the job runs, one warning line that the rendezvous is open on eac
 next_port; rm -f "$T"/env.* "$T/starts"
 job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=secretjob42
      --max_restarts=3 --rdzv_conf=last_call_timeout=1)
-export HOLD=3
+export WAIT_RELEASE=1  # the workers run until the strangers are done
 DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.2 a "${job[@]}" "$T/dump"
 DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.3 b "${job[@]}" "$T/dump"
 wait_for 20 test -e "$T/env.3"
@@ -58,8 +60,10 @@ DDPRUN_RDZV_SECRET=a-guess node 127.0.0.4 wrong "${job[@]}" "$T/dump"
 node 127.0.0.5 none "${job[@]}" "$T/dump"
 "${peer[@]}" stranger 127.0.0.2 $port --secret=a-guess > "$T/raw-wrong.out" 2>&1
 "${peer[@]}" stranger 127.0.0.2 $port --nnodes=2 > "$T/raw-none.out" 2>&1
-finish wrong; finish none; finish a; finish b
-unset HOLD
+finish wrong; finish none
+touch "$T/release"
+finish a; finish b
+unset WAIT_RELEASE; rm "$T/release"
 expect_eq "$RC_a $RC_b" "0 0" "the job with strangers around ($(cat "$T/a.err"))"
 expect_eq "$(cat "$T"/env.* | awk '{print $2}' | sort -u)" "4" "world size unchanged"
 expect_eq "$(wc -l < "$T/starts")" 4 "worker starts (one round, no restart)"
@@ -80,12 +84,13 @@ ok "strangers with a wrong secret and with none are refused, learn nothing, and 
 next_port; rm -f "$T"/env.*
 job=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=forged
      --rdzv_conf=last_call_timeout=3)
-export HOLD=2
+export WAIT_RELEASE=1  # the workers run until the forger is done
 DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.2 a "${job[@]}" "$T/dump"
 DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.3 b "${job[@]}" "$T/dump"
 "${peer[@]}" forge 127.0.0.2 $port --secret=the-jobs-secret --run-id=forged --nnodes=2:3 > "$T/forge.out" 2>&1
+touch "$T/release"
 finish a; finish b
-unset HOLD
+unset WAIT_RELEASE; rm "$T/release"
 expect_eq "$RC_a $RC_b" "0 0" "the job after a forged failure ($(cat "$T/a.err" "$T/forge.out"))"
 expect_in "$T/forge.out" "forging a failure of rank"
 expect_in "$T/forge.out" "closed by peer"

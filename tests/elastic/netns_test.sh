@@ -50,7 +50,7 @@ on() {
   ip netns exec "${p}h$host" "$DDPRUN" --local_addr="127.1.0.$host" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"  # finish
 
 worker dump <<'SH'
 #!/bin/sh
@@ -73,7 +73,7 @@ echo "$GROUP_WORLD_SIZE" >> "$T/gws.$GROUP_RANK.$$"
 exit 0
 SH
 c10d=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=h1:29400 --rdzv_id=part
-      --rdzv_conf=last_call_timeout=5,heartbeat_timeout=2)
+      --rdzv_conf=last_call_timeout=30,heartbeat_timeout=2)
 on 1 a "${c10d[@]}" "$T/until_two"
 on 2 b "${c10d[@]}" "$T/until_two"
 on 3 c "${c10d[@]}" "$T/until_two"

@@ -11,3 +11,12 @@ node() {
 }
 # finish NAME: waits for node NAME; its exit code in RC_<NAME>.
 finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+# finish_within SECONDS NAME: as finish, but fails when node NAME is still running after SECONDS.
+finish_within() {
+  local pid; pid=$(eval echo "\$PID_$2")
+  gone() { ! kill -0 "$pid" 2>/dev/null || [[ $(ps -o stat= -p "$pid") == Z* ]]; }
+  wait_for "$1" gone
+  finish "$2"
+}
+# show NAME...: the nodes' stderr, for a failure's message.
+show() { local n; for n in "$@"; do echo "--- $n.err"; cat "$T/$n.err"; done; }

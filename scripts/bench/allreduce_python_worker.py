@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torch.distributed's NCCL all-reduce on device buffers, for scripts/bench-gpu.py: the loop of
+"""torch.distributed's NCCL all-reduce on device buffers, for scripts/bench/gpu.py: the loop of
 worker/bench/bench_allreduce.cpp in Python, run under ddprun (or torchrun) like it.
 
 For buffers of --min-mib to --max-mib MiB (doubling, float32 zeros on the GPU LOCAL_RANK) every
@@ -24,7 +24,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        sys.exit(f"bench_allreduce.py: torch {torch.__version__} sees no GPU")
+        sys.exit(f"bench/allreduce_python_worker.py: torch {torch.__version__} sees no GPU")
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     torch.cuda.set_device(device)
     dist.init_process_group("nccl")

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch's Python DDP on the models of worker/bench/bench_ddp.cpp, for scripts/bench-ddp.py
-(CPU, gloo) and scripts/bench-gpu.py (--device cuda, NCCL).
+"""PyTorch's Python DDP on the models of worker/bench/bench_ddp.cpp, for scripts/bench/ddp.py
+(CPU, gloo) and scripts/bench/gpu.py (--device cuda, NCCL).
 
 Same models (--model mlp: 4 Linear layers of 1024 with ReLU between; many_small: 200 Linear
 layers of 64 with ReLU between), batch 64 per rank, MSE loss, SGD(0.01), one intra-op and one
@@ -62,7 +62,7 @@ def main():
                     help="DDP's gradient_as_bucket_view (PyTorch's default: false)")
     args = ap.parse_args()
     # Debian's 1.13 does not pass this on to OpenBLAS, which keeps a thread per core unless
-    # OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
+    # OPENBLAS_NUM_THREADS=1 (bench/ddp.py sets it); the thread line shows what took effect.
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     # 200 layers shrink the gradients of the first ones into denormals, whose arithmetic is slow

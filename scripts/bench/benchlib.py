@@ -1,10 +1,12 @@
-"""Pieces shared by the benchmark scripts (bench-launcher.py, bench-rendezvous.py, bench-ddp.py,
-bench-gpu.py)."""
+"""Pieces shared by the benchmark scripts of scripts/bench/ (launcher.py, rendezvous.py, ddp.py,
+gpu.py, hangs.py)."""
 import os
 import socket
 import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# This folder (the Python workers are run from it) and the repository it is in.
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(BENCH_DIR))
 PYTHON_113 = "/usr/bin/python3"  # Debian's python3-torch 1.13
 
 TORCHRUN = [PYTHON_113, "-m", "torch.distributed.run"]

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Multi-node benchmark: ddprun next to torchrun's c10d rendezvous, nodes on loopback.
 
-  scripts/bench-rendezvous.py [--ddprun build/launcher/ddprun] [--runs 5]
-  scripts/bench-rendezvous.py --etcd [--runs 3]     only 3., against a local etcd it starts
+  scripts/bench/rendezvous.py [--ddprun build/launcher/ddprun] [--runs 5]
+  scripts/bench/rendezvous.py --etcd [--runs 3]     only 3., against a local etcd it starts
 
 N nodes are N launchers on 127.0.0.2, 127.0.0.3, ..., one worker each (a C program that stamps
 the time its main() runs). Prints:
@@ -28,9 +28,7 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, torchrun
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, torchrun
 
 
 def ddprun_node(ddprun, i, n, port, run_id, extra):
@@ -200,7 +198,7 @@ def main():
         worker = compile_worker(tmp)
         if args.etcd:
             if not shutil.which("etcd"):
-                raise SystemExit("bench-rendezvous: --etcd needs etcd (apt-get install etcd-server)")
+                raise SystemExit("bench/rendezvous.py: --etcd needs etcd (apt-get install etcd-server)")
             with local_etcd(tmp) as endpoint:
                 print(f"machine: {os.cpu_count()} cores; nodes are launchers on 127.0.0.2.. ; etcd {endpoint}")
                 print("\n3. rendezvous: last launcher started -> every node's worker running (median)")

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """DDP step time: ddprun's C++ DDP against PyTorch's Python DDP on the same model and data.
 
-    scripts/bench-ddp.py [--torch 1.13|2] [--steps 100] [--rounds 5]
+    scripts/bench/ddp.py [--torch 1.13|2] [--steps 100] [--rounds 5]
                          [--rows single,ddp,nosync,ddp_other_view,small_ddp,small_nosync]
 
 --torch picks the pair compared, the same PyTorch on both sides: 1.13 (default) is build/
@@ -9,14 +9,14 @@
 scripts/build.sh --torch2) against the python of the virtual environment that
 scripts/torch2-env.sh names. Each side's launcher is its build's ddprun.
 
-The models are worker/bench/bench_ddp.cpp and scripts/bench_ddp.py: mlp, 4 Linear layers of
-1024 (the rows single to ddp_other_view); many_small, 200 Linear layers of 64 (the small_ rows),
-where per-parameter and per-operator work counts more than the all-reduce. Batch 64 per rank,
-MSE loss, SGD, gloo on the CPU, 2 ranks under ddprun (single: 1, no launcher). Both sides run
-one intra-op thread (torch.set_num_threads(1) / torch::set_num_threads(1), and OMP_NUM_THREADS,
-OPENBLAS_NUM_THREADS, MKL_NUM_THREADS=1), and each prints the thread counts it really runs
-with, which the table's header repeats. Each run prints the median step time of rank 0 and the
-CPU time per step of its process (all threads).
+The models are worker/bench/bench_ddp.cpp and ddp_python_worker.py (beside this script): mlp, 4
+Linear layers of 1024 (the rows single to ddp_other_view); many_small, 200 Linear layers of 64
+(the small_ rows), where per-parameter and per-operator work counts more than the all-reduce.
+Batch 64 per rank, MSE loss, SGD, gloo on the CPU, 2 ranks under ddprun (single: 1, no
+launcher). Both sides run one intra-op thread (torch.set_num_threads(1) /
+torch::set_num_threads(1), and OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS=1), and
+each prints the thread counts it really runs with, which the table's header repeats. Each run
+prints the median step time of rank 0 and the CPU time per step of its process (all threads).
 
 A virtual machine's speed drifts from one run to the next by more than the differences measured
 here, so every round runs every configuration once, one after the other, and the table gives
@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import ROOT, TORCH_VERSIONS, torch_pair
+from benchlib import BENCH_DIR, TORCH_VERSIONS, torch_pair
 
 # (label, language, mode, extra arguments); C++ runs with its defaults (gradient_as_bucket_view
 # on), Python with PyTorch's (off); one more row each shows the other setting.
@@ -55,7 +55,7 @@ ROWS = list(dict.fromkeys(c[0] for c in CONFIGS))
 def run(build, python, lang, mode, extra, steps):
     """Returns (median ms, CPU ms, thread line) of one run."""
     program = [os.path.join(build, "worker", "bench_ddp")] if lang == "cpp" else \
-        [python, os.path.join(ROOT, "scripts", "bench_ddp.py")]
+        [python, os.path.join(BENCH_DIR, "ddp_python_worker.py")]
     args = program + ["--mode", mode, "--steps", str(steps)] + extra
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHON_EXEC=python)
@@ -68,7 +68,7 @@ def run(build, python, lang, mode, extra, steps):
     m = re.search(r"median_ms=([0-9.]+).*cpu_ms=([0-9.]+)", out)
     threads = re.search(r"threads intra_op=.*", out)
     if not m or not threads:
-        sys.exit(f"bench-ddp: no result from {' '.join(args)}:\n{out}")
+        sys.exit(f"bench/ddp.py: no result from {' '.join(args)}:\n{out}")
     return float(m.group(1)), float(m.group(2)), threads.group(0)
 
 
@@ -85,11 +85,11 @@ def main():
     rows = args.rows.split(",")
     for label in rows:
         if label not in ROWS:
-            sys.exit(f"bench-ddp: --rows: unknown row {label!r}; rows are {','.join(ROWS)}")
+            sys.exit(f"bench/ddp.py: --rows: unknown row {label!r}; rows are {','.join(ROWS)}")
     configs = [c for c in CONFIGS if c[0] in rows]
     build, python = torch_pair(args.torch)
     if not os.access(os.path.join(build, "worker", "bench_ddp"), os.X_OK):
-        sys.exit(f"bench-ddp: no {build}/worker/bench_ddp; build it (scripts/build.sh"
+        sys.exit(f"bench/ddp.py: no {build}/worker/bench_ddp; build it (scripts/build.sh"
                  f"{' --torch2' if args.torch == '2' else ''})")
     py_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
                                 check=True, capture_output=True, text=True).stdout.strip()

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Hang detection benchmark (ddprun --hang_timeout): what the heartbeats cost, how fast a hang is found.
 
-  scripts/bench-hangs.py [--build build] [--runs 3]
+  scripts/bench/hangs.py [--build build] [--runs 3]
 
 Prints three tables:
   1. one heartbeat (ddprun::heartbeat(): a utimensat of DDPRUN_HEARTBEAT_FILE) in ns, under

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Launcher benchmark: ddprun next to torchrun, same machine, same run.
 
-  scripts/bench-launcher.py [--torch 1.13|2] [--ddprun build/launcher/ddprun] [--runs 30]
+  scripts/bench/launcher.py [--torch 1.13|2] [--ddprun build/launcher/ddprun] [--runs 30]
 
 --torch picks the torchrun: 1.13 (default) is Debian's python3-torch, run with
 --redirects 9:1 --tee 9:1 (it fails under Python 3.11 without them; they redirect nothing) and
@@ -122,7 +122,7 @@ def main():
     ap.add_argument("--torch-runs", type=int, default=3, help="runs per torchrun figure (slow)")
     args = ap.parse_args()
     if shutil.which("gcc") is None:
-        sys.exit("bench-launcher: needs gcc for the crash-latency worker")
+        sys.exit("bench/launcher.py: needs gcc for the crash-latency worker")
     command, fixes = torchrun(args.torch)
     torchrun_cmd = command + fixes
     version = subprocess.run([command[0], "-c", "import torch; print(torch.__version__)"],

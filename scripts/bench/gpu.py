@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """GPU figures: ddprun's C++ worker library against PyTorch 2.x on the same GPU, NCCL.
 
-    scripts/bench-gpu.py [--steps 100] [--rounds 5] [--nproc 1]
+    scripts/bench/gpu.py [--steps 100] [--rounds 5] [--nproc 1]
                          [--min-mib 1] [--max-mib 1024] [--iters 20]
 
 Both sides are PyTorch 2.x with CUDA: build-torch2/ (DDPRUN_TORCH2_BUILD_DIR, scripts/build.sh
@@ -9,20 +9,20 @@ Both sides are PyTorch 2.x with CUDA: build-torch2/ (DDPRUN_TORCH2_BUILD_DIR, sc
 is --nproc ranks (default 1, one GPU each) under build-torch2's ddprun. Without a GPU the script
 prints "no GPU: not measured" under each table's title and exits 0.
 
-1. DDP overhead over no gradient sync: worker/bench/bench_ddp.cpp and scripts/bench_ddp.py with
-   --device cuda (bench-ddp.py's models mlp and many_small, batch 64, each step ends with a
-   device synchronize). The C++ side gets a real NCCL process group at world size 1
+1. DDP overhead over no gradient sync: worker/bench/bench_ddp.cpp and ddp_python_worker.py (beside
+   this script) with --device cuda (ddp.py's models mlp and many_small, batch 64, each step ends
+   with a device synchronize). The C++ side gets a real NCCL process group at world size 1
    (--solo-when-alone false), as PyTorch always has one. Overhead: DDP step / no-sync step - 1,
    the median of the rounds' ratios. The target for the C++ side is below 3 %.
 2. NCCL all-reduce of float32 device buffers, --min-mib to --max-mib MiB doubling:
-   worker/bench/bench_allreduce.cpp (ddprun::all_reduce) against scripts/bench_allreduce.py
+   worker/bench/bench_allreduce.cpp (ddprun::all_reduce) against allreduce_python_worker.py
    (torch.distributed.all_reduce), a real NCCL process group at every world size. Time: mean of
    --iters all-reduces after 5 untimed, the device synchronized around them; the median over
    rounds. Bandwidth: bus bandwidth 2(n-1)/n * size / time for n ranks, as nccl-tests reports
    it; at n = 1 that factor is 0, so the table gives algorithm bandwidth, size / time, instead
    and says so.
 
-Rounds alternate the C++ and Python runs, as in bench-ddp.py, because a machine's speed drifts
+Rounds alternate the C++ and Python runs, as in ddp.py, because a machine's speed drifts
 between runs.
 """
 import argparse
@@ -32,7 +32,7 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import ROOT, torch_pair
+from benchlib import BENCH_DIR, torch_pair
 
 MODELS = ("mlp", "many_small")
 NO_GPU = "no GPU: not measured"
@@ -44,18 +44,18 @@ def launch(build, nproc, program):
     args = [os.path.join(build, "launcher", "ddprun"), f"--nproc_per_node={nproc}"] + program
     p = subprocess.run(args, env=env, capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit(f"bench-gpu: {' '.join(args)} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
+        sys.exit(f"bench/gpu.py: {' '.join(args)} failed ({p.returncode}):\n{p.stdout}{p.stderr}")
     return p.stdout
 
 
 def step_ms(build, python, nproc, lang, mode, model, steps):
     program = [os.path.join(build, "worker", "bench_ddp"), "--solo-when-alone", "false"] \
-        if lang == "cpp" else [python, os.path.join(ROOT, "scripts", "bench_ddp.py")]
+        if lang == "cpp" else [python, os.path.join(BENCH_DIR, "ddp_python_worker.py")]
     out = launch(build, nproc, program + ["--device", "cuda", "--mode", mode, "--model", model,
                                           "--steps", str(steps)])
     m = re.search(r"median_ms=([0-9.]+)", out)
     if not m:
-        sys.exit(f"bench-gpu: no step time in:\n{out}")
+        sys.exit(f"bench/gpu.py: no step time in:\n{out}")
     return float(m.group(1))
 
 
@@ -92,7 +92,7 @@ def allreduce_us(build, program, args):
     times = {int(b): float(t) for b, t in re.findall(r"allreduce bytes=(\d+) .*time_us=([0-9.]+)",
                                                       out)}
     if not times:
-        sys.exit(f"bench-gpu: no all-reduce times in:\n{out}")
+        sys.exit(f"bench/gpu.py: no all-reduce times in:\n{out}")
     return times
 
 
@@ -106,7 +106,7 @@ def allreduce_bandwidth(build, python, args):
         print(NO_GPU)
         return
     cpp = [os.path.join(build, "worker", "bench_allreduce")]
-    py = [python, os.path.join(ROOT, "scripts", "bench_allreduce.py")]
+    py = [python, os.path.join(BENCH_DIR, "allreduce_python_worker.py")]
     runs = {"cpp": [], "py": []}
     for r in range(args.rounds):
         runs["cpp"].append(allreduce_us(build, cpp, args))
@@ -142,9 +142,9 @@ def main():
     if args.gpus:
         for program in ("bench_ddp", "bench_allreduce"):
             if not os.access(os.path.join(build, "worker", program), os.X_OK):
-                sys.exit(f"bench-gpu: no {build}/worker/{program}; scripts/build.sh --torch2")
+                sys.exit(f"bench/gpu.py: no {build}/worker/{program}; scripts/build.sh --torch2")
         if args.nproc > args.gpus:
-            sys.exit(f"bench-gpu: --nproc {args.nproc} needs {args.nproc} GPUs; {args.gpus} visible")
+            sys.exit(f"bench/gpu.py: --nproc {args.nproc} needs {args.nproc} GPUs; {args.gpus} visible")
         name = subprocess.run([python, "-c", "import torch; print(torch.cuda.get_device_name())"],
                               check=True, capture_output=True, text=True).stdout.strip()
         print(f"GPU: {name}")
