@@ -119,6 +119,28 @@ expect_in "$T/v2.err" "etcd-v2.*v2 API.*--rdzv_backend=etcd"
 expect_eq "$(wc -l < "$T/v2.err")" 1 "lines of the etcd-v2 error"
 ok "etcd-v2: $(cat "$T/v2.err")"
 
+# 2b. libcurl is opened only by a run that uses etcd: where it cannot be loaded (here hidden by
+# /dev/null bound over it in a mount namespace of this command alone), one line and exit 69 at
+# once, before anything is written to etcd. Root only (the mount namespace).
+curl_lib=$(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ {print $NF; exit}')
+if [[ $(id -u) -eq 0 && -n "$curl_lib" ]]; then
+  set +e
+  unshare -m bash -c 'mount --bind /dev/null "$(readlink -f "$1")" && shift && exec "$@"' _ "$curl_lib" \
+    "$DDPRUN" --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=$E --rdzv_id=nocurl "$T/dump" >"$T/nocurl.out" 2>"$T/nocurl.err"
+  RC=$?
+  set -e
+  expect_eq "$RC" 69 "exit code without libcurl ($(cat "$T/nocurl.err"))"
+  expect_in "$T/nocurl.err" "the etcd rendezvous needs libcurl, which could not be loaded"
+  expect_eq "$(grep -c libcurl "$T/nocurl.err")" 1 "lines about libcurl"
+  expect_eq "$(keys "$E" | grep -c nocurl || true)" 0 "keys of the job without libcurl"
+  # A run that does not use etcd never needs it.
+  unshare -m bash -c 'mount --bind /dev/null "$(readlink -f "$1")" && shift && exec "$@"' _ "$curl_lib" \
+    "$DDPRUN" --version >/dev/null || fail "ddprun --version needs libcurl"
+  ok "libcurl missing: $(grep -m1 libcurl "$T/nocurl.err")"
+else
+  echo "note: libcurl-missing case skipped (needs root and libcurl.so.4)"
+fi
+
 # 3. etcd's own users: with the right password the job runs; with a wrong one, one line and 69 at once.
 etcd_job=(--rdzv_backend=etcd --rdzv_endpoint=$E --rdzv_conf=join_timeout=60)
 ETCDCTL_API=3 etcdctl --endpoints="$E" user add root --new-user-password=rootpw >/dev/null
