@@ -20,20 +20,9 @@
 #include "output/output_stream.hpp"
 #include "output/output_writer.hpp"
 #include "process/unique_fd.hpp"
+#include "read_all.hpp"
 
 using namespace ddprun::launcher;
-
-namespace {
-
-std::string read_all(int fd) {
-  std::string text;
-  char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(n));
-  return text;
-}
-
-}  // namespace
 
 TEST_CASE("an output stream prefixes whole lines for the console and keeps the file as written") {
   asio::io_context io;
