@@ -19,12 +19,12 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
 
 #include "ddprun/collectives.hpp"
+#include "ddprun/system.hpp"
 
 namespace ddprun {
 
@@ -65,12 +65,11 @@ void fsync_dir(const fs::path& dir) {
   ::close(fd);
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) io_error("cannot open", path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+// The whole file; throws (naming it and errno's reason) when it cannot be opened.
+std::string read_whole(const fs::path& path) {
+  std::optional<std::string> bytes = read_file(path.string());
+  if (!bytes) io_error("cannot open", path);
+  return std::move(*bytes);
 }
 
 const std::regex& checkpoint_name_pattern() {
@@ -85,12 +84,6 @@ std::vector<std::string> list_names(const fs::path& dir) {
     names.push_back(entry.path().filename().string());
   }
   return names;
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  ::gethostname(buffer, sizeof buffer - 1);
-  return buffer;
 }
 
 // ".checkpoint-<step>.pt.tmp.<host>.<pid>": the writer's host and pid, so that a temp file left
@@ -320,7 +313,7 @@ std::optional<int64_t> Checkpointer::load_latest(const CheckpointItems& items) {
   std::string bytes;
   if (comm_->rank() == 0) {
     remove_stale_temp_files(dir_);  // left by a rank 0 killed during a save, before this restart
-    if (auto step = newest_checkpoint(list_names(dir_))) bytes = read_file(dir_ / checkpoint_file_name(*step));
+    if (auto step = newest_checkpoint(list_names(dir_))) bytes = read_whole(dir_ / checkpoint_file_name(*step));
   }
   const auto on_device = at::TensorOptions().device(comm_->device());
   at::Tensor length = at::scalar_tensor(static_cast<int64_t>(bytes.size()), on_device.dtype(at::kLong));

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -16,6 +15,7 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/clocks.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun {
@@ -77,9 +77,7 @@ bool write_error_file(const std::exception_ptr& error) {
   const char* path = std::getenv(env::kErrorFile);
   if (path == nullptr || *path == '\0') return false;
   const ExceptionReport report = describe_exception(error);
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  const auto now = static_cast<std::int64_t>(wall_seconds());
   const std::string json = error_file_json(report.type, report.message, report.callstack, now);
 
   const std::string tmp = std::string(path) + ".tmp." + std::to_string(::getpid());
