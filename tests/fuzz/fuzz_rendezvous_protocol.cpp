@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "ddprun/agent_store.hpp"
-#include "ddprun/rendezvous_protocol.hpp"
+#include "store/agent_store.hpp"
+#include "core/rendezvous_protocol.hpp"
 
 using namespace ddprun::elastic;
 
