@@ -1,6 +1,6 @@
 // Time of one NCCL all-reduce of a device buffer through the worker library
 // (ddprun::all_reduce on an NCCL communicator), for buffers of --min-mib to --max-mib MiB,
-// doubling. scripts/bench-gpu.py runs it under ddprun next to scripts/bench_allreduce.py (the
+// doubling. scripts/bench/gpu.py runs it under ddprun next to scripts/bench/allreduce_python_worker.py (the
 // same loop with torch.distributed) and prints the table; not a test.
 //
 // World size 1 gets a real NCCL process group (ProcessGroupOptions::solo_when_alone = false),
@@ -31,7 +31,7 @@ int run(int argc, char** argv) {
   int64_t max_mib = 1024;
   int iters = 20;
   int warmup = 5;
-  CLI::App app{"NCCL all-reduce time on device buffers (see scripts/bench-gpu.py)"};
+  CLI::App app{"NCCL all-reduce time on device buffers (see scripts/bench/gpu.py)"};
   app.add_option("--min-mib", min_mib, "smallest buffer (MiB)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -1,6 +1,6 @@
 // Per-step time of one model with DistributedDataParallel, with no gradient sync, and alone.
-// scripts/bench-ddp.py starts it on the CPU with gloo (and scripts/bench_ddp.py, the same
-// measurement with PyTorch's Python DDP) and prints the table; scripts/bench-gpu.py starts both
+// scripts/bench/ddp.py starts it on the CPU with gloo (and scripts/bench/ddp_python_worker.py, the same
+// measurement with PyTorch's Python DDP) and prints the table; scripts/bench/gpu.py starts both
 // with --device cuda (NCCL).
 //
 // Models (--model): mlp, 4 Linear layers of 1024 with ReLU between, where the time goes to the
@@ -52,7 +52,7 @@ ModelShape model_shape(const std::string& name) {
 }
 
 // `layers` Linear layers of `width` with ReLU between, created in the same order as
-// scripts/bench_ddp.py's, so that seed 0 gives the same weights.
+// scripts/bench/ddp_python_worker.py's, so that seed 0 gives the same weights.
 torch::nn::Sequential make_model(const ModelShape& shape) {
   torch::nn::Sequential net;
   for (int i = 0; i < shape.layers; ++i) {
@@ -77,7 +77,7 @@ int run(int argc, char** argv) {
   int warmup = 5;
   ddprun::DdpOptions ddp_options;
   ddprun::ProcessGroupOptions pg_options;
-  CLI::App app{"DDP step-time benchmark (see scripts/bench-ddp.py)"};
+  CLI::App app{"DDP step-time benchmark (see scripts/bench/ddp.py)"};
   app.add_option("--mode", mode, "ddp: DDP; nosync: no gradient sync; single: world size 1")
       ->check(CLI::IsMember({"ddp", "nosync", "single"}));
   app.add_option("--model", model, "mlp: 4 Linear of 1024; many_small: 200 Linear of 64")
@@ -122,7 +122,7 @@ int run(int argc, char** argv) {
     pg_options.device = c10::kCUDA;
   }
   // Debian's 1.13 does not pass this on to OpenBLAS, which keeps a thread per core unless
-  // OPENBLAS_NUM_THREADS=1 (bench-ddp.py sets it); the thread line shows what took effect.
+  // OPENBLAS_NUM_THREADS=1 (scripts/bench/ddp.py sets it); the thread line shows what took effect.
   torch::set_num_threads(1);
   at::set_num_interop_threads(1);
   // 200 layers shrink the gradients of the first ones into denormals, whose arithmetic is slow

@@ -1,7 +1,7 @@
 // Cost of one ddprun::heartbeat() (heartbeat.hpp): --calls calls, timed; prints
 // "heartbeat calls=<n> ns_per_call=<t> file=<set|unset>". Under ddprun the file is set and
 // watched by ddprun's inotify (the real cost); without it heartbeat() is a no-op. For
-// scripts/bench-hangs.py; not a test.
+// scripts/bench/hangs.py; not a test.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -15,7 +15,7 @@
 namespace ddprun::bench {
 
 // "threads intra_op=<n> inter_op=<n> openmp=<n> mkl=<n|none> openblas=<n|none>", the line
-// scripts/bench_ddp.py prints for PyTorch: the OpenMP and MKL counts as libtorch reports them
+// scripts/bench/ddp_python_worker.py prints for PyTorch: the OpenMP and MKL counts as libtorch reports them
 // (at::get_parallel_info, which Python's torch.__config__.parallel_info() returns too), the
 // OpenBLAS one from OpenBLAS itself when this process loaded it (Debian's libtorch does).
 inline std::string thread_line() {
