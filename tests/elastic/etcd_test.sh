@@ -122,7 +122,9 @@ ok "etcd-v2: $(cat "$T/v2.err")"
 # 2b. libcurl is opened only by a run that uses etcd: where it cannot be loaded (here hidden by
 # /dev/null bound over it in a mount namespace of this command alone), one line and exit 69 at
 # once, before anything is written to etcd. Root only (the mount namespace).
-curl_lib=$(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ {print $NF; exit}')
+# (awk reads all of ldconfig's output: leaving early would kill ldconfig with SIGPIPE, which
+# pipefail makes this line's failure.)
+curl_lib=$(ldconfig -p | awk '/libcurl\.so\.4 .*x86-64/ && !found {print $NF; found = 1}')
 if [[ $(id -u) -eq 0 && -n "$curl_lib" ]]; then
   set +e
   unshare -m bash -c 'mount --bind /dev/null "$(readlink -f "$1")" && shift && exec "$@"' _ "$curl_lib" \
