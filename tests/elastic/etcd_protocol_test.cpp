@@ -109,5 +109,11 @@ TEST_CASE("the election: create the leader key only if absent, and read the job 
   CHECK(txn["failure"] == nlohmann::json::array({read}));
 }
 
+TEST_CASE("a put, as a transaction's operation: base64 key and value, a lease only when there is one") {
+  CHECK(put_op("/p/a", "v", 7) ==
+        nlohmann::json::parse(R"({"request_put": {"key": "L3AvYQ==", "value": "dg==", "lease": "7"}})"));
+  CHECK(put_op("/p/a", "v", 0) == nlohmann::json::parse(R"({"request_put": {"key": "L3AvYQ==", "value": "dg=="}})"));
+}
+
 }  // namespace
 }  // namespace ddprun::elastic::etcd

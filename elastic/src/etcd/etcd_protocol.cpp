@@ -183,4 +183,10 @@ nlohmann::json create_and_read_txn(const std::string& key, const std::string& va
           {"failure", {read}}};
 }
 
+nlohmann::json put_op(const std::string& key, const std::string& value, std::int64_t lease) {
+  nlohmann::json put = {{"key", base64_encode(key)}, {"value", base64_encode(value)}};
+  if (lease != 0) put["lease"] = std::to_string(lease);
+  return {{"request_put", put}};
+}
+
 }  // namespace ddprun::elastic::etcd

@@ -73,4 +73,8 @@ std::int64_t json_int(const nlohmann::json& object, const char* field);
 nlohmann::json create_and_read_txn(const std::string& key, const std::string& value, std::int64_t lease,
                                    const std::string& range_prefix);
 
+// A transaction's put of `value` at `key`, on `lease` (0: none): {"request_put": {...}}; its
+// "request_put" alone is the body of /v3/kv/put.
+nlohmann::json put_op(const std::string& key, const std::string& value, std::int64_t lease);
+
 }  // namespace ddprun::elastic::etcd

@@ -17,19 +17,11 @@ namespace {
 using etcd::base64_encode;
 using etcd::EtcdError;
 using etcd::json_int;
+using etcd::put_op;
 using Json = nlohmann::json;
 
 // Until etcd answers, it is asked again this often; join_timeout bounds the whole wait.
 constexpr double kMaxRetry = 1.0;
-// Operations of one transaction: etcd refuses more than 128 by default.
-constexpr std::size_t kMaxTxnOps = 100;
-
-Json put_op(const std::string& key, const std::string& value, std::int64_t lease) {
-  Json put = {{"key", base64_encode(key)}, {"value", base64_encode(value)}};
-  if (lease != 0) put["lease"] = std::to_string(lease);
-  return {{"request_put", put}};
-}
-
 std::string random_node_id() {
   std::random_device random;
   return etcd::make_node_id(host_name(), static_cast<long>(::getpid()), random());
@@ -367,147 +359,6 @@ void EtcdRendezvous::leave_job(int signal) {
               .at("request_put"),
           nullptr, nullptr);
   request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, nullptr, nullptr);
-}
-
-// ---- The leader.
-
-void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
-  JobSettings settings = job_settings(config_);
-  std::vector<etcd::WatchEvent> nodes;
-  for (const auto& kv : kvs) {
-    const auto e = etcd::parse_kv(kv);
-    const auto key = keys_.parse(e.key);
-    if (key.kind == etcd::JobKeys::Kind::kState) {
-      const Json state = Json::parse(e.value, nullptr, false);
-      if (state.is_object()) {
-        settings.rounds_before = state.value("rounds", 0);
-        settings.restarts_used = state.value("restarts", 0);
-      }
-    } else if (key.kind == etcd::JobKeys::Kind::kNode) {
-      nodes.push_back(e);
-    }
-  }
-  // Join order is the order in which the nodes registered.
-  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
-  leader_ = id_;
-  coordinator_.emplace(settings, monotonic_seconds());
-  for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value);
-  wait_for_deadline();
-}
-
-void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text) {
-  if (node_ids_.count(node)) return;
-  const Json spec = Json::parse(spec_text, nullptr, false);
-  NodeSpec parsed;
-  try {
-    parsed = spec.get<NodeSpec>();
-  } catch (const std::exception&) {
-    return;  // not a ddprun node of this version: it will time out on its own
-  }
-  const NodeId id = next_node_++;
-  node_ids_[node] = id;
-  node_names_[id] = node;
-  deliver(coordinator_->join(id, parsed, monotonic_seconds()));
-}
-
-void EtcdRendezvous::leader_event(const std::string& node, const std::string& text) {
-  const auto it = node_ids_.find(node);
-  if (it == node_ids_.end()) return;
-  const NodeId id = it->second;
-  const double now = monotonic_seconds();
-  try {
-    const Json event = Json::parse(text);
-    const std::string type = event.at("type");
-    if (type == "worker_failed") {
-      deliver(coordinator_->worker_failed(id, event.at("round"), event.at("failure").get<WorkerFailure>(), now));
-    } else if (type == "workers_stopped") {
-      deliver(coordinator_->workers_stopped(id, event.at("round"),
-                                            event.at("failures").get<std::vector<WorkerFailure>>(), now));
-    } else if (type == "workers_succeeded") {
-      deliver(coordinator_->workers_succeeded(id, event.at("round"), now));
-    } else if (type == "leave") {
-      node_ids_.erase(it);
-      deliver(coordinator_->node_gone(id, fmt::format("it left after {}", signal_name(event.value("signal", 0))), now));
-    }
-  } catch (const std::exception& e) {
-    say(fmt::format("ddprun: ignoring a bad report from node {} in etcd: {}\n", node, e.what()));
-  }
-}
-
-void EtcdRendezvous::deliver(const Messages& messages) {
-  if (messages.empty()) return wait_for_deadline();
-  std::vector<Json> ops;
-  std::optional<JobOutcome> own_finish;
-  std::optional<RoundAssignment> started;
-  for (const Message& m : messages) {
-    const NodeId to = std::visit([](const auto& x) { return x.node; }, m);
-    const auto name = node_names_.find(to);
-    if (name == node_names_.end()) continue;
-    if (const auto* a = std::get_if<Assign>(&m)) started = a->assignment;
-    if (const auto* f = std::get_if<Finish>(&m); f && name->second == id_) own_finish = f->outcome;
-    ops.push_back(put_op(keys_.message(name->second, id_, ++message_seq_), to_wire(m).dump(), lease_));
-  }
-  if (started) {
-    // For the next leader, should this one be lost.
-    ops.push_back(put_op(keys_.state(), Json{{"rounds", started->round}, {"restarts", started->restart_count}}.dump(), 0));
-  }
-  const Json compare = {{{"key", base64_encode(keys_.leader())}, {"target", "VALUE"}, {"value", base64_encode(id_)}}};
-  for (std::size_t i = 0; i < ops.size(); i += kMaxTxnOps) {
-    Json success = Json::array();
-    for (std::size_t j = i; j < std::min(ops.size(), i + kMaxTxnOps); ++j) success.push_back(ops[j]);
-    request("/v3/kv/txn", {{"compare", compare}, {"success", success}},
-            [this](const Json& answer) {
-              if (!answer.value("succeeded", false)) lost_etcd("this node is no longer the rendezvous leader in etcd");
-            },
-            [this](const EtcdError& e) { lost_etcd(fmt::format("could not write to etcd: {}", e.what())); });
-  }
-  if (own_finish) {
-    leader_finish_ = own_finish;
-    // Every other node got its finish: once they have read it and gone (or close_timeout
-    // passed), the job's keys are removed.
-    cleanup_timer_.expires_after(seconds(config_.timeouts.close_timeout));
-    cleanup_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
-      if (!ec && !alive.expired()) {
-        node_ids_.clear();
-        clean_up_if_alone();
-      }
-    });
-    clean_up_if_alone();
-  }
-  wait_for_deadline();
-}
-
-void EtcdRendezvous::clean_up_if_alone() {
-  if (!leader_finish_ || cleaning_) return;
-  for (const auto& [name, id] : node_ids_) {
-    if (name != id_) return;
-  }
-  cleaning_ = true;
-  finishing_ = true;  // its own key goes with the others: no loss to report
-  cleanup_timer_.cancel();
-  deadline_timer_.cancel();
-  const std::string prefix = keys_.prefix();
-  auto done = [this](auto&&...) {
-    auto finish = [this](auto&&...) {
-      coordinator_.reset();
-      end(*leader_finish_);
-    };
-    request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, finish, finish);
-  };
-  request("/v3/kv/deleterange",
-          {{"key", base64_encode(prefix)}, {"range_end", base64_encode(etcd::prefix_end(prefix))}}, done, done);
-}
-
-void EtcdRendezvous::wait_for_deadline() {
-  if (!coordinator_ || cleaning_) return;
-  const auto deadline = coordinator_->next_deadline();
-  deadline_timer_.cancel();
-  if (!deadline) return;
-  deadline_timer_.expires_at(monotonic_time_point(*deadline));
-  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
-    if (ec || alive.expired() || !coordinator_ || cleaning_) return;
-    deliver(coordinator_->tick(monotonic_seconds()));
-  });
 }
 
 }  // namespace ddprun::elastic
