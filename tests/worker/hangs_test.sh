@@ -47,6 +47,7 @@ within 4.5 12 "$delay" || fail "C++ rank 1 found hung ${delay}s after its last s
 ok "C++ worker: found ${delay} s after its last step (timeout 5 s), stuck in stuck_loading_batch, exit 124"
 
 # The same job restarts and completes when restarts remain.
+rm -f "$T"/cpp/step.*
 run_ddprun cpp_restart --nproc_per_node=2 --hang_timeout=5 --max_restarts=1 "$RANK_DRIVER" hang "$T/cpp" 3
 expect_eq "$RC" 0 "C++ worker: exit code after a hang and a restart"
 expect_in "$T/cpp_restart.err" "restarting workers \(restart 1 of 1\)"

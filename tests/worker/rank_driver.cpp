@@ -43,8 +43,10 @@
 //                                          step HANG_AT inside stuck_loading_batch() while the
 //                                          others wait in the next backward's all-reduce; after
 //                                          each step every rank writes OUT/lastbeat.<rank> (the
-//                                          time its last heartbeat was due); on a restart all
-//                                          ranks train HANG_AT+2 steps and exit 0
+//                                          time its last heartbeat was due) and OUT/step.<rank>.<s>,
+//                                          and rank 0 starts step HANG_AT after rank 1's step
+//                                          HANG_AT-1; on a restart all ranks train HANG_AT+2 steps
+//                                          and exit 0
 //   rank_driver sampler                    reads "N W SEED EPOCH DROP_LAST SHUFFLE" lines, prints
 //                                          each rank's indices as torch's DistributedSampler would
 //   rank_driver store_ops OUT              (2 ranks) every call of libtorch's c10d::TCPStore client
@@ -505,12 +507,21 @@ int hang(const std::string& out, int hang_at) {
   torch::optim::SGD opt(net->parameters(), 0.1);
   for (int s = 0; s < hang_at + 2; ++s) {
     if (first && r == 1 && s == hang_at) stuck_loading_batch();
+    // Rank 0 goes on to the step in which rank 1 hangs only once rank 1 has finished the one
+    // before, and with it beaten for the last time: rank 1 is then the rank silent longest
+    // however the two are scheduled (without this, a rank 1 held off the CPU between its
+    // all-reduce and its last beat was beaten to it by rank 0's next backward, and rank 0 was
+    // taken for the root cause).
+    if (first && r == 0 && s == hang_at) {
+      while (!exists(out + "/step.1." + std::to_string(s - 1))) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     const auto x = torch::randn({4, 6});
     opt.zero_grad();
     torch::mse_loss(ddp.forward([&] { return net->forward(x); }), torch::zeros({4, 3})).backward();
     opt.step();
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     write_file(out + "/lastbeat." + std::to_string(r), std::to_string(now));
+    write_file(out + "/step." + std::to_string(r) + "." + std::to_string(s), "");
   }
   return 0;
 }
