@@ -31,6 +31,16 @@ std::string temp_file(const std::string& name, const std::string& text) {
   return path;
 }
 
+// What options_from_json_file says of the file at `path`; empty when it takes it.
+std::string message(const std::string& path) {
+  try {
+    options_from_json_file(path);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("PET_ variables name options") {
@@ -49,14 +59,6 @@ TEST_CASE("--config files") {
   CHECK(opts.at("standalone") == "1");
   CHECK(opts.count("rdzv_id") == 0);  // null: unset
 
-  const auto message = [](const std::string& path) {
-    try {
-      options_from_json_file(path);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   CHECK(message(data + "/missing.json").find("cannot open the file") != std::string::npos);
   CHECK(message(data + "/not_json.json").find("not valid JSON") != std::string::npos);
   CHECK(message(data + "/unknown_key.json").find("unknown key \"nprocs\"") != std::string::npos);
@@ -64,14 +66,6 @@ TEST_CASE("--config files") {
 }
 
 TEST_CASE("hostile --config files are usage errors") {
-  const auto message = [](const std::string& path) {
-    try {
-      options_from_json_file(path);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const auto check = [&](const std::string& path, const char* problem) {
     CAPTURE(problem);
     const std::string m = message(path);

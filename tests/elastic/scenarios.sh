@@ -161,6 +161,16 @@ SH
   ok "[$BACKEND] job-wide restart budget: every node restarts once, then all exit 5 with the same root cause"
 }
 
+# three_nodes_running JOB...: nodes a (the first to join), b and c run until_two with JOB,
+# until all three run their workers.
+three_nodes_running() {
+  node 127.0.0.2 a "$@" "$T/until_two"
+  backend_first_joined
+  node 127.0.0.3 b "$@" "$T/until_two"
+  node 127.0.0.4 c "$@" "$T/until_two"
+  wait_for 60 three_running
+}
+
 # kill -9 of a node that neither hosts nor leads the rendezvous nor has rank 0: the survivors
 # re-rendezvous without it (MIN allows), MASTER_ADDR stays on node a, and they finish.
 scenario_node_lost() {
@@ -168,11 +178,7 @@ scenario_node_lost() {
   backend_job lose
   local job=(--nnodes=2:3 --nproc_per_node=1 "${RDZV[@]}"
              --rdzv_conf=join_timeout=60,last_call_timeout=30,heartbeat_timeout=3)
-  node 127.0.0.2 a "${job[@]}" "$T/until_two"
-  backend_first_joined
-  node 127.0.0.3 b "${job[@]}" "$T/until_two"
-  node 127.0.0.4 c "${job[@]}" "$T/until_two"
-  wait_for 60 three_running
+  three_nodes_running "${job[@]}"
   expect_eq "$(cat "$T"/gws.* | grep -c '^3 127.0.0.2$')" 3 "[$BACKEND] MASTER_ADDR of the round of 3"
   kill -KILL "$PID_c"; finish c
   finish_within 60 a; finish_within 60 b
@@ -223,11 +229,7 @@ scenario_stalled_node() {
   backend_job stall
   local job=(--nnodes=2:3 --nproc_per_node=1 "${RDZV[@]}"
              --rdzv_conf=join_timeout=60,last_call_timeout=30,heartbeat_timeout=2)
-  node 127.0.0.2 a "${job[@]}" "$T/until_two"
-  backend_first_joined
-  node 127.0.0.3 b "${job[@]}" "$T/until_two"
-  node 127.0.0.4 c "${job[@]}" "$T/until_two"
-  wait_for 60 three_running
+  three_nodes_running "${job[@]}"
   kill -STOP "$PID_c"
   local stopped_at=$SECONDS
   two_done() { [[ $(cat "$T"/gws.* 2>/dev/null | grep -c '^2 ') == 2 ]]; }
