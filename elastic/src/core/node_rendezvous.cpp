@@ -14,7 +14,7 @@ bool NodeRendezvous::start_joining(Handlers handlers, bool agent_store) {
   try {
     master_port_.emplace(io_, 0, agent_store);
   } catch (const std::system_error& e) {
-    apply(round_.end(rendezvous_failure(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()), 0)));
+    fail(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()));
     return false;
   }
   return true;
@@ -42,6 +42,8 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
     }
   }
 }
+
+void NodeRendezvous::fail(const std::string& why) { end(rendezvous_failure(why, round_.restarts())); }
 
 void NodeRendezvous::handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish) {
   const std::string type = message.at("type");

@@ -34,6 +34,11 @@ class NodeRendezvous : public Rendezvous {
   // Carries out `actions` in order.
   void apply(NodeRound::Actions actions);
 
+  // The job ends for this node with `outcome` (after its workers stop, if they run).
+  void end(JobOutcome outcome) { apply(round_.end(std::move(outcome))); }
+  // The rendezvous failed here: exit_code::kRendezvous with `why`.
+  void fail(const std::string& why);
+
   // A message from the coordinator (assign, stop or finish: rendezvous_protocol.hpp); a finish
   // goes to `finish`, for the backend to end the node in its own way. Throws std::exception
   // for anything else, or a message without the fields its type needs.

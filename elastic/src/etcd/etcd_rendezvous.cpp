@@ -96,16 +96,15 @@ void EtcdRendezvous::request(std::string path, Json body, std::function<void(con
 
 void EtcdRendezvous::join(Handlers handlers) {
   if (!start_joining(std::move(handlers), config_.agent_store)) return;
-  if (const std::string problem = etcd::load_libcurl(); !problem.empty()) return end(rendezvous_failure(problem, 0));
+  if (const std::string problem = etcd::load_libcurl(); !problem.empty()) return fail(problem);
   join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
   join_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (ec || alive.expired() || lease_ != 0 || round_.state() != NodeRound::State::kJoining) return;
     retry_timer_.cancel();
-    end(rendezvous_failure(
+    fail(
         fmt::format("could not reach etcd at {} within {} s (last error: {}); start etcd, check --rdzv_endpoint, or "
                     "raise --rdzv_conf join_timeout=SECONDS",
-                    client_->describe(), config_.timeouts.join_timeout, last_error_),
-        0));
+                    client_->describe(), config_.timeouts.join_timeout, last_error_));
   });
   grant_lease();
 }
@@ -124,7 +123,7 @@ void EtcdRendezvous::grant_lease() {
         if (round_.state() != NodeRound::State::kJoining) return;
         last_error_ = e.what();
         if (!e.unreachable) {
-          return end(rendezvous_failure(fmt::format("etcd refused this node a lease: {}", e.what()), 0));
+          return fail(fmt::format("etcd refused this node a lease: {}", e.what()));
         }
         retry_timer_.expires_after(seconds(retry_delay_));
         retry_delay_ = std::min(retry_delay_ * 2, kMaxRetry);
@@ -172,9 +171,7 @@ void EtcdRendezvous::register_node() {
         });
         elect();
       },
-      [this](const EtcdError& e) {
-        end(rendezvous_failure(fmt::format("could not register this node in etcd: {}", e.what()), 0));
-      });
+      [this](const EtcdError& e) { fail(fmt::format("could not register this node in etcd: {}", e.what())); });
 }
 
 void EtcdRendezvous::elect() {
@@ -337,9 +334,7 @@ void EtcdRendezvous::finish_after_revoke(JobOutcome outcome) {
 
 void EtcdRendezvous::lost_etcd(const std::string& why) {
   if (round_.state() == NodeRound::State::kDone || finishing_) return;
-  end(rendezvous_failure(fmt::format("{}; the other nodes go on without this one if they can (etcd at {})", why,
-                                     client_->describe()),
-                         round_.restarts()));
+  fail(fmt::format("{}; the other nodes go on without this one if they can (etcd at {})", why, client_->describe()));
 }
 
 void EtcdRendezvous::release() {

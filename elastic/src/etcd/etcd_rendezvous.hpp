@@ -73,7 +73,6 @@ class EtcdRendezvous final : public NodeRendezvous {
   void send_event(Json event);
   void finish_after_revoke(JobOutcome outcome);
   void lost_etcd(const std::string& why);
-  void end(JobOutcome outcome) { apply(round_.end(std::move(outcome))); }
 
   // The leader's part.
   void lead(const Json& kvs, std::int64_t revision);

@@ -50,7 +50,7 @@ void TcpRendezvous::join(Handlers handlers) {
     try {
       auth_.munge = std::make_shared<MungeKeyExchange>(open_munge(config_.munge_socket), config_.munge_scope, ::getuid());
     } catch (const MungeError& e) {
-      return end(rendezvous_failure(fmt::format("could not use MUNGE: {}", e.what()), 0));
+      return fail(fmt::format("could not use MUNGE: {}", e.what()));
     }
   }
   host_if_chosen();
@@ -69,11 +69,10 @@ void TcpRendezvous::arm_join_timer() {
     retry_timer_.cancel();
     asio::error_code ignored;
     connecting_.close(ignored);
-    end(rendezvous_failure(
+    fail(
         fmt::format("could not reach the rendezvous at {} within {} s (last error: {}); start the node that hosts "
                     "it or raise --rdzv_conf join_timeout=SECONDS",
-                    endpoint_text_, config_.timeouts.join_timeout, last_connect_error_),
-        0));
+                    endpoint_text_, config_.timeouts.join_timeout, last_connect_error_));
   });
 }
 
@@ -113,12 +112,9 @@ void TcpRendezvous::host_if_chosen() {
     } catch (const std::system_error& e) {
       if (e.code().value() == EADDRNOTAVAIL) continue;  // not this host's address
       if (hosting == Hosting::kIfPortFree && e.code() == asio::error::address_in_use) return;
-      return end(rendezvous_failure(
-          fmt::format("could not host the rendezvous on {}: {}; choose another {}", describe(listen),
-                      e.code().message(),
-                      config_.backend == Backend::kStatic && config_.endpoint.empty() ? "--master_port"
-                                                                                      : "--rdzv_endpoint port"),
-          0));
+      return fail(fmt::format(
+          "could not host the rendezvous on {}: {}; choose another {}", describe(listen), e.code().message(),
+          config_.backend == Backend::kStatic && config_.endpoint.empty() ? "--master_port" : "--rdzv_endpoint port"));
     }
   }
 }

@@ -42,8 +42,6 @@ class TcpRendezvous final : public NodeRendezvous {
   void on_message(const nlohmann::json& message);
   void on_handshake_message(const nlohmann::json& message);
   void send_join();
-  void end(JobOutcome outcome) { apply(round_.end(std::move(outcome))); }
-  void fail(const std::string& why) { end(rendezvous_failure(why, round_.restarts())); }
   void close_channel();
   void send(const nlohmann::json& message);
 
