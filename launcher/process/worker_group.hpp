@@ -87,6 +87,7 @@ class WorkerGroup {
   const config::LaunchConfig& config_;
   std::map<std::string, std::string> environ_;
   std::vector<std::string> argv_;
+  std::string python_bootstrap_;  // first on Python workers' PYTHONPATH (--progress); "" for none
   OrphanGuard& guard_;
   Containment& containment_;
   const RunPaths& paths_;

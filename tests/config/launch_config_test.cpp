@@ -94,6 +94,39 @@ TEST_CASE("python programs run under the interpreter, as with torchrun") {
   CHECK(c.worker_argv("py") == std::vector<std::string>{"./train", "-m"});
 }
 
+TEST_CASE("Python workers (--progress): a Python program, or an interpreter named as the program") {
+  struct Case {
+    RawOptions cli;
+    std::vector<std::string> program;
+    bool python;
+  };
+  const std::vector<Case> cases = {
+      {{}, {"train.py"}, true},
+      {{{"module", "1"}}, {"pkg.train"}, true},
+      {{{"run_path", "1"}}, {"train"}, true},
+      {{{"no_python", "1"}}, {"python3", "train.py"}, true},
+      {{{"no_python", "1"}}, {"/usr/bin/python3.11", "train.py"}, true},
+      {{}, {"python"}, true},
+      {{{"no_python", "1"}}, {"tool.py"}, false},
+      {{}, {"./train"}, false},
+      {{}, {"python-config"}, false},
+      {{}, {"/opt/python3/bin/train"}, false},
+      {{}, {"pythonic"}, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.program[0]);
+    CHECK(resolve(c.cli, {}, {}, c.program).python_workers() == c.python);
+  }
+}
+
+TEST_CASE("--progress: on by default; on or off, from the command line, PET_PROGRESS or the config") {
+  CHECK(resolve({}).progress);
+  CHECK_FALSE(resolve({{"progress", "off"}}).progress);
+  CHECK_FALSE(resolve({}, {}, {{"progress", "off"}}).progress);
+  CHECK(resolve({{"progress", "on"}}, {{"progress", "off"}}).progress);
+  CHECK_THROWS_WITH(resolve({{"progress", "yes"}}), "--progress=yes: expected on or off");
+}
+
 TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else python3 from PATH") {
   using Env = std::map<std::string, std::string>;
   CHECK(python_interpreter(Env{}).program == "python3");

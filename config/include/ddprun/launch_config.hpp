@@ -91,6 +91,8 @@ struct LaunchConfig {
   bool debug = false;
   std::string role = "default";
   HangTimeout hang_timeout;
+  // --progress: ddprun's progress module in Python workers (launcher/python/), on by default.
+  bool progress = true;
   // Output.
   std::string log_dir;
   StreamSelection redirects;
@@ -110,6 +112,9 @@ struct LaunchConfig {
   bool multi_node() const { return max_nodes > 1; }
   // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.
   bool runs_python() const;
+  // True when the workers are Python programs: runs_python(), or PROGRAM is a Python
+  // interpreter (python, python3, python3.11, by name or path; ddprun --no_python python3 x.py).
+  bool python_workers() const;
   // The argv each worker execs. `python` is python_interpreter()'s.
   std::vector<std::string> worker_argv(const std::string& python) const;
 };

@@ -173,6 +173,13 @@ bool LaunchConfig::runs_python() const {
   return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
 }
 
+bool LaunchConfig::python_workers() const {
+  if (runs_python()) return true;
+  const std::string name = program.substr(program.rfind('/') + 1);
+  return name.compare(0, 6, "python") == 0 &&
+         name.find_first_not_of("0123456789.", 6) == std::string::npos;
+}
+
 std::vector<std::string> LaunchConfig::worker_argv(const std::string& python) const {
   std::vector<std::string> argv;
   if (runs_python()) {
@@ -312,6 +319,11 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
   c.hang_timeout = parse_hang_timeout(text("hang_timeout"));
   c.hang_timeout.startup = parse_seconds("hang_startup", text("hang_startup"), false);
+  const std::string progress = text("progress");
+  if (progress != "on" && progress != "off") {
+    throw UsageError(fmt::format("--progress={}: expected on or off", shown(progress)));
+  }
+  c.progress = progress == "on";
 
   c.log_dir = text("log_dir");
   c.redirects = parse_streams("redirects", text("redirects"));
@@ -405,6 +417,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["debug"] = c.debug;
   j["role"] = c.role;
   j["hang_startup"] = c.hang_timeout.startup;
+  j["progress"] = c.progress ? "on" : "off";
   switch (c.hang_timeout.mode) {
     case HangTimeout::Mode::kOff: j["hang_timeout"] = "off"; break;
     case HangTimeout::Mode::kAuto:

@@ -61,6 +61,9 @@ const std::vector<OptionSpec> kOptions = {
      "sets its least value, default 30); 'off'"},
     {"hang_startup", nullptr, kText, "600", "Supervision",
      "with --hang_timeout: seconds a worker may take to its first heartbeat"},
+    {"progress", nullptr, kText, "on", "Supervision",
+     "on: a Python worker's progress (its modules' forward passes and optimizer steps, through "
+     "PyTorch's global hooks) is its heartbeat, with no change to its code; off"},
     {"log_dir", nullptr, kText, nullptr, "Output",
      "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
     {"redirects", "-r", kText, "0", "Output",
