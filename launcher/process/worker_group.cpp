@@ -113,6 +113,9 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
   auto s = std::make_shared<OutputStream>(io_, fd);
   s->prefix = fmt::format("[rank{}]: ", w.rank);
   s->watch_imports = stream_bit == 2 && config_.runs_python();
+  s->on_pause = [this, local_rank = w.local_rank](bool paused) {
+    if (output_paused) output_paused(local_rank, paused);
+  };
   const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
   const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
   const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);

@@ -32,6 +32,7 @@ TEST_CASE("defaults match torchrun") {
   CHECK(c.rdzv_backend == "static");
   CHECK(c.role == "default");
   CHECK(c.shutdown_timeout == 30);
+  CHECK(c.output_stall_timeout == 30);
   CHECK(c.program == "train");
 }
 
@@ -242,6 +243,8 @@ TEST_CASE("hostile values are refused with one short line naming the option") {
       {{{"hang_timeout", "1e10"}}, "--hang_timeout=1e10: expected"},
       {{{"hang_timeout", "auto:inf"}}, "--hang_timeout=auto:inf: expected"},
       {{{"hang_startup", "inf"}}, "--hang_startup=inf: expected"},
+      {{{"output_stall_timeout", "0"}}, "--output_stall_timeout=0: expected a number of seconds greater than 0"},
+      {{{"output_stall_timeout", "soon"}}, "--output_stall_timeout=soon: expected"},
       {{{"master_addr", std::string(300, 'h')}}, "--master_addr=hhh"},
       {{{"status_addr", ""}}, "--status_addr=: expected a host name"},
       {{{"rdzv_id", std::string(100000, 'j')}}, "--rdzv_id=jjj"},

@@ -99,6 +99,7 @@ struct LaunchConfig {
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
   std::string event_log;          // JSON lines of the job's events; empty: none
+  double output_stall_timeout = 30;  // seconds a reader may take nothing before output for it is dropped
   int status_port = -1;           // -1: no status server; 0: a free port
   std::string status_addr = "127.0.0.1";
   // The program.

@@ -329,6 +329,7 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   c.redirects = parse_streams("redirects", text("redirects"));
   c.tee = parse_streams("tee", text("tee"));
   c.event_log = text("event_log");
+  c.output_stall_timeout = parse_seconds("output_stall_timeout", text("output_stall_timeout"), false);
   if (has("status_port")) {
     c.status_port = parse_int("status_port", text("status_port"), 0, 65535, "a port in 0..65535 (0: a free one)");
   }
@@ -430,6 +431,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["tee"] = streams(c.tee);
   j["local_ranks_filter"] = nullable(filter);
   j["event_log"] = nullable(c.event_log);
+  j["output_stall_timeout"] = c.output_stall_timeout;
   j["status_port"] = c.status_port >= 0 ? nlohmann::json(c.status_port) : nlohmann::json();
   j["status_addr"] = c.status_addr;
   j["module"] = c.module;
