@@ -103,7 +103,10 @@ class Agent::Impl {
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
     hangs_ = std::make_unique<HangResponse>(
-        io_, group_, find_stack_tools(search_path(environ_), config_.runs_python(), python_.program),
+        // Python stacks also for an interpreter named as the program (--no_python python3 x.py).
+        io_, group_,
+        find_stack_tools(search_path(environ_), config_.python_workers(),
+                         config_.runs_python() ? python_.program : config_.program),
         std::move(environ_list), kStackDumpTimeout, paths_.logs_root, hang_handlers());
   }
 
