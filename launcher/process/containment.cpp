@@ -159,11 +159,11 @@ std::unique_ptr<Containment> Containment::create(const std::string& path) {
     return c;
   }
   c->path_ = path;
-  c->make_round_cgroup();
   return c;
 }
 
-void Containment::make_round_cgroup() {
+void Containment::prepare_round() {
+  if (path_.empty() || !round_path_.empty()) return;
   round_path_ = path_ + "/round." + std::to_string(++rounds_);
   if (::mkdir(round_path_.c_str(), 0755) == 0) {
     round_dir_.reset(::open(round_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -245,9 +245,8 @@ void Containment::kill_all(const std::set<pid_t>& keep) {
     wait_empty(path_, std::chrono::seconds(1));
     // A killed cgroup is not reused: clone3 into a cgroup once killed gives a child that is
     // SIGKILLed at birth (Linux 6.18 compares the cgroup's kill count with that of the parent's
-    // own cgroup), so each round's workers start in a new one.
+    // own cgroup), so each round's workers start in a new one (prepare_round()).
     remove_round_cgroup();
-    make_round_cgroup();
     return;
   }
   // A re-parented child may have children of its own that reach ddprun only once it is dead:

@@ -39,6 +39,9 @@ class Containment {
   bool has_cgroup() const { return static_cast<bool>(procs_); }
   const std::string& cgroup_path() const { return path_; }  // "" without a cgroup
   const std::string& why_not() const { return why_not_; }
+  // Makes this round's cgroup (`round.<N>` below ddprun's) unless it exists; without a cgroup,
+  // or where it cannot be made, the workers join ddprun's cgroup itself (procs_fd()).
+  void prepare_round();
   // The folder of this round's cgroup (`round.<N>` below ddprun's), for clone3 to make a new
   // worker there; -1 without one.
   int dir_fd() const { return round_dir_.get(); }
@@ -48,7 +51,7 @@ class Containment {
 
   // Kills every process of the job that is still there: the whole cgroup, or the children of
   // ddprun except `keep` (the orphan guard), until none is left or a second has passed. With a
-  // cgroup, the next round's workers get a new round cgroup.
+  // cgroup, this round's cgroup is removed: the next round gets a new one.
   void kill_all(const std::set<pid_t>& keep);
 
   // The cgroup's processes killed and the cgroup removed (for the orphan guard, which has no
@@ -58,7 +61,6 @@ class Containment {
 
  private:
   Containment() = default;
-  void make_round_cgroup();
   void remove_round_cgroup();
   // rmdir of `path` and every cgroup below it (retried while a killed process is still leaving).
   static bool remove_tree(const std::string& path);

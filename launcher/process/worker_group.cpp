@@ -70,6 +70,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     prepared.push_back(std::move(w));
   }
   files_ready(heartbeat_files);
+  containment_.prepare_round();
   for (auto& w : prepared) {
     const std::string rank_dir = rank_folder(attempt, w->rank);
     WorkerFiles files;
