@@ -40,6 +40,19 @@ def timed(cmd, env):
     return time.perf_counter() - t0
 
 
+def with_free_port(run):
+    """run(port), again with another free port when it fails: between free_port() and torchrun's
+    bind, a machine short of ephemeral ports (another job's thousands of connections) can hand
+    the port to someone else, and torchrun exits 1 (EADDRINUSE). Says so on stderr."""
+    for attempt in range(5):
+        try:
+            return run(free_port())
+        except subprocess.CalledProcessError:
+            print(f"bench/launcher.py: torchrun failed (its port taken?); again with another port",
+                  file=sys.stderr)
+    raise SystemExit("bench/launcher.py: torchrun failed 5 times in a row")
+
+
 # N children of /bin/true started with posix_spawn, then waited for: what any launcher must do
 # at least, the floor for table 1.
 BARE_SPAWN = r"""
@@ -80,8 +93,9 @@ def start_to_exit(ddprun, torchrun_cmd, bare_spawn, runs, torch_runs):
             b[n].append(timed([bare_spawn, str(n), "/bin/true"], env))
     rows = []
     for n in counts:
-        t = [timed(torchrun_cmd + [f"--nproc_per_node={n}", f"--master_port={free_port()}",
-                                   "--no_python", "/bin/true"], env) for _ in range(torch_runs)]
+        t = [with_free_port(lambda port: timed(torchrun_cmd + [f"--nproc_per_node={n}", f"--master_port={port}",
+                                                               "--no_python", "/bin/true"], env))
+             for _ in range(torch_runs)]
         ratios = [x / y for x, y in zip(d[n], b[n])]
         rows.append((n, statistics.median(d[n]) * 1e3, statistics.median(b[n]) * 1e3,
                      statistics.median(ratios), statistics.median(t) * 1e3))
@@ -104,22 +118,18 @@ def restart_latency(ddprun, torchrun_cmd, worker, runs, torch_runs):
             bare.append(read_stamp(f"{d}/bare.x.x") - t0)
     startup = statistics.median(bare)
 
-    def measure(cmd_for, count):
-        """Each run's latency, as measured (not less the worker's start-up)."""
-        lat = []
-        for _ in range(count):
-            with tempfile.TemporaryDirectory() as d:
-                subprocess.run(cmd_for(d), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, check=True)
-                crash = read_stamp(f"{d}/crash.0.x")
-                restarted = min(read_stamp(f"{d}/start.1.{r}") for r in (0, 1))
-                lat.append(restarted - crash)
-        return lat
+    def one(cmd_for, port):
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(cmd_for(d, port), env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True)
+            crash = read_stamp(f"{d}/crash.0.x")
+            return min(read_stamp(f"{d}/start.1.{r}") for r in (0, 1)) - crash
 
-    d = measure(lambda d: [ddprun, "--nproc_per_node=2", "--max_restarts=1", worker, d], runs)
-    t = measure(lambda d: torchrun_cmd + ["--nproc_per_node=2", "--max_restarts=1",
-                                          f"--master_port={free_port()}", "--no_python", worker, d],
-                torch_runs)
+    # Each run's latency, as measured (not less the worker's start-up).
+    d = [one(lambda d, _: [ddprun, "--nproc_per_node=2", "--max_restarts=1", worker, d], 0) for _ in range(runs)]
+    t = [with_free_port(lambda port: one(lambda d, p: torchrun_cmd + [
+        "--nproc_per_node=2", "--max_restarts=1", f"--master_port={p}", "--no_python", worker, d], port))
+         for _ in range(torch_runs)]
     dm, tm = statistics.median(d), statistics.median(t)
     print("\n2. crash-to-restarted latency, 2 workers: a worker's exit(1) -> the restarted worker's "
           f"main() (median; the worker's own start-up is {startup * 1e3:.2f} ms)")
