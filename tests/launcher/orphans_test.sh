@@ -15,8 +15,15 @@ all_ready() { [[ -f "$T/ready.0" && -f "$T/ready.1" && -f "$T/ready.2" ]]; }
 "$DDPRUN" --nproc_per_node=3 "$T/parent" >"$T/out" 2>"$T/err" &
 pid=$!
 wait_for 30 all_ready
-running=$(leftovers)
-expect_eq "$(grep -c -- "$T/orphan 300" <<<"$running")" 3 "orphaned grandchildren running before the kill"
+# A worker touches its ready file once it has started the orphan's shell, which may not have
+# exec'd (renamed itself) yet on a loaded machine: wait for the three.
+# (The snapshot first: a grep running beside ps would count itself.)
+orphans_running() {
+  local running
+  running=$(leftovers)
+  [[ $(grep -c -- "$T/orphan 300" <<<"$running") == 3 ]]
+}
+wait_for 10 orphans_running
 start=$(date +%s.%N)
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
