@@ -89,7 +89,8 @@ class Agent::Impl {
     try {
       const fs::path folder = fs::path(timer_file).parent_path();
       if (!folder.empty()) fs::create_directories(folder);
-      watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, timer_file, watchdog_handlers());
+      watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, timer_file, watchdog_handlers(),
+                                             status_ != nullptr);
     } catch (const std::system_error& e) {
       throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file, e.code().message(),
                                            env::kEnableFileTimer));

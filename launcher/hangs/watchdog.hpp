@@ -29,8 +29,11 @@ class Watchdog {
     std::function<void(const ExpiredTimer&)> timer_expired;
   };
 
-  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none.
-  Watchdog(asio::io_context& io, config::HangTimeout setting, const std::string& timer_file, Handlers handlers);
+  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none. The heartbeat files
+  // are watched only where something uses the beats: a hang timeout in `setting`, or
+  // `beats_shown` (the status server's view).
+  Watchdog(asio::io_context& io, config::HangTimeout setting, const std::string& timer_file, Handlers handlers,
+           bool beats_shown);
 
   // A round's workers, by local rank, and their heartbeat files (created here).
   void start_round(const std::vector<std::string>& heartbeat_files);
@@ -55,7 +58,7 @@ class Watchdog {
   std::optional<double> armed_for_;
   HangPolicy policy_;
   Handlers handlers_;
-  HeartbeatFiles files_;
+  std::unique_ptr<HeartbeatFiles> files_;  // none when no beat is used
   std::unique_ptr<FileTimerServer> file_timers_;
   bool judging_ = false;
 };
