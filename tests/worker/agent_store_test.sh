@@ -292,13 +292,15 @@ ok "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: TORCHELASTIC_USE_AGENT_STORE=False, ra
 cat > "$T/flood_peer.py" <<'PY'
 import os, socket, sys, time
 port, count, folder = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def over():  # ddprun has exited: whatever this was waiting for will not come
+    return os.path.exists(os.path.join(folder, "fl.done"))
 def wait(name):
-    while not os.path.exists(os.path.join(folder, name)):
+    while not os.path.exists(os.path.join(folder, name)) and not over():
         time.sleep(0.01)
 if os.environ.get("FLOOD_AFTER"):
     wait(os.environ["FLOOD_AFTER"])
 flood = []
-while len(flood) < count:
+while len(flood) < count and not over():
     try:
         flood.append(socket.create_connection(("127.0.0.1", port)))
     except ConnectionRefusedError:  # ddprun is not listening yet
@@ -337,7 +339,7 @@ dist.barrier()
 dist.destroy_process_group()
 open(os.path.join(folder, f"fl.{rank}"), "w").write(f"{t.item()}\n")
 PY
-flood_port=$(( 20000 + RANDOM % 20000 ))
+flood_port=$(( 20000 + RANDOM % 12000 ))  # below the ephemeral range (32768-): no client holds it
 for order in before after race before after race; do
   rm -f "$T"/fl.* "$T"/rank1.connected
   flood_port=$((flood_port + 1))

@@ -145,6 +145,9 @@ void RendezvousServer::refuse_over_cap(asio::ip::tcp::socket socket) {
     say_(fmt::format("ddprun: refused a node: {}\n", why));
   }
   asio::error_code ignored;
+  // A flood must not take every descriptor with refusals: beyond a few, closed unexplained (a
+  // real node then connects again, and is told on a later try).
+  if (refused_.size() >= std::max<std::size_t>(1, max_connections_ / 8)) return socket.close(ignored);
   const std::string peer = describe(socket.remote_endpoint(ignored));
   auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
   refused_.insert(channel);
