@@ -145,6 +145,11 @@ class Simulation {
   void assigned(int round) {
     ++assigned_[round];
     if (round == first_round_) return settled();
+    if (!failed_ || round != first_round_ + 1) {
+      std::cerr << "rendezvous_sim: the host started round " << round << " before this simulation ended one: a node was "
+                << "lost (silent for heartbeat_timeout: is the machine too loaded for this many nodes?)\n";
+      std::exit(1);
+    }
     if (assigned_[round] < assigned_[first_round_] - 1) return;
     print({{"event", "reassigned"}, {"round", round}, {"nodes", assigned_[round]}, {"seconds", since(failed_at_)}});
     done();
@@ -160,6 +165,7 @@ class Simulation {
            {"seconds", since(start_)},
            {"reconnects", reconnects_}});
     if (fail_ && assigned_[first_round_] > 0) {
+      failed_ = true;
       failed_at_ = Clock::now();
       for (Node& node : nodes_) {
         if (node.assigned != first_round_) continue;
@@ -193,6 +199,7 @@ class Simulation {
   asio::ip::tcp::endpoint host_;
   RendezvousConfig config_;
   bool fail_;
+  bool failed_ = false;  // one node's connection was closed on purpose
   std::vector<Node> nodes_;
   Clock::time_point start_, failed_at_;
   std::map<int, int> assigned_;
