@@ -6,7 +6,7 @@
 // simulated: a node's workers start at once on an assignment and stop at once on a stop. No
 // secret: the host must run without one (an open rendezvous).
 //
-//   ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--fail] [--print-join]
+//   ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--heartbeat=INTERVAL:TIMEOUT] [--fail] [--print-join]
 // NNODES is the job's --nnodes (MIN:MAX or N). Connects NODES nodes at once and, once every
 // node has its first round or was refused, prints {"event":"refused","nodes":K,"error":"..."}
 // if any were, then {"event":"assigned","round":1,"nodes":N,"seconds":S,"reconnects":R} (S
@@ -146,8 +146,10 @@ class Simulation {
     ++assigned_[round];
     if (round == first_round_) return settled();
     if (!failed_ || round != first_round_ + 1) {
-      std::cerr << "rendezvous_sim: the host started round " << round << " before this simulation ended one: a node was "
-                << "lost (silent for heartbeat_timeout: is the machine too loaded for this many nodes?)\n";
+      std::cerr << "rendezvous_sim: the host started round " << round << ", which this simulation did not cause: a node "
+                << "was lost (silent for heartbeat_timeout), or joined late after the host closed its first connection "
+                << "(not joined within auth_timeout); connections closed before their join: "
+                << nlohmann::json(reconnects_).dump() << "; is the machine too loaded for this many nodes?\n";
       std::exit(1);
     }
     if (assigned_[round] < assigned_[first_round_] - 1) return;
@@ -210,7 +212,8 @@ class Simulation {
 };
 
 int usage() {
-  std::cerr << "usage: ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--fail] [--print-join]\n";
+  std::cerr << "usage: ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--heartbeat=INTERVAL:TIMEOUT] [--fail] "
+               "[--print-join]\n";
   return 64;
 }
 
@@ -219,9 +222,14 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 5) return usage();
   bool fail = false, print_join = false;
+  RendezvousTimeouts timeouts;
   for (int i = 5; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--fail") {
+    if (flag.rfind("--heartbeat=", 0) == 0) {  // INTERVAL:TIMEOUT, the job's --rdzv_conf heartbeat_*
+      const std::string value = flag.substr(12);
+      timeouts.heartbeat_interval = std::stod(value.substr(0, value.find(':')));
+      timeouts.heartbeat_timeout = std::stod(value.substr(value.find(':') + 1));
+    } else if (flag == "--fail") {
       fail = true;
     } else if (flag == "--print-join") {
       print_join = true;
@@ -235,6 +243,7 @@ int main(int argc, char** argv) {
   config.backend = Backend::kC10d;
   config.endpoint = argv[1];
   config.run_id = argv[3];
+  config.timeouts = timeouts;
   const std::string nnodes = argv[4];
   const auto colon = nnodes.find(':');
   config.min_nodes = std::stoi(nnodes.substr(0, colon));

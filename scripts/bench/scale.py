@@ -18,7 +18,9 @@ over --runs:
 The host runs with --rdzv_conf max_connections=N+16, so that the figures measure the host, not
 this machine's ulimit -n; --default-check N runs N nodes once with the default settings and
 prints whether they ran or how many were refused, with the host's message. Both processes share
-this machine's cores: the figures are an upper bound.
+this machine's cores: the figures are an upper bound. --heartbeat=2:20 gives every node (host
+and simulated) --rdzv_conf heartbeat_interval=2,heartbeat_timeout=20: a quarter of the
+heartbeats.
 """
 import argparse
 import json
@@ -83,14 +85,19 @@ def check_join_bytes(ddprun, sim):
     print(f"join line: the simulator's equals a real node's byte for byte (but master_port): {simulated}")
 
 
-def run(ddprun, sim, nodes, conf, fail=True):
+def run(ddprun, sim, nodes, conf, fail=True, heartbeat=None):
     """One run: the host and nodes-1 simulated nodes; returns the simulator's events and the host's VmHWM."""
     port = free_port()
+    if heartbeat:
+        interval, timeout = heartbeat.split(":")
+        conf += f",heartbeat_interval={interval},heartbeat_timeout={timeout}"
     host = subprocess.Popen(host_command(ddprun, nodes, port, conf), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
         wait_listening(port, host)
         args = [sim, f"{HOST}:{port}", str(nodes - 1), "scale", f"2:{nodes}"] + (["--fail"] if fail else [])
+        if heartbeat:
+            args.append(f"--heartbeat={heartbeat}")
         out = subprocess.run(args, capture_output=True, text=True, timeout=300)
         if out.returncode != 0:
             return {"failed": out.stderr.strip().splitlines()[-1]}, 0
@@ -111,6 +118,8 @@ def main():
     p.add_argument("--nodes", default="1024,4096,8192,10000,16384")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--default-check", type=int, default=8192, metavar="N")
+    p.add_argument("--heartbeat", metavar="INTERVAL:TIMEOUT",
+                   help="every node's --rdzv_conf heartbeat_interval and heartbeat_timeout (default 0.5:5)")
     a = p.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start, "
           f"ulimit -n {os.sysconf('SC_OPEN_MAX')}")
@@ -120,7 +129,7 @@ def main():
     for nodes in map(int, a.nodes.split(",")):
         joins, fails, rss, failures = [], [], [], []
         for _ in range(a.runs):
-            events, hwm = run(a.ddprun, a.sim, nodes, f"max_connections={nodes + 16}")
+            events, hwm = run(a.ddprun, a.sim, nodes, f"max_connections={nodes + 16}", heartbeat=a.heartbeat)
             if "failed" in events:
                 failures.append(events["failed"])
                 continue
