@@ -95,6 +95,11 @@ class Agent::Impl {
                                            env::kEnableFileTimer));
     }
     timer_file_ = timer_file;
+    // A worker waiting on a slow console is not hung.
+    group_.output_paused = [this](int local_rank, bool paused) {
+      watchdog_->output_paused(local_rank, paused);
+      publish_status();
+    };
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
     hangs_ = std::make_unique<HangResponse>(
@@ -104,7 +109,10 @@ class Agent::Impl {
 
   int run() {
     // Started here, after main() blocked the signals: its thread inherits the mask.
-    writers_ = std::make_unique<OutputWriters>();
+    OutputWriter::Limits limits;
+    limits.stall_timeout = std::chrono::duration_cast<OutputWriter::Clock::duration>(
+        std::chrono::duration<double>(config_.output_stall_timeout));
+    writers_ = std::make_unique<OutputWriters>(limits);
     writers_->install();
     signals_.start();
     elastic::Rendezvous::Handlers handlers;
@@ -417,16 +425,13 @@ class Agent::Impl {
     view.world_size = round_.world_size;
     view.hang_timeout = watchdog_->policy().timeout();
     view.hung = hung_text(phase_, hangs_->reported());
-    const double now = monotonic_seconds();
     for (const auto& w : group_.workers()) {
       RankView r;
       r.rank = w->rank;
       r.local_rank = w->local_rank;
       r.pid = w->pid;
       r.running = w->alive;
-      if (phase_ == Phase::kRunning && watchdog_->policy().ever_beat(w->local_rank)) {
-        r.last_beat = now - watchdog_->policy().silent_for(w->local_rank, now);
-      }
+      if (phase_ == Phase::kRunning) r.last_beat = watchdog_->policy().last_beat(w->local_rank);
       r.deadline = watchdog_->deadline(w->local_rank);
       view.ranks.push_back(r);
     }

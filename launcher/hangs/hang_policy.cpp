@@ -32,24 +32,37 @@ std::optional<double> HangPolicy::beat(int local_rank, double now) {
   Rank& r = ranks_[static_cast<size_t>(local_rank)];
   const double before = timeout();
   if (r.last_beat && ++r.intervals > kWarmupIntervals) {
-    learned_ = std::max(learned_, kAutoFactor * (now - *r.last_beat));
+    learned_ = std::max(learned_, kAutoFactor * (now - *r.last_beat - r.held(now)));
   }
   r.last_beat = now;
+  r.paused_for = 0;
+  if (r.paused_streams > 0) r.paused_at = now;
   any_beat_ = true;
   const double after = timeout();
   if (setting_.mode == Mode::kAuto && after > before) return after;
   return std::nullopt;
 }
 
+void HangPolicy::output_paused(int local_rank, bool paused, double now) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return;
+  Rank& r = ranks_[static_cast<size_t>(local_rank)];
+  if (paused) {
+    if (r.paused_streams++ == 0) r.paused_at = now;
+  } else if (r.paused_streams > 0 && --r.paused_streams == 0) {
+    r.paused_for += now - r.paused_at;
+  }
+}
+
 std::optional<double> HangPolicy::deadline(const Rank& r) const {
   if (setting_.mode == Mode::kOff) return std::nullopt;
+  if (r.paused_streams > 0) return std::nullopt;  // held back by ddprun: its clock stands still
   if (!r.last_beat) {
     // Under auto, a program that never beats is not judged at all.
     if (setting_.mode == Mode::kAuto && !any_beat_) return std::nullopt;
-    return round_start_ + setting_.startup;
+    return round_start_ + r.paused_for + setting_.startup;
   }
   if (timeout() <= 0) return std::nullopt;  // auto, not learned yet
-  return *r.last_beat + timeout();
+  return *r.last_beat + r.paused_for + timeout();
 }
 
 std::vector<HungRank> HangPolicy::hung(double now) const {
@@ -92,7 +105,18 @@ bool HangPolicy::missing_heartbeats(double now) {
 
 double HangPolicy::silent_for(int local_rank, double now) const {
   if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return 0;
-  return now - ranks_[static_cast<size_t>(local_rank)].last_beat.value_or(round_start_);
+  const Rank& r = ranks_[static_cast<size_t>(local_rank)];
+  return now - r.last_beat.value_or(round_start_) - r.held(now);
+}
+
+std::optional<double> HangPolicy::last_beat(int local_rank) const {
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return std::nullopt;
+  return ranks_[static_cast<size_t>(local_rank)].last_beat;
+}
+
+bool HangPolicy::output_held(int local_rank) const {
+  return local_rank >= 0 && local_rank < static_cast<int>(ranks_.size()) &&
+         ranks_[static_cast<size_t>(local_rank)].paused_streams > 0;
 }
 
 bool HangPolicy::ever_beat(int local_rank) const {

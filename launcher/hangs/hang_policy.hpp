@@ -11,6 +11,11 @@
 // Before its first beat, a rank has the start-up allowance (--hang_startup) from the start of
 // the round, whatever the mode. Under auto, a round in which no rank ever beats is not judged at
 // all (missing_heartbeats() says so once, when the allowance has passed).
+//
+// A rank whose output ddprun holds back (one of its streams paused because the console or a log
+// file is slower than the worker: output/output_writer.hpp) is not judged while it is held, and
+// the time it was held does not count as silence: its clock stops. Nor does that time count in
+// the intervals auto learns from.
 #pragma once
 
 #include <optional>
@@ -51,20 +56,31 @@ class HangPolicy {
   // beat). For arming one timer instead of polling.
   std::optional<double> next_check(double now) const;
 
+  // `local_rank`'s output stream stopped (true) or went on (false) being held back at `now`.
+  void output_paused(int local_rank, bool paused, double now);
+
   // Auto only: true once, the first time it is asked after the start-up allowance passed with no
   // beat from any rank.
   bool missing_heartbeats(double now);
 
   // The timeout in force: fixed, or auto's learned one (0 while not learned yet).
   double timeout() const;
-  // Seconds since `local_rank`'s last beat, or since the round's start if it never beat.
+  // Seconds of silence that count: since `local_rank`'s last beat, or since the round's start if
+  // it never beat, less the time its output was held back.
   double silent_for(int local_rank, double now) const;
   bool ever_beat(int local_rank) const;
+  std::optional<double> last_beat(int local_rank) const;
+  // True while a stream of `local_rank` is held back (output_paused()).
+  bool output_held(int local_rank) const;
 
  private:
   struct Rank {
     std::optional<double> last_beat;
     int intervals = 0;
+    int paused_streams = 0;   // its streams held back now
+    double paused_at = 0;     // since when, if any
+    double paused_for = 0;    // held back since the last beat (or the start), before paused_at
+    double held(double now) const { return paused_for + (paused_streams > 0 ? now - paused_at : 0); }
   };
   double floor() const;
   // When `r` becomes hung, or nullopt when it cannot be judged now.

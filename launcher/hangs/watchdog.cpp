@@ -35,7 +35,7 @@ void Watchdog::end_round() {
 }
 
 std::optional<double> Watchdog::deadline(int local_rank) const {
-  if (!judging_ || !policy_.enabled()) return std::nullopt;
+  if (!judging_ || !policy_.enabled() || policy_.output_held(local_rank)) return std::nullopt;
   const double timeout = policy_.timeout();
   if (timeout <= 0) return std::nullopt;
   const double now = monotonic_seconds();
@@ -51,6 +51,12 @@ void Watchdog::beat(int local_rank) {
   // A beat only moves deadlines later, except the first beats and a newly learned timeout.
   const auto next = policy_.next_check(now);
   if (next && (!armed_for_ || *next < *armed_for_)) arm();
+}
+
+void Watchdog::output_paused(int local_rank, bool paused) {
+  if (!judging_) return;
+  policy_.output_paused(local_rank, paused, monotonic_seconds());
+  arm();  // a held rank has no deadline; a released one a later one
 }
 
 void Watchdog::arm() {

@@ -37,8 +37,13 @@ class Watchdog {
   // Stops watching and judging until the next round.
   void end_round();
 
+  // A stream of `local_rank` stopped (true) or went on (false) being held back by ddprun
+  // (output_stream.hpp): its silence meanwhile does not count (hang_policy.hpp).
+  void output_paused(int local_rank, bool paused);
+
   const HangPolicy& policy() const { return policy_; }
-  // When `local_rank` will count as hung (monotonic_seconds()), if it can now.
+  // When `local_rank` will count as hung (monotonic_seconds()), if it can now (not while its
+  // output is held back).
   std::optional<double> deadline(int local_rank) const;
 
  private:

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <system_error>
 
+#include <asio/post.hpp>
+
 #include "output/output_writer.hpp"
 
 namespace ddprun::launcher {
@@ -28,15 +30,61 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
-OutputStream::OutputStream(asio::io_context& io, int read_fd) : pipe_(io, read_fd) {}
+OutputStream::OutputStream(asio::io_context& io, int read_fd) : pipe_(io, read_fd), stall_timer_(io) {}
 
-void OutputStream::start() {
+void OutputStream::start() { wait_readable(); }
+
+void OutputStream::wait_readable() {
   pipe_.async_wait(asio::posix::stream_descriptor::wait_read,
                    [self = shared_from_this()](std::error_code ec) {
-                     if (!ec && self->pipe_.is_open() && self->read_once() != ReadResult::kClosed) {
-                       self->start();
-                     }
+                     if (ec || !self->pipe_.is_open() || self->read_once() == ReadResult::kClosed) return;
+                     if (!self->pause_if_full()) self->wait_readable();
                    });
+}
+
+bool OutputStream::pause_if_full() {
+  for (const int fd : {console_fd, file ? file->get() : -1}) {
+    OutputWriter* writer = fd >= 0 ? writer_for(fd) : nullptr;
+    if (writer == nullptr) continue;
+    // The wake comes from the writer's thread: it only posts to the event loop, which resumes
+    // the stream if this pause is still the current one and the stream still exists.
+    const unsigned pause = ++pause_;
+    auto wake = [weak = weak_from_this(), executor = pipe_.get_executor(), pause] {
+      asio::post(executor, [weak, pause] {
+        if (auto self = weak.lock()) self->resume(pause);
+      });
+    };
+    if (writer->pause(std::move(wake))) {
+      if (!paused_) {
+        paused_ = true;
+        if (on_pause) on_pause(true);
+      }
+      check_stall(pause, writer);
+      return true;
+    }
+  }
+  if (paused_) {
+    paused_ = false;
+    if (on_pause) on_pause(false);
+  }
+  return false;
+}
+
+void OutputStream::resume(unsigned pause) {
+  if (pause != pause_ || !paused_ || !pipe_.is_open()) return;
+  stall_timer_.cancel();
+  if (!pause_if_full()) wait_readable();
+}
+
+void OutputStream::check_stall(unsigned pause, OutputWriter* writer) {
+  if (pause != pause_ || !paused_ || !pipe_.is_open()) return;
+  // Stalling wakes this stream (through the event loop) like room in the queue does.
+  const auto left = writer->check_stall();
+  if (!left) return;
+  stall_timer_.expires_after(*left);
+  stall_timer_.async_wait([weak = weak_from_this(), pause, writer](std::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->check_stall(pause, writer);
+  });
 }
 
 OutputStream::ReadResult OutputStream::read_once() {
@@ -96,6 +144,11 @@ void OutputStream::close() {
   emit();
   std::error_code ignored;
   pipe_.close(ignored);
+  stall_timer_.cancel();
+  if (paused_) {
+    paused_ = false;
+    if (on_pause) on_pause(false);
+  }
 }
 
 }  // namespace ddprun::launcher

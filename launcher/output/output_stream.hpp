@@ -1,19 +1,25 @@
 // Output forwarding: one stream (stdout or stderr) of one worker, read from its pipe on the
 // event loop, split into lines, written with the rank prefix to the console and as-is to the
-// worker's log file, through the output writer (output_writer.hpp): never blocking.
+// worker's log file, through the output writers (output_writer.hpp): never blocking. When a
+// writer it feeds is full, the stream stops reading its pipe until the writer wakes it, so the
+// worker waits in its own write() and nothing is lost.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "output/line_splitter.hpp"
 #include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
+
+class OutputWriter;
 
 // Writes all of `data` to `fd`, retrying on EINTR and short writes. False once the reader is gone.
 bool write_all(int fd, std::string_view data);
@@ -29,11 +35,15 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   std::shared_ptr<UniqueFd> file;  // not written when null
   // A Python worker's stderr: remember the last line that reported a failed import.
   bool watch_imports = false;
+  // Called with true when the stream stops reading because a writer it feeds is full, and with
+  // false when it reads again (the watchdog does not count a paused worker's silence).
+  std::function<void(bool paused)> on_pause;
 
-  // Reads whenever the pipe is readable, until it closes. Data never waits inside asio, so
-  // drain() at the end of a round sees everything in order.
+  // Reads whenever the pipe is readable, until it closes, pausing while a writer it feeds is
+  // full (output_writer.hpp). Data never waits inside asio, so drain() at the end of a round
+  // sees everything in order.
   void start();
-  // Reads what the pipe holds right now, without waiting for more.
+  // Reads what the pipe holds right now, without waiting for more (nor for a full writer).
   void read_available();
   // The same, then passes on a last unfinished line and closes the pipe.
   void drain();
@@ -44,12 +54,20 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
  private:
   enum class ReadResult { kData, kEmpty, kClosed };
   ReadResult read_once();
+  void wait_readable();
+  // Pauses if a writer this stream feeds is full; false if it may read on.
+  bool pause_if_full();
+  void resume(unsigned pause);
+  void check_stall(unsigned pause, OutputWriter* writer);
   void consume(std::string_view data);
   void add_line(std::string_view line);
   void emit();
   void close();
 
   asio::posix::stream_descriptor pipe_;
+  asio::steady_timer stall_timer_;  // while paused: when the full writer could stall
+  bool paused_ = false;
+  unsigned pause_ = 0;  // which pause a wake is for
   LineSplitter splitter_;
   std::array<char, 16 * 1024> buffer_{};
   std::string pending_;       // console lines of one read, queued together

@@ -1,8 +1,12 @@
 #include "process/worker_environment.hpp"
 
+#include <filesystem>
+
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::launcher {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -23,6 +27,14 @@ void set_nccl_async_error_handling(const std::map<std::string, std::string>& bas
 }
 
 }  // namespace
+
+std::string python_bootstrap_folder() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path folder = exe.parent_path().parent_path() / "share" / "ddprun" / "python";
+  return fs::exists(folder / "sitecustomize.py", ec) ? folder.string() : "";
+}
 
 bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
                           const config::LaunchConfig& config) {
@@ -55,6 +67,11 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
   vars[env::kErrorFile] = files.error_file;
   if (!files.heartbeat_file.empty()) vars[env::kHeartbeatFile] = files.heartbeat_file;
   if (!files.timer_file.empty()) vars[env::kTimerFile] = files.timer_file;
+  if (!files.python_bootstrap.empty()) {
+    const auto inherited = base.find(env::kPythonPath);
+    const bool has = inherited != base.end() && !inherited->second.empty();
+    vars[env::kPythonPath] = files.python_bootstrap + (has ? ":" + inherited->second : "");
+  }
   set_nccl_async_error_handling(base, vars);
   if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
 

@@ -15,12 +15,19 @@ struct WorkerFiles {
   std::string error_file;      // TORCHELASTIC_ERROR_FILE
   std::string heartbeat_file;  // DDPRUN_HEARTBEAT_FILE
   std::string timer_file;      // TORCHELASTIC_TIMER_FILE (with TORCHELASTIC_ENABLE_FILE_TIMER=1)
+  std::string python_bootstrap;  // first on PYTHONPATH: python_bootstrap_folder(), for Python workers
 };
+
+// The folder of ddprun's sitecustomize.py (launcher/python/), beside the running executable:
+// <prefix>/share/ddprun/python for <prefix>/bin/ddprun, installed or in the build tree; "" when
+// it is not there.
+std::string python_bootstrap_folder();
 
 // `base` is ddprun's environment. Sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and the
 // rest of the names in ddprun/worker_env.hpp; OMP_NUM_THREADS=1 when unset and more than one
 // worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING and its old name
-// NCCL_ASYNC_ERROR_HANDLING each inherited, else the other one's inherited value, else 1.
+// NCCL_ASYNC_ERROR_HANDLING each inherited, else the other one's inherited value, else 1;
+// files.python_bootstrap, if any, first on PYTHONPATH (its sitecustomize takes it off again).
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,

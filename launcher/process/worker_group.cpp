@@ -29,7 +29,15 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
       argv_(std::move(argv)),
       guard_(guard),
       containment_(containment),
-      paths_(paths) {}
+      paths_(paths) {
+  if (config_.progress && config_.python_workers()) {
+    python_bootstrap_ = python_bootstrap_folder();
+    if (python_bootstrap_.empty()) {
+      say("ddprun: share/ddprun/python/sitecustomize.py is not installed beside ddprun: the progress of Python "
+          "workers is not counted (--progress); reinstall ddprun\n");
+    }
+  }
+}
 
 namespace {
 
@@ -68,6 +76,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     files.error_file = w->error_file;
     files.heartbeat_file = w->heartbeat_file;
     files.timer_file = timer_file;
+    files.python_bootstrap = python_bootstrap_;
     const int local_rank = w->local_rank;
     SpawnRequest request;
     request.argv = argv_;
@@ -104,6 +113,9 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
   auto s = std::make_shared<OutputStream>(io_, fd);
   s->prefix = fmt::format("[rank{}]: ", w.rank);
   s->watch_imports = stream_bit == 2 && config_.runs_python();
+  s->on_pause = [this, local_rank = w.local_rank](bool paused) {
+    if (output_paused) output_paused(local_rank, paused);
+  };
   const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
   const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
   const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);

@@ -75,6 +75,10 @@ class WorkerGroup {
   // left behind is killed: their process groups, and what escaped them (containment.hpp).
   void end_round();
 
+  // Called when a stream of the worker at `local_rank` stops (true) or goes on (false) reading
+  // its pipe because the console or a log file is full (output_stream.hpp).
+  std::function<void(int local_rank, bool paused)> output_paused;
+
   int alive_count() const;
   WorkerProcess* by_local_rank(int local_rank) const;
   const std::vector<std::unique_ptr<WorkerProcess>>& workers() const { return workers_; }
@@ -87,6 +91,7 @@ class WorkerGroup {
   const config::LaunchConfig& config_;
   std::map<std::string, std::string> environ_;
   std::vector<std::string> argv_;
+  std::string python_bootstrap_;  // first on Python workers' PYTHONPATH (--progress); "" for none
   OrphanGuard& guard_;
   Containment& containment_;
   const RunPaths& paths_;

@@ -32,6 +32,7 @@ TEST_CASE("defaults match torchrun") {
   CHECK(c.rdzv_backend == "static");
   CHECK(c.role == "default");
   CHECK(c.shutdown_timeout == 30);
+  CHECK(c.output_stall_timeout == 30);
   CHECK(c.program == "train");
 }
 
@@ -92,6 +93,39 @@ TEST_CASE("python programs run under the interpreter, as with torchrun") {
   CHECK(c.worker_argv("py") == std::vector<std::string>{"tool.py"});
   c = resolve({}, {}, {}, {"./train", "-m"});
   CHECK(c.worker_argv("py") == std::vector<std::string>{"./train", "-m"});
+}
+
+TEST_CASE("Python workers (--progress): a Python program, or an interpreter named as the program") {
+  struct Case {
+    RawOptions cli;
+    std::vector<std::string> program;
+    bool python;
+  };
+  const std::vector<Case> cases = {
+      {{}, {"train.py"}, true},
+      {{{"module", "1"}}, {"pkg.train"}, true},
+      {{{"run_path", "1"}}, {"train"}, true},
+      {{{"no_python", "1"}}, {"python3", "train.py"}, true},
+      {{{"no_python", "1"}}, {"/usr/bin/python3.11", "train.py"}, true},
+      {{}, {"python"}, true},
+      {{{"no_python", "1"}}, {"tool.py"}, false},
+      {{}, {"./train"}, false},
+      {{}, {"python-config"}, false},
+      {{}, {"/opt/python3/bin/train"}, false},
+      {{}, {"pythonic"}, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.program[0]);
+    CHECK(resolve(c.cli, {}, {}, c.program).python_workers() == c.python);
+  }
+}
+
+TEST_CASE("--progress: on by default; on or off, from the command line, PET_PROGRESS or the config") {
+  CHECK(resolve({}).progress);
+  CHECK_FALSE(resolve({{"progress", "off"}}).progress);
+  CHECK_FALSE(resolve({}, {}, {{"progress", "off"}}).progress);
+  CHECK(resolve({{"progress", "on"}}, {{"progress", "off"}}).progress);
+  CHECK_THROWS_WITH(resolve({{"progress", "yes"}}), "--progress=yes: expected on or off");
 }
 
 TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else python3 from PATH") {
@@ -209,6 +243,8 @@ TEST_CASE("hostile values are refused with one short line naming the option") {
       {{{"hang_timeout", "1e10"}}, "--hang_timeout=1e10: expected"},
       {{{"hang_timeout", "auto:inf"}}, "--hang_timeout=auto:inf: expected"},
       {{{"hang_startup", "inf"}}, "--hang_startup=inf: expected"},
+      {{{"output_stall_timeout", "0"}}, "--output_stall_timeout=0: expected a number of seconds greater than 0"},
+      {{{"output_stall_timeout", "soon"}}, "--output_stall_timeout=soon: expected"},
       {{{"master_addr", std::string(300, 'h')}}, "--master_addr=hhh"},
       {{{"status_addr", ""}}, "--status_addr=: expected a host name"},
       {{{"rdzv_id", std::string(100000, 'j')}}, "--rdzv_id=jjj"},

@@ -74,16 +74,20 @@ TEST_CASE("node ids are unique per process and free of '/'") {
 TEST_CASE("watch messages as the gateway streams them") {
   const auto message = nlohmann::json::parse(R"({"result": {"header": {"revision": "9"}, "events": [
       {"kv": {"key": "YQ==", "create_revision": "8", "mod_revision": "8", "version": "1", "value": "MQ=="}},
-      {"type": "DELETE", "kv": {"key": "Yg==", "mod_revision": "9"}}]}})");
+      {"type": "DELETE", "kv": {"key": "Yg==", "mod_revision": "9"}},
+      {"kv": {"key": "YQ==", "create_revision": "8", "mod_revision": "10", "version": "2", "value": "MQ=="}}]}})");
   const auto events = parse_watch_message(message);
-  REQUIRE(events.size() == 2);
+  REQUIRE(events.size() == 3);
   CHECK_FALSE(events[0].deleted);
   CHECK(events[0].key == "a");
   CHECK(events[0].value == "1");
   CHECK(events[0].mod_revision == 8);
+  CHECK(events[0].version == 1);  // created by this put
   CHECK(events[1].deleted);
   CHECK(events[1].key == "b");
   CHECK(events[1].mod_revision == 9);
+  CHECK(events[1].version == 0);
+  CHECK(events[2].version == 2);  // the same put again: its readers ignore it
   CHECK(parse_watch_message(nlohmann::json::parse(R"({"result": {"header": {}, "created": true}})")).empty());
   CHECK_THROWS_WITH(parse_watch_message(nlohmann::json::parse(
                         R"({"result": {"canceled": true, "cancel_reason": "mvcc: required revision has been compacted"}})")),

@@ -115,3 +115,55 @@ TEST_CASE("auto: a program that never beats is not judged, and that is said once
   CHECK(hung_ranks(p, 1e6).empty());
   CHECK_FALSE(p.next_check(5).has_value());
 }
+
+TEST_CASE("a rank whose output ddprun holds back is not judged, and the time held does not count") {
+  HangPolicy p(fixed(5, 20));
+  p.start_round(3, 0);
+  p.beat(0, 1);
+  p.beat(1, 1);
+  // Rank 0 blocks writing to a slow console at 2: both its streams are paused, at 2 and 3.
+  p.output_paused(0, true, 2);
+  p.output_paused(0, true, 3);
+  CHECK(p.output_held(0));
+  CHECK(hung_ranks(p, 50) == std::vector<int>{2, 1});  // rank 0, silent as long as rank 1, is not
+  CHECK(p.next_check(6) == doctest::Approx(6));          // rank 1's deadline; none for rank 0
+  // One stream reads again at 10: still held. The other at 12: its clock goes on from where it
+  // stopped (1 s of silence counted before the pause), so it is hung at 16, not at 6.
+  const auto at = [&](double now) {
+    const auto ranks = hung_ranks(p, now);
+    return std::find(ranks.begin(), ranks.end(), 0) != ranks.end();
+  };
+  p.output_paused(0, false, 10);
+  CHECK(p.output_held(0));
+  CHECK_FALSE(at(11));
+  p.output_paused(0, false, 12);
+  CHECK_FALSE(p.output_held(0));
+  CHECK(p.silent_for(0, 14) == doctest::Approx(3));
+  CHECK(p.last_beat(0) == 1);
+  CHECK_FALSE(at(15.9));
+  CHECK(at(16));
+  // A beat starts the count again from nothing held.
+  p.beat(0, 20);
+  CHECK(p.silent_for(0, 22) == doctest::Approx(2));
+  CHECK_FALSE(at(24.9));
+  CHECK(at(25));
+  // A rank that never beat has its start-up allowance moved the same way.
+  p.output_paused(2, true, 5);
+  p.output_paused(2, false, 15);
+  CHECK(hung_ranks(p, 29.9) == std::vector<int>{1, 0});
+  CHECK(hung_ranks(p, 30) == std::vector<int>{1, 2, 0});  // longest silent (counted) first
+}
+
+TEST_CASE("auto: the time a rank was held back is not learned as an interval") {
+  HangPolicy p(automatic(1, 10));
+  p.start_round(1, 0);
+  for (double t : {1.0, 2.0, 3.0, 4.0}) p.beat(0, t);  // warm-up
+  const auto learned = p.beat(0, 5);
+  REQUIRE(learned.has_value());
+  CHECK(*learned == doctest::Approx(5.0));
+  // Held 60 s between two beats 61 s apart: 1 s is learned, not 61.
+  p.output_paused(0, true, 5.5);
+  p.output_paused(0, false, 65.5);
+  CHECK_FALSE(p.beat(0, 66).has_value());
+  CHECK(p.timeout() == doctest::Approx(5.0));
+}

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
+#include <fmt/format.h>
 
 #include "output/output_stream.hpp"
 #include "output/output_writer.hpp"
@@ -66,4 +67,64 @@ TEST_CASE("an output stream remembers the last failed import and survives a clos
   REQUIRE(::write(worker.write_end.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
   s->read_available();
   CHECK(s->import_error() == "ImportError: cannot import name 'y'");
+}
+
+TEST_CASE("an output stream stops reading while its writer is full, so its worker waits and nothing is lost") {
+  ::signal(SIGPIPE, SIG_IGN);
+  asio::io_context io;
+  Pipe worker = Pipe::create();
+  Pipe console = Pipe::create();
+  ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
+  OutputWriter::Limits limits;
+  limits.high_water = 64 << 10;
+  limits.low_water = 32 << 10;
+  OutputWriters writers(limits);
+  writers.install();
+  auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
+  s->prefix = "[rank1]: ";
+  s->console_fd = console.write_end.get();  // not stdout or stderr: the files' writer takes it
+  OutputWriter* writer = writer_for(s->console_fd);
+  REQUIRE(writer != nullptr);
+  // The console is read only once the stream has paused: until then it takes nothing.
+  std::vector<bool> pauses;
+  std::string text;
+  std::thread reader;
+  s->on_pause = [&](bool paused) {
+    pauses.push_back(paused);
+    if (paused && !reader.joinable()) reader = std::thread([&] { text = read_all(console.read_end.get()); });
+  };
+  s->start();
+  constexpr int kLines = 400000;  // 4 MB: 60 times the high-water mark
+  std::thread producer([&] {
+    std::string chunk;
+    for (int i = 0; i < kLines; ++i) {
+      chunk += fmt::format("{:09d}\n", i);
+      if (chunk.size() >= 50000 || i == kLines - 1) {
+        write_all(worker.write_end.get(), chunk);
+        chunk.clear();
+      }
+    }
+    worker.write_end.reset();
+  });
+  io.run();  // returns when the pipe has closed
+  producer.join();
+  s->drain();
+  s.reset();
+  const std::size_t peak = writer->peak_queued();
+  const std::size_t dropped = writer->dropped();
+  CHECK(writers.finish(std::chrono::seconds(10)));
+  console.write_end.reset();
+  REQUIRE(reader.joinable());
+  reader.join();
+  CHECK(dropped == 0);
+  std::string expected;
+  for (int i = 0; i < kLines; ++i) expected += fmt::format("[rank1]: {:09d}\n", i);
+  CHECK(text.size() == expected.size());
+  const bool same = text == expected;  // every line, whole and in order
+  CHECK(same);
+  // Held back at the high-water mark: at most one read (16 KiB, prefixed) beyond it.
+  CHECK(peak <= limits.high_water + (40 << 10));
+  REQUIRE(pauses.size() >= 2);
+  CHECK(pauses.front());
+  CHECK_FALSE(pauses.back());
 }

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "process/worker_environment.hpp"
 
@@ -33,7 +34,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
   round.run_id = "job42";
   round.agent_store = true;
   const auto env = as_map(launcher::worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, cfg,
-                                                        round, 3, {"/tmp/e.json", "/tmp/hb", ""}));
+                                                        round, 3, {"/tmp/e.json", "/tmp/hb", "", ""}));
   const std::map<std::string, std::string> expected = {
       {"PATH", "/bin"},
       {"RANK", "7"},
@@ -96,5 +97,30 @@ TEST_CASE("NCCL async error handling under both names: inherited, else the other
     const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, {}));
     CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == c.current);
     CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == c.old);
+  }
+}
+
+TEST_CASE("a Python worker's PYTHONPATH starts with ddprun's bootstrap folder, followed by the inherited one") {
+  config::LaunchConfig cfg;
+  struct Case {
+    std::map<std::string, std::string> base;
+    std::string bootstrap;           // WorkerFiles::python_bootstrap ("": not a Python worker, or --progress=off)
+    std::optional<std::string> got;  // PYTHONPATH; nullopt: unset
+  };
+  const std::vector<Case> cases = {
+      {{}, "/p/share/ddprun/python", "/p/share/ddprun/python"},
+      {{{"PYTHONPATH", "/mine:/other"}}, "/p/share/ddprun/python", "/p/share/ddprun/python:/mine:/other"},
+      // An empty PYTHONPATH means nothing to Python; "folder:" would add the current directory.
+      {{{"PYTHONPATH", ""}}, "/b", "/b"},
+      {{}, "", std::nullopt},
+      {{{"PYTHONPATH", "/mine"}}, "", "/mine"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.bootstrap);
+    launcher::WorkerFiles files;
+    files.python_bootstrap = c.bootstrap;
+    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, files));
+    const auto it = env.find("PYTHONPATH");
+    CHECK((it == env.end() ? std::nullopt : std::optional<std::string>(it->second)) == c.got);
   }
 }

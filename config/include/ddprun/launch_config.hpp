@@ -91,12 +91,15 @@ struct LaunchConfig {
   bool debug = false;
   std::string role = "default";
   HangTimeout hang_timeout;
+  // --progress: ddprun's progress module in Python workers (launcher/python/), on by default.
+  bool progress = true;
   // Output.
   std::string log_dir;
   StreamSelection redirects;
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
   std::string event_log;          // JSON lines of the job's events; empty: none
+  double output_stall_timeout = 30;  // seconds a reader may take nothing before output for it is dropped
   int status_port = -1;           // -1: no status server; 0: a free port
   std::string status_addr = "127.0.0.1";
   // The program.
@@ -110,6 +113,9 @@ struct LaunchConfig {
   bool multi_node() const { return max_nodes > 1; }
   // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.
   bool runs_python() const;
+  // True when the workers are Python programs: runs_python(), or PROGRAM is a Python
+  // interpreter (python, python3, python3.11, by name or path; ddprun --no_python python3 x.py).
+  bool python_workers() const;
   // The argv each worker execs. `python` is python_interpreter()'s.
   std::vector<std::string> worker_argv(const std::string& python) const;
 };

@@ -31,6 +31,8 @@ inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 // ddprun's own: a file private to the worker; touching it (a new modification time) says "I made
 // progress". The worker library touches it at every DDP step and collective (--hang_timeout).
 inline constexpr const char* kHeartbeatFile = "DDPRUN_HEARTBEAT_FILE";
+// Python's module path: ddprun puts its bootstrap folder first for Python workers (--progress).
+inline constexpr const char* kPythonPath = "PYTHONPATH";
 // "1": the launcher serves the named pipe of torchelastic's FileTimerClient at kTimerFile
 // (torchrun's names; ddprun picks the path when the user did not).
 inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";

@@ -173,6 +173,13 @@ bool LaunchConfig::runs_python() const {
   return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
 }
 
+bool LaunchConfig::python_workers() const {
+  if (runs_python()) return true;
+  const std::string name = program.substr(program.rfind('/') + 1);
+  return name.compare(0, 6, "python") == 0 &&
+         name.find_first_not_of("0123456789.", 6) == std::string::npos;
+}
+
 std::vector<std::string> LaunchConfig::worker_argv(const std::string& python) const {
   std::vector<std::string> argv;
   if (runs_python()) {
@@ -312,11 +319,17 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
   c.hang_timeout = parse_hang_timeout(text("hang_timeout"));
   c.hang_timeout.startup = parse_seconds("hang_startup", text("hang_startup"), false);
+  const std::string progress = text("progress");
+  if (progress != "on" && progress != "off") {
+    throw UsageError(fmt::format("--progress={}: expected on or off", shown(progress)));
+  }
+  c.progress = progress == "on";
 
   c.log_dir = text("log_dir");
   c.redirects = parse_streams("redirects", text("redirects"));
   c.tee = parse_streams("tee", text("tee"));
   c.event_log = text("event_log");
+  c.output_stall_timeout = parse_seconds("output_stall_timeout", text("output_stall_timeout"), false);
   if (has("status_port")) {
     c.status_port = parse_int("status_port", text("status_port"), 0, 65535, "a port in 0..65535 (0: a free one)");
   }
@@ -405,6 +418,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["debug"] = c.debug;
   j["role"] = c.role;
   j["hang_startup"] = c.hang_timeout.startup;
+  j["progress"] = c.progress ? "on" : "off";
   switch (c.hang_timeout.mode) {
     case HangTimeout::Mode::kOff: j["hang_timeout"] = "off"; break;
     case HangTimeout::Mode::kAuto:
@@ -417,6 +431,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["tee"] = streams(c.tee);
   j["local_ranks_filter"] = nullable(filter);
   j["event_log"] = nullable(c.event_log);
+  j["output_stall_timeout"] = c.output_stall_timeout;
   j["status_port"] = c.status_port >= 0 ? nlohmann::json(c.status_port) : nlohmann::json();
   j["status_addr"] = c.status_addr;
   j["module"] = c.module;

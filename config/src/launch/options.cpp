@@ -61,6 +61,9 @@ const std::vector<OptionSpec> kOptions = {
      "sets its least value, default 30); 'off'"},
     {"hang_startup", nullptr, kText, "600", "Supervision",
      "with --hang_timeout: seconds a worker may take to its first heartbeat"},
+    {"progress", nullptr, kText, "on", "Supervision",
+     "on: a Python worker's progress (its modules' forward passes and optimizer steps, through "
+     "PyTorch's global hooks) is its heartbeat, with no change to its code; off"},
     {"log_dir", nullptr, kText, nullptr, "Output",
      "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
     {"redirects", "-r", kText, "0", "Output",
@@ -68,6 +71,9 @@ const std::vector<OptionSpec> kOptions = {
     {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
     {"local_ranks_filter", nullptr, kText, nullptr, "Output",
      "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+    {"output_stall_timeout", nullptr, kText, "30", "Output",
+     "seconds the console or a log file may take nothing before worker output for it is dropped "
+     "(a slower one only slows the workers down)"},
     {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file"},
     {"status_port", nullptr, kText, nullptr, "Output",
      "serve GET /healthz and GET /status on this port (0: a free one, printed)"},

@@ -4,7 +4,10 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
+#include <thread>
 
 namespace ddprun::elastic::etcd {
 
@@ -72,7 +75,7 @@ struct SlistDeleter {
 struct Sink {
   std::string data;
   const std::function<void(const nlohmann::json&)>* on_line = nullptr;
-  const std::atomic<bool>* stop = nullptr;
+  std::function<bool()> stop;  // a watch: ends the transfer when true; none for a call
   std::string error;  // a line that was not JSON
 };
 
@@ -98,7 +101,7 @@ size_t on_data(char* ptr, size_t size, size_t n, void* user) {
 
 int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   const auto& sink = *static_cast<Sink*>(user);
-  return sink.stop && sink.stop->load() ? 1 : 0;
+  return sink.stop && sink.stop() ? 1 : 0;
 }
 
 }  // namespace
@@ -157,7 +160,7 @@ bool post(const std::string& url, const std::string& body, double timeout, const
   curl().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>((timeout > 0 ? std::min(timeout, 5.0) : 5.0) * 1000));
   if (sink.stop) {
-    // A watch: no time limit, but it ends when `stop` is set (checked about once a second).
+    // A watch: no time limit, but it ends when `stop` says so (asked about once a second).
     curl().easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl().easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl().easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
@@ -174,7 +177,7 @@ bool post(const std::string& url, const std::string& body, double timeout, const
   char* ip = nullptr;
   if (curl().easy_getinfo(c, CURLINFO_LOCAL_IP, &ip) == CURLE_OK && ip) local_ip = ip;
   curl().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  if (rc == CURLE_ABORTED_BY_CALLBACK && sink.stop && sink.stop->load()) return true;
+  if (rc == CURLE_ABORTED_BY_CALLBACK && sink.stop && sink.stop()) return true;
   if (rc != CURLE_OK) {
     error = !sink.error.empty() ? sink.error : message[0] ? message : curl().easy_strerror(rc);
     return false;
@@ -190,13 +193,13 @@ EtcdError answer_error(const std::string& url, long status, const nlohmann::json
 
 }  // namespace
 
-void EtcdClient::authenticate(std::size_t member) {
+void EtcdClient::authenticate(std::size_t member, double timeout) {
   Sink sink;
   long status = 0;
   std::string ip, error;
   const std::string u = url(member, "/v3/auth/authenticate");
   const nlohmann::json body = {{"name", settings_.user}, {"password", settings_.password}};
-  if (!post(u, body.dump(), 5, settings_, "", sink, status, ip, error)) throw EtcdError(error, true);
+  if (!post(u, body.dump(), timeout, settings_, "", sink, status, ip, error)) throw EtcdError(error, true);
   const auto answer = nlohmann::json::parse(sink.data, nullptr, false);
   if (status != 200 || answer.is_discarded() || !answer.contains("token")) {
     throw EtcdError(fmt::format("etcd at {} refused user '{}': {}", u, settings_.user, sink.data), false);
@@ -210,56 +213,91 @@ std::string EtcdClient::token() {
   return token_;
 }
 
-nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body, double timeout) {
+nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body, double budget) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget));
+  const auto left = [&] { return std::chrono::duration<double>(deadline - Clock::now()).count(); };
   const std::string text = body.dump();
-  std::size_t first;
+  const std::size_t members = endpoints_.size();
+  std::size_t member;
   {
     std::lock_guard lock(mutex_);
-    first = current_;
+    member = current_;
   }
-  std::string errors;
-  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
-    const std::size_t member = (first + i) % endpoints_.size();
-    const std::string u = url(member, path);
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      Sink sink;
-      long status = 0;
-      std::string ip, error;
-      try {
-        if (!settings_.user.empty() && token().empty()) authenticate(member);
-      } catch (const EtcdError& e) {
-        if (!e.unreachable) throw;
-        errors += (errors.empty() ? "" : "; ") + fmt::format("{}: {}", u, e.what());
-        break;
-      }
-      if (!post(u, text, timeout, settings_, token(), sink, status, ip, error)) {
-        errors += (errors.empty() ? "" : "; ") + fmt::format("{}: {}", u, error);
-        break;
-      }
-      {
-        std::lock_guard lock(mutex_);
-        current_ = member;
-        if (!ip.empty()) local_ip_ = ip;
-      }
-      auto answer = nlohmann::json::parse(sink.data, nullptr, false);
-      if (answer.is_discarded()) throw EtcdError(fmt::format("etcd at {} answered {} with no JSON", u, status), false);
-      if (status == 200 && !answer.contains("error")) return answer;
-      EtcdError e = answer_error(u, status, answer);
-      // An expired auth token (gRPC UNAUTHENTICATED, or etcd's "invalid auth token"): once more with a new one.
-      if (!settings_.user.empty() && attempt == 0 && (e.code == 16 || std::string(e.what()).find("auth token") != std::string::npos)) {
-        std::lock_guard lock(mutex_);
-        token_.clear();
-        continue;
-      }
-      // A member without a leader cannot serve: try another.
-      if (e.code == 14 || status >= 500) {
-        errors += std::string(errors.empty() ? "" : "; ") + e.what();
-        break;
-      }
-      throw e;
+  std::vector<std::string> errors(members);  // each member's last
+  double try_timeout = kFirstTry;
+  bool new_token = false;
+  std::size_t failures = 0;
+  auto round_started = Clock::now();
+  const auto next_member = [&](const std::string& why) {
+    errors[member] = fmt::format("{}: {}", url(member, path), why);
+    member = (member + 1) % members;
+    if (++failures % members != 0) return;
+    // Every member failed this round. If they all refused at once (etcd is down or restarting),
+    // pause rather than spin; then give each longer.
+    if (Clock::now() - round_started < std::chrono::milliseconds(50)) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(left(), 0.0, 0.1)));
     }
+    try_timeout *= 2;
+    round_started = Clock::now();
+  };
+  for (;;) {
+    const double wait = std::min(try_timeout, left());
+    if (wait <= 0.001) break;
+    const std::string u = url(member, path);
+    try {
+      if (!settings_.user.empty() && token().empty()) authenticate(member, wait);
+    } catch (const EtcdError& e) {
+      if (!e.unreachable) throw;
+      next_member(e.what());
+      continue;
+    }
+    Sink sink;
+    long status = 0;
+    std::string ip, error;
+    if (!post(u, text, wait, settings_, token(), sink, status, ip, error)) {
+      next_member(error);
+      continue;
+    }
+    // The member that answered is the one to ask first next time (and the watch's: see watch()).
+    const auto answered = [&] {
+      std::lock_guard lock(mutex_);
+      current_ = member;
+      if (!ip.empty()) local_ip_ = ip;
+    };
+    auto answer = nlohmann::json::parse(sink.data, nullptr, false);
+    if (answer.is_discarded()) {
+      answered();
+      throw EtcdError(fmt::format("etcd at {} answered {} with no JSON", u, status), false);
+    }
+    if (status == 200 && !answer.contains("error")) {
+      answered();
+      return answer;
+    }
+    EtcdError e = answer_error(u, status, answer);
+    // An expired auth token (gRPC UNAUTHENTICATED, or etcd's "invalid auth token"): once more with a new one.
+    if (!settings_.user.empty() && !new_token &&
+        (e.code == 16 || std::string(e.what()).find("auth token") != std::string::npos)) {
+      new_token = true;
+      std::lock_guard lock(mutex_);
+      token_.clear();
+      continue;  // the same member again
+    }
+    // A member without a leader cannot serve (gRPC UNAVAILABLE: "no leader", "request timed
+    // out", "leader changed"): another may.
+    if (e.code == 14 || status >= 500) {
+      next_member(e.what());
+      continue;
+    }
+    answered();
+    throw e;
   }
-  throw EtcdError(errors, true);
+  std::string all;
+  for (std::size_t i = 0; i < members; ++i) {
+    const std::string& e = errors[(member + i) % members];
+    if (!e.empty()) all += (all.empty() ? "" : "; ") + e;
+  }
+  throw EtcdError(all.empty() ? fmt::format("no answer from etcd at {} within {} s", describe(), budget) : all, true);
 }
 
 void EtcdClient::watch(const nlohmann::json& create_request,
@@ -270,15 +308,19 @@ void EtcdClient::watch(const nlohmann::json& create_request,
     member = current_;
   }
   const std::string u = url(member, "/v3/watch");
-  if (!settings_.user.empty() && token().empty()) authenticate(member);
+  if (!settings_.user.empty() && token().empty()) authenticate(member, kFirstTry);
+  const auto moved = [&] {
+    std::lock_guard lock(mutex_);
+    return current_ != member;
+  };
   Sink sink;
   sink.on_line = &on_message;
-  sink.stop = &stop;
+  sink.stop = [&] { return stop.load() || moved(); };
   long status = 0;
   std::string ip, error;
   const nlohmann::json body = {{"create_request", create_request}};
-  const bool reached = post(u, body.dump(), 0, settings_, token(), sink, status, ip, error);
-  if (stop) return;
+  const bool reached = post(u, body.dump(), kFirstTry, settings_, token(), sink, status, ip, error);
+  if (stop || moved()) return;
   {
     // Next time, another member: this one dropped the stream or could not be reached.
     std::lock_guard lock(mutex_);

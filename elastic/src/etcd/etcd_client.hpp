@@ -34,12 +34,23 @@ class EtcdClient {
   // `endpoints`: the members, any of which will do; `settings`: TLS and user from --rdzv_conf.
   EtcdClient(std::vector<Endpoint> endpoints, EtcdSettings settings);
 
-  // POSTs `body` to `path` on the first member that answers, starting with the last one that
-  // did; each try gives up after `timeout` seconds. Throws EtcdError.
-  nlohmann::json call(const std::string& path, const nlohmann::json& body, double timeout = 5);
+  // The first try of a call at a member waits this long for its answer; each later round over
+  // the members waits twice as long as the one before.
+  static constexpr double kFirstTry = 0.5;
 
-  // Opens a watch with `create_request` and calls `on_message` with every message of the
-  // stream until `stop` becomes true (returns) or the stream breaks (throws EtcdError).
+  // POSTs `body` to `path` and returns the answer of the first member that gives one, starting
+  // with the last one that did, going round the members until `budget` seconds have passed.
+  // A member that is down refuses at once; one that hangs (stopped, or a follower whose request
+  // waits for a Raft leader that died: etcd holds it about 7 s) is left after kFirstTry, and
+  // tried again in a later round. So a call may reach etcd twice: each write ddprun makes is
+  // one that does the same again, or one whose readers act on a key's first version only.
+  // Throws EtcdError: unreachable when no member answered in time, else etcd's own refusal.
+  nlohmann::json call(const std::string& path, const nlohmann::json& body, double budget = 5);
+
+  // Opens a watch with `create_request` at the member that answered last, and calls
+  // `on_message` with every message of the stream. Returns when `stop` becomes true, or when a
+  // call has moved to another member since the watch opened (this one may hang without a
+  // word: call watch() again to follow); throws EtcdError when the stream breaks.
   void watch(const nlohmann::json& create_request, const std::function<void(const nlohmann::json&)>& on_message,
              const std::atomic<bool>& stop);
 
@@ -57,7 +68,7 @@ class EtcdClient {
   };
   std::string url(std::size_t member, const std::string& path) const;
   std::string token();
-  void authenticate(std::size_t member);
+  void authenticate(std::size_t member, double timeout);
 
   std::vector<Endpoint> endpoints_;
   EtcdSettings settings_;

@@ -154,6 +154,7 @@ WatchEvent parse_kv(const nlohmann::json& kv, bool deleted) {
   e.key = base64_decode(kv.value("key", ""));
   e.value = base64_decode(kv.value("value", ""));
   e.mod_revision = json_int(kv, "mod_revision");
+  e.version = json_int(kv, "version");
   return e;
 }
 

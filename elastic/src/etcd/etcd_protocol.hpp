@@ -58,6 +58,7 @@ struct WatchEvent {
   std::string key;
   std::string value;
   std::int64_t mod_revision = 0;
+  std::int64_t version = 0;  // 1 when this put created the key; 0 for a delete
 };
 // A key-value as the gateway gives it ({"key": b64, "value": b64, "mod_revision": "7", ...}).
 WatchEvent parse_kv(const nlohmann::json& kv, bool deleted = false);

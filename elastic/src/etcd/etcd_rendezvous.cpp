@@ -22,6 +22,11 @@ using Json = nlohmann::json;
 
 // Until etcd answers, it is asked again this often; join_timeout bounds the whole wait.
 constexpr double kMaxRetry = 1.0;
+// How long one attempt to take a lease goes round the members: short, so that a node stopped
+// while it joins does not wait for it.
+constexpr double kJoinTry = 2 * etcd::EtcdClient::kFirstTry;
+// The calls of a node that leaves: its lease would expire anyway.
+constexpr double kLeaveTry = etcd::EtcdClient::kFirstTry;
 std::string random_node_id() {
   std::random_device random;
   return etcd::make_node_id(host_name(), static_cast<long>(::getpid()), random());
@@ -61,13 +66,13 @@ void EtcdRendezvous::on_loop(F f) {
 }
 
 void EtcdRendezvous::request(std::string path, Json body, std::function<void(const Json&)> done,
-                             std::function<void(const EtcdError&)> failed) {
+                             std::function<void(const EtcdError&)> failed, std::optional<double> budget) {
   {
     std::lock_guard lock(mutex_);
     queue_.push_back([this, path = std::move(path), body = std::move(body), done = std::move(done),
-                      failed = std::move(failed)] {
+                      failed = std::move(failed), budget = budget.value_or(ttl_)] {
       try {
-        Json answer = client_->call(path, body);
+        Json answer = client_->call(path, body, budget);
         if (done) on_loop([this, done, answer = std::move(answer)] { if (!left_) done(answer); });
       } catch (const EtcdError& e) {
         if (failed) on_loop([this, failed, e] { if (!left_) failed(e); });
@@ -130,7 +135,8 @@ void EtcdRendezvous::grant_lease() {
         retry_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
           if (!ec && !alive.expired()) grant_lease();
         });
-      });
+      },
+      kJoinTry);
 }
 
 void EtcdRendezvous::register_node() {
@@ -142,23 +148,28 @@ void EtcdRendezvous::register_node() {
       [this](const Json&) {
         if (round_.state() != NodeRound::State::kJoining) return;
         apply(round_.joined());
+        // Every ttl/3, the lease is renewed through whichever member answers, going round
+        // them until the lease would expire: a member that dies or hangs costs a renewal a
+        // try of EtcdClient::kFirstTry, not the lease.
         keepalive_thread_ = std::thread([this] {
+          using Clock = std::chrono::steady_clock;
           const auto interval = std::chrono::milliseconds(ttl_ * 1000 / 3);
-          auto last_ok = std::chrono::steady_clock::now();
+          auto last_ok = Clock::now();
           std::unique_lock lock(mutex_);
           while (!wake_.wait_for(lock, interval, [this] { return stop_.load(); })) {
             lock.unlock();
             std::string lost;
+            const double left =
+                std::chrono::duration<double>(last_ok + std::chrono::seconds(ttl_) - Clock::now()).count();
             try {
-              const Json answer = client_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}},
-                                                ttl_ / 3.0);
+              const Json answer = client_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}}, left);
               if (json_int(answer.value("result", Json::object()), "TTL") <= 0) {
                 lost = "etcd says that this node's lease has expired";
               } else {
-                last_ok = std::chrono::steady_clock::now();
+                last_ok = Clock::now();
               }
             } catch (const std::exception& e) {
-              if (std::chrono::steady_clock::now() - last_ok > std::chrono::seconds(ttl_)) {
+              if (Clock::now() - last_ok >= std::chrono::seconds(ttl_)) {
                 lost = fmt::format("could not keep this node's lease alive for {} s: {}", ttl_, e.what());
               }
             }
@@ -193,10 +204,13 @@ void EtcdRendezvous::on_elected(const Json& txn) {
     const auto e = etcd::parse_kv(kv);
     if (e.key == keys_.leader()) leader_ = e.value;
   }
-  if (txn.value("succeeded", false)) lead(kvs, revision);
+  // The transaction may have reached etcd twice (EtcdClient::call): the second finds the
+  // leader key that the first put, with this node's id.
+  if (txn.value("succeeded", false) || leader_ == id_) lead(kvs, revision);
   if (!watch_thread_.joinable()) start_watch(revision + 1);
   // Messages the leader wrote to this node before the snapshot (between its registration and
-  // this election): the watch starts after them.
+  // this election): the watch starts after them. Seen here for the first time, whatever their
+  // version.
   std::vector<etcd::WatchEvent> mine;
   for (const auto& kv : kvs) {
     auto e = etcd::parse_kv(kv);
@@ -206,7 +220,7 @@ void EtcdRendezvous::on_elected(const Json& txn) {
   std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
   for (const auto& e : mine) {
     if (round_.state() == NodeRound::State::kDone) return;
-    handle(e);
+    take_message(e);
   }
   // What the watch saw while the election was under way, after the snapshot's revision.
   std::vector<etcd::WatchEvent> held = std::exchange(held_, {});
@@ -286,20 +300,25 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
         lost_etcd("this node's key in etcd is gone: its lease expired");
       }
       return;
+    // Events and messages are written once each, under a key of their own; a later version is
+    // the same write reaching etcd again (EtcdClient::call tries again after a timeout).
     case Kind::kEvent:
-      if (coordinator_ && !event.deleted) leader_event(key.node, event.value);
+      if (coordinator_ && !event.deleted && event.version == 1) leader_event(key.node, event.value);
       return;
     case Kind::kMessage:
-      if (key.node == id_ && !event.deleted && event.mod_revision > message_revision_) {
-        message_revision_ = event.mod_revision;
-        const Json message = Json::parse(event.value, nullptr, false);
-        if (!message.is_discarded()) on_message(message);
-      }
+      if (key.node == id_ && !event.deleted && event.version == 1) take_message(event);
       return;
     case Kind::kState:
     case Kind::kOther:
       return;
   }
+}
+
+void EtcdRendezvous::take_message(const etcd::WatchEvent& event) {
+  if (event.mod_revision <= message_revision_) return;
+  message_revision_ = event.mod_revision;
+  const Json message = Json::parse(event.value, nullptr, false);
+  if (!message.is_discarded()) on_message(message);
 }
 
 void EtcdRendezvous::leader_lost(const std::string& leader) {
@@ -352,8 +371,8 @@ void EtcdRendezvous::leave_job(int signal) {
   request("/v3/kv/put",
           put_op(keys_.event(id_, ++event_seq_), Json{{"type", "leave"}, {"signal", signal}}.dump(), lease_)
               .at("request_put"),
-          nullptr, nullptr);
-  request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, nullptr, nullptr);
+          nullptr, nullptr, kLeaveTry);
+  request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, nullptr, nullptr, kLeaveTry);
 }
 
 }  // namespace ddprun::elastic

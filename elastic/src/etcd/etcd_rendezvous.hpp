@@ -55,9 +55,11 @@ class EtcdRendezvous final : public NodeRendezvous {
   void leave_job(int signal) override;
   void release() override;
 
-  // Runs client_->call(path, body) on the request thread; `done` or `failed` follows on the loop.
+  // Runs client_->call(path, body, budget) on the request thread; `done` or `failed` follows
+  // on the loop. By default a call has the lease's time: a write that cannot land before this
+  // node's lease would expire has lost the job anyway.
   void request(std::string path, Json body, std::function<void(const Json&)> done,
-               std::function<void(const etcd::EtcdError&)> failed);
+               std::function<void(const etcd::EtcdError&)> failed, std::optional<double> budget = std::nullopt);
   template <class F>
   void on_loop(F f);
 
@@ -69,6 +71,8 @@ class EtcdRendezvous final : public NodeRendezvous {
   void on_watch_events(std::vector<etcd::WatchEvent> events);
   void handle(const etcd::WatchEvent& event);
   void leader_lost(const std::string& leader);
+  // A message to this node, acted on once (its mod_revision is past the last one's).
+  void take_message(const etcd::WatchEvent& event);
   void on_message(const Json& message);
   void send_event(Json event);
   void finish_after_revoke(JobOutcome outcome);

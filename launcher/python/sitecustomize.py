@@ -1,0 +1,53 @@
+"""ddprun's bootstrap for Python workers (launcher/python/README.md).
+
+ddprun puts this file's folder first on the PYTHONPATH of a Python worker, so that Python's
+`site` imports this module at start-up, before the user's program. It then leaves the worker as
+it would have been without ddprun: it takes its folder out of sys.path and PYTHONPATH (so the
+worker's own children start without it), runs the `sitecustomize` that it shadows (Debian's, a
+virtual environment's or the user's; an error there is reported by `site` as it would be), and
+arms _ddprun_progress, which counts progress once the program imports torch.
+"""
+import os
+import sys
+
+
+def _leave_no_trace():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    # PYTHONPATH as the user had it: ddprun put this folder first, alone when there was none.
+    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if parts and os.path.abspath(parts[0] or ".") == here:
+        rest = os.pathsep.join(parts[1:])
+        if rest:
+            os.environ["PYTHONPATH"] = rest
+        else:
+            os.environ.pop("PYTHONPATH", None)
+    return here
+
+
+def _arm_progress(here):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_ddprun_progress", os.path.join(here, "_ddprun_progress.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_ddprun_progress"] = module
+    spec.loader.exec_module(module)
+    module.arm()
+
+
+def _next_sitecustomize():
+    """Imports the sitecustomize this one shadows, if there is one, under its own name."""
+    del sys.modules["sitecustomize"]
+    try:
+        import sitecustomize  # noqa: F401  (the next on sys.path, now that ours is off it)
+    except ImportError as error:
+        if error.name != "sitecustomize":
+            raise  # site reports it: "Error in sitecustomize; ..."
+
+
+_here = _leave_no_trace()
+try:
+    _arm_progress(_here)
+except Exception as _error:  # never stop the user's program for ddprun's sake
+    sys.stderr.write(f"ddprun: progress of this Python worker is not counted: {_error!r}\n")
+del _here
+_next_sitecustomize()

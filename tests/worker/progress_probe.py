@@ -1,0 +1,76 @@
+# A Python worker for tests/worker/progress_test.sh: what a program sees of its interpreter.
+#   progress_probe.py probe OUT [EXIT]  writes OUT/probe.json: sys.argv, __main__'s file, sys.path,
+#       PYTHONPATH, the sitecustomize that ran, ddprun's module (loaded? whose?), the same from
+#       DataLoader workers started by fork and by spawn; then exits with EXIT (or raises, "raise")
+#   progress_probe.py train OUT        DDP on gloo, a 200 ms step; rank 1 blocks before the
+#       forward of step 5 while rank 0 waits in the all-reduce of that step's backward. No
+#       heartbeat code: its progress is what ddprun's module counts.
+import json
+import os
+import sys
+import time
+
+import torch
+
+
+def seen():
+    module = sys.modules.get("_ddprun_progress")
+    site = sys.modules.get("sitecustomize")
+    return {
+        "pid": os.getpid(),
+        "progress_module": module is not None,
+        "progress_owner": getattr(module, "_owner", None) == os.getpid() if module else False,
+        "PYTHONPATH": os.environ.get("PYTHONPATH"),
+        "sitecustomize": getattr(site, "__file__", None),
+        "user_sitecustomize_ran": getattr(site, "USER_SITECUSTOMIZE", False),
+    }
+
+
+class Seen(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return json.dumps(seen())
+
+
+def probe(out, exit_code="0"):
+    report = seen()
+    report.update(argv=sys.argv[1:], main=os.path.abspath(sys.modules["__main__"].__file__), sys_path=sys.path)
+    for method in ("fork", "spawn"):
+        loader = torch.utils.data.DataLoader(Seen(), num_workers=1, multiprocessing_context=method, batch_size=None)
+        report["loader_" + method] = [json.loads(item) for item in loader]
+    with open(os.path.join(out, "probe.json"), "w") as f:
+        json.dump(report, f)
+    if exit_code == "raise":
+        raise ValueError("the probe's own error")
+    sys.exit(int(exit_code))
+
+
+def stuck_before_forward():
+    while True:
+        time.sleep(3600)
+
+
+def train(out):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(1000):
+        if rank == 1 and step == 5:
+            stuck_before_forward()
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        with open(os.path.join(out, "step.%d" % rank), "w") as f:
+            f.write(repr(time.time()))
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    {"probe": probe, "train": train}[sys.argv[1]](*sys.argv[2:])

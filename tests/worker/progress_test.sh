@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Progress without code changes (--progress; launcher/python/), in this build's PyTorch
+# (TORCH_PYTHON), with tests/worker/progress_probe.py, which has no heartbeat code:
+#  1. the program sees what it sees without ddprun: its argv, __main__, sys.path, PYTHONPATH
+#     (unset, or a user's), the sitecustomize it would have run (Debian's, or a user's own first
+#     on PYTHONPATH), its exit code and its traceback; DataLoader workers started by spawn load
+#     nothing of ddprun's, and those started by fork never beat;
+#  2. --progress=off: ddprun's module is not even loaded;
+#  3. rank 1 blocks before a forward while rank 0 waits in the all-reduce: --hang_timeout finds
+#     rank 1 hung from the progress that ddprun's module counted (without it no rank ever beats,
+#     and --hang_timeout waits for --hang_startup, 600 s).
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
+export PYTHON_EXEC=$TORCH_PYTHON
+source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
+[[ -x "$TORCH2_VENV/bin/py-spy" ]] && export PATH="$PATH:$TORCH2_VENV/bin"
+probe=$DDPRUN_TESTS_DIR/worker/progress_probe.py
+unset PYTHONPATH
+
+mkdir "$T/user"
+echo 'USER_SITECUSTOMIZE = True' > "$T/user/sitecustomize.py"
+
+# probe NAME EXIT PYTHONPATH [DDPRUN OPTIONS...]: the probe under ddprun (in $T/NAME) and alone
+# (in $T/NAME.alone), with PYTHONPATH set to the given value ("-": unset); compares what they saw.
+probe() {
+  local name=$1 code=$2 path=$3 rc_alone; shift 3
+  mkdir "$T/$name" "$T/$name.alone"
+  if [[ $path == - ]]; then
+    run_ddprun "$name" --nproc_per_node=1 "$@" "$probe" probe "$T/$name" "$code"
+  else
+    PYTHONPATH=$path run_ddprun "$name" --nproc_per_node=1 "$@" "$probe" probe "$T/$name" "$code"
+  fi
+  set +e
+  if [[ $path == - ]]; then
+    "$TORCH_PYTHON" -u "$probe" probe "$T/$name.alone" "$code" >"$T/$name.alone.out" 2>"$T/$name.alone.err"
+  else
+    PYTHONPATH=$path "$TORCH_PYTHON" -u "$probe" probe "$T/$name.alone" "$code" >"$T/$name.alone.out" 2>"$T/$name.alone.err"
+  fi
+  rc_alone=$?
+  set -e
+  expect_eq "$RC" "$rc_alone" "[$name] exit code under ddprun and alone ($(cat "$T/$name.err"))"
+  local progress=1
+  for option in "$@"; do [[ $option == --progress=off ]] && progress=0; done
+  python3 - "$T/$name/probe.json" "$T/$name.alone/probe.json" "$progress" <<'PY' || fail "[$name] the probe saw a difference"
+import json, sys
+d, a, progress = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3] == "1"
+problems = []
+def same(what, x, y):
+    if x != y: problems.append(f"{what}: under ddprun {x!r}, alone {y!r}")
+same("argv (without the folder)", d["argv"][:1] + d["argv"][2:], a["argv"][:1] + a["argv"][2:])
+for key in ("main", "sys_path", "PYTHONPATH", "sitecustomize", "user_sitecustomize_ran"):
+    same(key, d[key], a[key])
+same("ddprun's module loaded", d["progress_module"], progress)
+same("ddprun's module beats for this process", d["progress_owner"], progress)
+for method in ("fork", "spawn"):
+    for child in d["loader_" + method]:
+        same(f"a {method} DataLoader worker's PYTHONPATH", child["PYTHONPATH"], a["PYTHONPATH"])
+        same(f"a {method} DataLoader worker's sitecustomize", child["sitecustomize"], a["sitecustomize"])
+        same(f"a {method} DataLoader worker beats", child["progress_owner"], False)
+        if method == "spawn":
+            same("ddprun's module in a spawn DataLoader worker", child["progress_module"], False)
+for p in problems: print(p, file=sys.stderr)
+sys.exit(bool(problems))
+PY
+}
+
+probe unset 0 -
+probe users 3 "$T/user"
+probe off 0 "$T/user" --progress=off
+ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat; --progress=off loads nothing"
+
+probe raise raise "$T/user"
+# The traceback, line for line, with the rank's prefix.
+while IFS= read -r line; do
+  grep -qxF "[rank0]: $line" "$T/raise.err" || { cat "$T/raise.err"; fail "traceback line missing under ddprun: $line"; }
+done < "$T/raise.alone.err"
+expect_in "$T/raise.alone.err" "^ValueError: the probe's own error$"
+ok "an uncaught exception: the same traceback and exit code 1 as without ddprun"
+
+# 3. An unmodified DDP script whose rank 1 blocks: found hung from its forward passes and steps.
+mkdir "$T/train"
+run_ddprun train --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs" --event_log="$T/train.jsonl" \
+  "$probe" train "$T/train"
+expect_eq "$RC" 124 "exit code of the hung DDP script ($(cat "$T/train.err"))"
+expect_in "$T/train.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
+expect_in "$T/train.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+delay=$(python3 - "$T/train.jsonl" "$T/train/step.1" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+hang = next(e for e in events if e["event"] == "hang" and e["rank"] == 1)
+print("%.2f" % (hang["time"] - float(open(sys.argv[2]).read())))
+PY
+)
+python3 -c "import sys; sys.exit(not (4.5 <= $delay <= 12))" || fail "rank 1 found hung ${delay} s after its last step (timeout 5 s)"
+if command -v py-spy >/dev/null; then
+  expect_in "$T/train.err" "stuck_before_forward"
+  stacks=", its stack in stuck_before_forward"
+else
+  stacks=" (no py-spy: stacks not checked)"
+fi
+wait_for 20 no_leftovers
+ok "an unmodified DDP script's rank 1 blocks: found hung ${delay} s after its last step (timeout 5 s)$stacks, exit 124"
