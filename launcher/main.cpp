@@ -184,6 +184,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
 int run(int argc, char** argv) {
   const auto command_line = launcher::parse_command_line(argc, argv);
   if (!command_line) return exit_code::kSuccess;
+  launcher::raise_file_limit();
   auto vars = read_environment();
   config::ResolveContext context;
   context.environ = vars;

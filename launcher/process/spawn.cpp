@@ -4,6 +4,7 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -24,6 +25,10 @@ Pipe Pipe::create() {
 }
 
 namespace {
+
+// The soft RLIMIT_NOFILE ddprun was started with, when raise_file_limit() raised it.
+struct rlimit inherited_files {};
+bool files_raised = false;
 
 // Runs in the child between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_child(const SpawnRequest& request, char* const* argv, char* const* envp,
@@ -53,6 +58,7 @@ namespace {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
   if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
+  if (files_raised && ::setrlimit(RLIMIT_NOFILE, &inherited_files) != 0) fail(errno);
   ::execvpe(argv[0], argv, envp);
   fail(errno);
   ::_exit(127);
@@ -106,6 +112,14 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 }
 
 }  // namespace
+
+void raise_file_limit() {
+  struct rlimit files {};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= files.rlim_max) return;
+  inherited_files = files;
+  files.rlim_cur = files.rlim_max;
+  files_raised = ::setrlimit(RLIMIT_NOFILE, &files) == 0;
+}
 
 SpawnResult spawn_process(const SpawnRequest& request) {
   // Everything the child touches is prepared before fork: it must not allocate.

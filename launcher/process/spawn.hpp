@@ -32,6 +32,14 @@ struct SpawnResult {
 // already reaped) is told apart from "started and failed".
 SpawnResult spawn_process(const SpawnRequest& request);
 
+// Raises this process's soft RLIMIT_NOFILE to its hard limit, as servers do (the default soft
+// limit is often 1024): the rendezvous host keeps a connection per node and the workers' store
+// one or two per worker, and their caps are fractions of this limit. Every process
+// spawn_process() starts gets back the soft limit ddprun was started with, as torchrun's
+// workers inherit the launcher's: a program that uses select() breaks on a descriptor above
+// 1023, which a raised limit would let it open. Call once, before any thread starts.
+void raise_file_limit();
+
 // Where execvp would find `program` ("" if nowhere), and why not if not found.
 struct ProgramLookup {
   std::string path;

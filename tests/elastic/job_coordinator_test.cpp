@@ -533,6 +533,34 @@ TEST_CASE("nodes that do not fit the job are refused with the flag to fix") {
   }
 }
 
+TEST_CASE("a --node_rank is free again once its node is gone, and taken again by the next to join") {
+  play(job(2, 2), {
+      {"join 1 rank=1", {}},
+      {"gone 1", {}},
+      {"join 2 rank=1", {}},
+      {"join 3 rank=1", {"n3 finish exit=69 restarts=0 error=--node_rank=1 is already taken by node h2 (10.0.0.2) in "
+                         "rendezvous 'job'; give each node its own --node_rank"}},
+      {"join 4 rank=0", {"n4 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.4:1004",
+                         "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.4:1004"}},
+  });
+}
+
+TEST_CASE("many nodes: each event is counted, not found by a walk; the round ends on the last report") {
+  constexpr int kNodes = 2000;
+  Script s(job(kNodes, kNodes, 1));
+  for (int n = 1; n < kNodes; ++n) REQUIRE(s.run(fmt::format("join {} rank={}", n, n - 1)).empty());
+  CHECK(s.run(fmt::format("join {} rank={}", kNodes, kNodes - 1)).size() == kNodes);
+  // A failure stops every other node; the next round starts with the last report, not before.
+  CHECK(s.run("fail 1 1").size() == kNodes - 1);
+  for (int n = 1; n < kNodes; ++n) REQUIRE(s.run(fmt::format("stopped {} 1", n)).empty());
+  const Lines next = s.run(fmt::format("stopped {} 1", kNodes));
+  REQUIRE(next.size() == kNodes);
+  CHECK(next.front() == "n1 assign round=2 restarts=1 group=0/2000 ranks=0/4000 master=10.0.0.1:1001");
+  // Success only when the last node succeeded.
+  for (int n = 1; n < kNodes; ++n) REQUIRE(s.run(fmt::format("succeeded {} 2", n)).empty());
+  CHECK(s.run(fmt::format("succeeded {} 2", kNodes)).size() == kNodes);
+}
+
 TEST_CASE("group rank order") {
   struct Case {
     std::string name;

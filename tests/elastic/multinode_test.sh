@@ -2,7 +2,8 @@
 # ddprun's TCP rendezvous: several ddprun processes as separate nodes on distinct loopback
 # addresses (127.0.0.2, .3, .4). The scenarios of every backend (scenarios.sh) with
 # --rdzv_backend=c10d, node a (127.0.0.2) hosting the rendezvous at a fresh port each time; then
-# the TCP rendezvous's own: the static backend, a mismatched run id, a host that goes away.
+# the TCP rendezvous's own: the static backend, a mismatched run id, a host that goes away, a
+# node over the host's connection cap.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
@@ -93,4 +94,32 @@ finish a2; finish b; finish c
 expect_eq "$RC_a2 $RC_b $RC_c" "0 0 0" "the job with a new host ($(cat "$T/b.err"))"
 expect_eq "$(cat "$T"/env.* | awk '{print $4}' | sort | uniq -c | tr -s ' ')" " 3 3" "three ranks of a world of 3"
 ok "[c10d] a node waiting for its first round outlives its host and joins the next one"
+# 5. A node over the host's connection cap: max_connections=2 holds the host's own connection
+# and node b's; node c is refused once, with a message naming max_connections and ulimit -n,
+# and exits 69 instead of connecting again in a loop; the host says it once; a and b run on.
+# The host is started at a soft ulimit -n of 100: ddprun raises it to the hard limit, and its
+# workers get 100 back.
+next_port; rm -f "$T"/env.* "$T/release"
+worker limits <<'SH'
+#!/bin/sh
+ulimit -Sn > "$T/soft.$RANK"
+while [ ! -e "$T/release" ]; do sleep 0.05; done
+SH
+capped=(--nnodes=2:3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=capped
+        --rdzv_conf=last_call_timeout=0.5,max_connections=2)
+hard=$(ulimit -Hn)
+( ulimit -Sn 100; exec "$DDPRUN" --local_addr=127.0.0.2 "${capped[@]}" "$T/limits" >"$T/a.out" 2>"$T/a.err" ) &
+PID_a=$!
+node 127.0.0.3 b "${capped[@]}" "$T/limits"
+wait_for 60 test -e "$T/soft.1"
+run_ddprun c --local_addr=127.0.0.4 "${capped[@]}" "$T/limits"
+touch "$T/release"
+finish a; finish b
+expect_eq "$RC $RC_a $RC_b" "69 0 0" "exit codes of the refused node and the two that ran ($(show a b c))"
+refusal="the rendezvous host has 2 connections, its limit max_connections=2 \(by default 2 per node plus 16, at most a quarter of the host's ulimit -n, $hard\)"
+expect_in "$T/c.err" "$refusal; raise the host's ulimit -n"
+expect_eq "$(grep -cE "refused a node: $refusal" "$T/a.err")" 1 "the host's lines about the cap ($(show a))"
+expect_not_in "$T/c.err" "connecting again"
+expect_eq "$(cat "$T/soft.0")" 100 "the soft ulimit -n of the host's worker (ddprun's own is raised)"
+ok "[c10d] a node over max_connections is refused once, naming max_connections and ulimit -n, and exits 69"
 wait_for 10 no_leftovers

@@ -137,11 +137,11 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
   if (spec.nproc < 1) {
     return fmt::format("--nproc_per_node={} is not a positive number", spec.nproc);
   }
-  for (const auto& [id, other] : nodes_) {
-    if (id == node) return std::string("this node joined twice");
-    if (spec.node_rank >= 0 && other.spec.node_rank == spec.node_rank) {
+  if (nodes_.count(node) != 0) return std::string("this node joined twice");
+  if (spec.node_rank >= 0) {
+    if (const auto taken = node_ranks_.find(spec.node_rank); taken != node_ranks_.end()) {
       return fmt::format("--node_rank={} is already taken by {} in rendezvous '{}'; give each node its own --node_rank",
-                         spec.node_rank, describe_node(id), s.run_id);
+                         spec.node_rank, describe_node(taken->second), s.run_id);
     }
   }
   return std::nullopt;
@@ -168,6 +168,7 @@ Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, double now) {
     return out;
   }
   nodes_.emplace(node, Node{spec, joins_++, 0});
+  if (spec.node_rank >= 0) node_ranks_.emplace(spec.node_rank, node);
   switch (phase_) {
     case Phase::kGathering:
       complete_if_ready(now, out);
@@ -175,8 +176,7 @@ Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, double now) {
     case Phase::kRunning: {
       // Admitted at once, by ending the round, while there is room and no node has finished
       // (the job is ending then); otherwise it waits to replace a node that is lost.
-      const bool ending = std::any_of(parts_.begin(), parts_.end(),
-                                      [](const auto& p) { return p.second == Part::kSucceeded; });
+      const bool ending = parts_.count(Part::kSucceeded) > 0;
       if (static_cast<int>(parts_.size()) < settings_.max_nodes && !ending) {
         stop_round(StopReason::kMembershipChange,
                    fmt::format("{} joined; admitting it in the next round", describe_node(node)), now, out);
@@ -197,7 +197,7 @@ Messages JobCoordinator::worker_failed(NodeId node, int round, WorkerFailure fai
     return out;
   }
   record(node, std::move(failure));
-  if (part->second == Part::kRunning) part->second = Part::kStopping;  // it stops its own workers
+  if (part->second == Part::kRunning) parts_.set(part, Part::kStopping);  // it stops its own workers
   if (phase_ == Phase::kRunning) {
     stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
   }
@@ -213,7 +213,7 @@ Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<Wor
   }
   const bool failed = !failures.empty();
   for (WorkerFailure& failure : failures) record(node, std::move(failure));
-  part->second = Part::kStopped;
+  parts_.set(part, Part::kStopped);
   if (phase_ == Phase::kRunning) {
     // Stopped on its own without calling worker_failed first: still ends the round everywhere.
     if (!failed) {
@@ -236,8 +236,8 @@ Messages JobCoordinator::workers_succeeded(NodeId node, int round, double /*now*
   }
   // Finished before the stop reached it: its report that it stopped follows the stop.
   if (phase_ == Phase::kStopping) return out;
-  part->second = Part::kSucceeded;
-  if (std::all_of(parts_.begin(), parts_.end(), [](const auto& p) { return p.second == Part::kSucceeded; })) {
+  parts_.set(part, Part::kSucceeded);
+  if (parts_.count(Part::kSucceeded) == parts_.size()) {
     JobOutcome success;
     success.restarts = restart_count_;
     finish(success, out);
@@ -249,6 +249,8 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
   Messages out;
   if (nodes_.count(node) == 0) return out;
   const std::string name = describe_node(node);
+  const int node_rank = nodes_.at(node).spec.node_rank;
+  if (node_rank >= 0) node_ranks_.erase(node_rank);
   nodes_.erase(node);
   const auto part = parts_.find(node);
   switch (phase_) {
@@ -385,7 +387,7 @@ void JobCoordinator::start_round(double now, Messages& out) {
     a.agent_store = master.agent_store;
     a.run_id = settings_.run_id;
     out.push_back(Assign{id, a});
-    parts_[id] = Part::kRunning;
+    parts_.add(id, Part::kRunning);
     node.last_round = round_;
     base_rank += node.spec.nproc;
   }
@@ -397,19 +399,17 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
   stop_why_ = why;
   // Nodes whose workers succeeded have none to stop, but their launcher may serve the round's
   // store (MASTER_PORT): the next round waits until it has stopped taking new connections.
-  for (auto& [id, part] : parts_) {
-    if (part == Part::kRunning || part == Part::kSucceeded) {
-      out.push_back(Stop{id, round_, reason, why});
-      part = Part::kStopping;
+  for (auto it = parts_.begin(); it != parts_.end(); ++it) {
+    if (it->second == Part::kRunning || it->second == Part::kSucceeded) {
+      out.push_back(Stop{it->first, round_, reason, why});
+      parts_.set(it, Part::kStopping);
     }
   }
   end_round_if_stopped(now, out);
 }
 
 void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
-  for (const auto& [id, part] : parts_) {
-    if (part == Part::kRunning || part == Part::kStopping) return;
-  }
+  if (parts_.count(Part::kRunning) + parts_.count(Part::kStopping) > 0) return;
   if (round_failed_) {
     if (restart_count_ >= settings_.max_restarts) {
       JobOutcome failure;
@@ -447,6 +447,27 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
     }
   }
   gather(now, out);
+}
+
+void JobCoordinator::Parts::add(NodeId node, Part part) {
+  parts_.emplace(node, part);
+  ++counts_[static_cast<int>(part)];
+}
+
+void JobCoordinator::Parts::set(Map::iterator it, Part part) {
+  --counts_[static_cast<int>(it->second)];
+  it->second = part;
+  ++counts_[static_cast<int>(part)];
+}
+
+void JobCoordinator::Parts::erase(Map::iterator it) {
+  --counts_[static_cast<int>(it->second)];
+  parts_.erase(it);
+}
+
+void JobCoordinator::Parts::clear() {
+  parts_.clear();
+  counts_ = {};
 }
 
 void JobCoordinator::record(NodeId node, WorkerFailure failure) {

@@ -22,6 +22,7 @@
 //   finished   every node got the same JobOutcome; new nodes are refused.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -135,6 +136,29 @@ class JobCoordinator {
     int last_round;  // the last round it took part in; 0: none yet
   };
 
+  // The parts of the round's nodes, with a count of each kind, so that no event walks every
+  // node (a job of 10,000 nodes sends as many events a round).
+  class Parts {
+   public:
+    using Map = std::map<NodeId, Part>;
+    Map::iterator find(NodeId node) { return parts_.find(node); }
+    Map::iterator begin() { return parts_.begin(); }
+    Map::iterator end() { return parts_.end(); }
+    Map::const_iterator begin() const { return parts_.begin(); }
+    Map::const_iterator end() const { return parts_.end(); }
+    std::size_t size() const { return parts_.size(); }
+    std::size_t count(Part part) const { return counts_[static_cast<int>(part)]; }
+    void add(NodeId node, Part part);
+    void set(Map::iterator it, Part part);
+    void erase(Map::iterator it);
+    void clear();
+
+   private:
+    Map parts_;
+    std::array<std::size_t, 4> counts_{};
+  };
+
+  // Every check is a lookup: joins cost O(log N), not a walk of the nodes already joined.
   std::optional<std::string> refusal(NodeId node, const NodeSpec& spec) const;
   std::string node_name(NodeId node) const;
   std::string describe_node(NodeId node) const { return "node " + node_name(node); }
@@ -150,6 +174,7 @@ class JobCoordinator {
   JobSettings settings_;
   Phase phase_ = Phase::kGathering;
   std::map<NodeId, Node> nodes_;  // joined and still connected: the round's nodes and those waiting
+  std::map<int, NodeId> node_ranks_;  // the --node_rank of those of nodes_ that gave one
   std::uint64_t joins_ = 0;
   int round_ = 0;
   int restart_count_ = 0;
@@ -159,7 +184,7 @@ class JobCoordinator {
   double join_deadline_;
   std::optional<double> last_call_deadline_;
   // running and stopping
-  std::map<NodeId, Part> parts_;  // the round's nodes: still connected, or lost after they succeeded
+  Parts parts_;  // the round's nodes: still connected, or lost after they succeeded
   bool round_failed_ = false;
   std::vector<WorkerFailure> failures_;  // this round's
   // stopping

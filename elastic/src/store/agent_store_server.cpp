@@ -6,11 +6,15 @@
 
 #include <cerrno>
 #include <deque>
+#include <chrono>
 #include <future>
+#include <optional>
 #include <string>
 #include <system_error>
 
 #include <fmt/format.h>
+
+#include "store/store_room.hpp"
 
 namespace ddprun::elastic {
 
@@ -27,17 +31,25 @@ void say(const std::string& line) {
 }  // namespace
 
 struct AgentStoreServer::Connection {
-  Connection(asio::ip::tcp::socket s, AgentStore::ClientId client) : socket(std::move(s)), id(client) {}
+  Connection(asio::ip::tcp::socket s, AgentStore::ClientId client)
+      : socket(std::move(s)), id(client), accepted(std::chrono::steady_clock::now()) {}
   asio::ip::tcp::socket socket;
   AgentStore::ClientId id;
+  std::chrono::steady_clock::time_point accepted;
   std::deque<std::string> outbox;
   bool writing = false;
   bool closed = false;
-  bool spoke = false;  // has sent a byte
+  bool held = true;  // accepted, not served yet (it belongs to the next round)
 };
 
-AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections)
-    : acceptor_(io_), retry_timer_(io_), work_(asio::make_work_guard(io_)), max_connections_(max_connections) {
+AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections,
+                                   double silent_grace)
+    : acceptor_(io_),
+      retry_timer_(io_),
+      room_timer_(io_),
+      work_(asio::make_work_guard(io_)),
+      max_connections_(max_connections),
+      silent_grace_(silent_grace) {
   // Workers must not inherit it: a worker's copy would keep the port listening after ddprun.
   ::fcntl(bound_socket, F_SETFD, FD_CLOEXEC);
   asio::error_code error;
@@ -57,12 +69,13 @@ AgentStoreServer::~AgentStoreServer() {
     asio::error_code ignored;
     acceptor_.close(ignored);
     retry_timer_.cancel();
+    room_timer_.cancel();
     for (auto& [id, connection] : connections_) {
       connection->closed = true;
       connection->socket.close(ignored);
     }
     connections_.clear();
-    held_.clear();
+    silent_.clear();
   });
   work_.reset();  // run() returns once the closed sockets' handlers have run
   thread_.join();
@@ -79,83 +92,113 @@ void AgentStoreServer::hold_new_connections() {
 
 void AgentStoreServer::reset(bool serve_connections) {
   asio::post(io_, [this, serve_connections] {
-    std::vector<AgentStore::ClientId> ids;
-    for (const auto& entry : connections_) ids.push_back(entry.first);
-    for (AgentStore::ClientId id : ids) close(id);
+    std::vector<std::shared_ptr<Connection>> held;
+    std::vector<AgentStore::ClientId> served;
+    for (const auto& [id, connection] : connections_) {
+      if (connection->held) {
+        held.push_back(connection);
+      } else {
+        served.push_back(id);
+      }
+    }
+    for (AgentStore::ClientId id : served) close(id);
     store_.clear();
     holding_ = !serve_connections;
-    std::vector<asio::ip::tcp::socket> held = std::move(held_);
-    held_.clear();
-    if (serve_connections) {
-      for (auto& socket : held) serve(std::move(socket));
+    for (const auto& connection : held) {
+      if (serve_connections) {
+        serve(connection);
+      } else {
+        close(connection->id);
+      }
     }
+  });
+}
+
+void AgentStoreServer::accept_next() {
+  if (waiting_to_accept_ || !acceptor_.is_open()) return;
+  waiting_to_accept_ = true;
+  acceptor_.async_wait(asio::ip::tcp::acceptor::wait_read, [this](const asio::error_code& ec) {
+    waiting_to_accept_ = false;
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    accept_ready();
   });
 }
 
 // accept4() rather than async_accept: the socket is close-on-exec from the start, so that no
 // worker the launcher forks meanwhile inherits it.
-void AgentStoreServer::accept_next() {
-  acceptor_.async_wait(asio::ip::tcp::acceptor::wait_read, [this](const asio::error_code& ec) {
-    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    for (;;) {
-      const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        retry_timer_.expires_after(kAcceptRetry);
-        retry_timer_.async_wait([this](const asio::error_code& e) {
-          if (!e) accept_next();
-        });
-        return;
-      }
-      asio::ip::tcp::socket socket(io_);
-      asio::error_code error;
-      socket.assign(acceptor_.local_endpoint().protocol(), fd, error);
-      if (error) {
-        ::close(fd);
-        continue;
-      }
-      socket.non_blocking(true, error);
-      socket.set_option(asio::ip::tcp::no_delay(true), error);
-      if (connections_.size() + held_.size() >= max_connections_ && !make_room()) {
-        socket.close(error);  // every connection is in use: the newest goes
-        continue;
-      }
-      if (holding_) {
-        held_.push_back(std::move(socket));
-      } else {
-        serve(std::move(socket));
-      }
+void AgentStoreServer::accept_ready() {
+  for (;;) {
+    if (!room_for_one()) return;
+    const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      retry_timer_.expires_after(kAcceptRetry);
+      retry_timer_.async_wait([this](const asio::error_code& e) {
+        if (!e) accept_next();
+      });
+      return;
     }
-    accept_next();
-  });
+    asio::ip::tcp::socket socket(io_);
+    asio::error_code error;
+    socket.assign(acceptor_.local_endpoint().protocol(), fd, error);
+    if (error) {
+      ::close(fd);
+      continue;
+    }
+    socket.non_blocking(true, error);
+    socket.set_option(asio::ip::tcp::no_delay(true), error);
+    const AgentStore::ClientId id = next_client_++;
+    auto connection = std::make_shared<Connection>(std::move(socket), id);
+    connections_[id] = connection;
+    silent_.insert(id);
+    if (!holding_) serve(connection);
+  }
+  accept_next();
 }
 
-bool AgentStoreServer::make_room() {
-  if (!limit_reported_) {
-    limit_reported_ = true;
-    say(fmt::format("ddprun: the workers' store has {} connections, its limit; from now on a new one closes the "
-                    "oldest that has sent nothing (is something other than the workers connecting to MASTER_PORT?)\n",
-                    max_connections_));
-  }
-  for (const auto& [id, connection] : connections_) {
-    if (!connection->spoke) {
-      close(id);
-      return true;
+bool AgentStoreServer::room_for_one() {
+  for (;;) {
+    // A held connection is not read until its round: whether it has spoken, ask the kernel.
+    while (!silent_.empty()) {
+      Connection& oldest = *connections_.at(*silent_.begin());
+      char byte;
+      if (!oldest.held || ::recv(oldest.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;
+      silent_.erase(silent_.begin());
     }
+    std::optional<double> oldest_silent_age;
+    if (!silent_.empty()) {
+      oldest_silent_age = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                        connections_.at(*silent_.begin())->accepted)
+                              .count();
+    }
+    const StoreRoom room = store_room(connections_.size(), max_connections_, oldest_silent_age, silent_grace_);
+    if (room.action == StoreRoom::Action::kAccept) return true;
+    if (!limit_reported_) {
+      limit_reported_ = true;
+      say(fmt::format("ddprun: the workers' store has {} connections, its limit (half of ulimit -n); a new one now "
+                      "waits until one closes or one that has sent nothing for {:g} s is closed (is something other "
+                      "than the workers connecting to MASTER_PORT?)\n",
+                      max_connections_, silent_grace_));
+    }
+    if (room.action == StoreRoom::Action::kCloseOldestSilent) {
+      close(*silent_.begin());
+      continue;
+    }
+    if (room.wait_seconds) {
+      room_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(*room.wait_seconds)));
+      room_timer_.async_wait([this](const asio::error_code& e) {
+        if (!e) accept_next();
+      });
+    }
+    return false;  // else a connection that closes makes room: close() calls accept_next()
   }
-  if (held_.empty()) return false;
-  asio::error_code ignored;
-  held_.front().close(ignored);
-  held_.erase(held_.begin());
-  return true;
 }
 
-void AgentStoreServer::serve(asio::ip::tcp::socket socket) {
-  const AgentStore::ClientId id = next_client_++;
-  auto connection = std::make_shared<Connection>(std::move(socket), id);
-  connections_[id] = connection;
-  store_.connect(id);
+void AgentStoreServer::serve(const std::shared_ptr<Connection>& connection) {
+  connection->held = false;
+  store_.connect(connection->id);
   read_next(connection);
 }
 
@@ -169,7 +212,7 @@ void AgentStoreServer::read_next(const std::shared_ptr<Connection>& connection) 
     const std::size_t n = connection->socket.read_some(asio::buffer(buffer_), error);
     if (error == asio::error::would_block || error == asio::error::try_again) return read_next(connection);
     if (error) return close(connection->id);
-    connection->spoke = true;
+    silent_.erase(connection->id);
     std::vector<AgentStore::Send> sends;
     std::string why;
     const bool well_formed = store_.receive(connection->id, {buffer_.data(), n}, sends, why);
@@ -218,8 +261,11 @@ void AgentStoreServer::close(AgentStore::ClientId client) {
   it->second->closed = true;
   it->second->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   it->second->socket.close(ignored);
+  const bool served = !it->second->held;
   connections_.erase(it);
-  store_.disconnect(client);
+  silent_.erase(client);
+  if (served) store_.disconnect(client);
+  accept_next();  // there may be room now for a connection waiting in the backlog
 }
 
 }  // namespace ddprun::elastic

@@ -7,6 +7,7 @@
 #include <asio.hpp>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -16,14 +17,21 @@ namespace ddprun::elastic {
 
 class AgentStoreServer {
  public:
+  // Seconds a connection may stay silent and still never be closed to make room. Real clients
+  // speak within milliseconds; this leaves room for a machine so loaded that they take seconds.
+  static constexpr double kSilentGrace = 5;
+
   // Listens on `bound_socket`, a socket of `protocol` already bound to the port, and owns it
   // from now on (closes it also when this throws). New connections are held, not served, until begin_round(). Throws std::system_error
   // when it cannot listen (another program listens on the port).
-  // At most `max_connections` connections are kept, held and served together: at the limit a new
-  // one closes the oldest that has sent nothing yet (PyTorch's clients speak at once; a flood of
-  // idle connections does not), else the newest is closed. The store's protocol has no room
-  // for authentication; this bounds what a peer that can reach the port can take.
-  AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections);
+  // At most `max_connections` connections are kept, held and served together. At the limit,
+  // the next connection is accepted only when one closes, or when the connection silent longest
+  // has sent nothing for `silent_grace` seconds: that one is closed to make room
+  // (store_room.hpp; until then the newcomer waits in the listen backlog). The store's protocol
+  // has no room for authentication; this bounds what a peer that can reach the port can take,
+  // without ever closing a worker that connected a moment before a flood of idle connections.
+  AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections,
+                   double silent_grace = kSilentGrace);
   ~AgentStoreServer();
   AgentStoreServer(const AgentStoreServer&) = delete;
   AgentStoreServer& operator=(const AgentStoreServer&) = delete;
@@ -39,11 +47,14 @@ class AgentStoreServer {
  private:
   struct Connection;
 
+  // Waits until the listening socket has a connection to accept (once: a second call while
+  // waiting does nothing).
   void accept_next();
-  // Closes one connection that has sent nothing (served, oldest first, then held); false if
-  // every connection has spoken.
-  bool make_room();
-  void serve(asio::ip::tcp::socket socket);
+  void accept_ready();
+  // Applies store_room(): true when the next connection may be accepted now; false when it
+  // must wait (room_timer_ or a closing connection calls accept_next() again).
+  bool room_for_one();
+  void serve(const std::shared_ptr<Connection>& connection);
   void read_next(const std::shared_ptr<Connection>& connection);
   void send(AgentStore::ClientId client, std::string bytes);
   void write_next(const std::shared_ptr<Connection>& connection);
@@ -53,11 +64,15 @@ class AgentStoreServer {
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
+  asio::steady_timer room_timer_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   AgentStore store_;
+  // Held and served, in the order they were accepted.
   std::map<AgentStore::ClientId, std::shared_ptr<Connection>> connections_;
-  std::vector<asio::ip::tcp::socket> held_;
+  std::set<AgentStore::ClientId> silent_;  // those that have sent nothing yet, oldest first
   std::size_t max_connections_;
+  double silent_grace_;
+  bool waiting_to_accept_ = false;
   bool limit_reported_ = false;
   std::array<char, 64 * 1024> buffer_{};  // what one read brings, handed to store_ at once
   AgentStore::ClientId next_client_ = 1;

@@ -50,6 +50,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void read_next();
   void write_next();
   void expect_message_within_timeout();
+  void wait_for_silence();
   void send_heartbeat_later();
   void lost(const std::string& why);
 
@@ -58,6 +59,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::string peer_;
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer silence_timer_;
+  std::chrono::steady_clock::time_point silence_deadline_;  // lost when nothing comes by then
+  bool silence_timer_armed_ = false;
   OnMessage on_message_;
   OnClosed on_closed_;
   std::optional<MessageAuth> auth_;

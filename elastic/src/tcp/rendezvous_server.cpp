@@ -32,6 +32,11 @@ std::string version_mismatch(int version) {
 constexpr int kMaxRefusalsReported = 10;
 // After running out of descriptors, accepting waits this long before it tries again.
 constexpr double kFdLimitPause = 0.05;
+// At the cap, a connection that has not joined is closed to make room only once it has been
+// connected this long: a real node joins within milliseconds of connecting, so the one closed
+// is an idle one, never a node caught between its connect and its join (which would connect
+// again, and, with more nodes than the cap, again and again).
+constexpr double kJoinGrace = 1.0;
 
 bool out_of_descriptors(const asio::error_code& ec) {
   return ec == asio::error::no_descriptors || (ec.category() == asio::system_category() && ec.value() == ENFILE);
@@ -52,12 +57,14 @@ void check_own(const WorkerFailure& failure, int round_number, int nproc, const 
 
 RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint,
                                    JobSettings settings, const RendezvousTimeouts& timeouts, NodeAuth auth,
-                                   int max_connections, std::function<void(const std::string& line)> say)
+                                   int max_connections, long fd_limit,
+                                   std::function<void(const std::string& line)> say)
     : acceptor_(io, endpoint, /*reuse_addr=*/true),
       timeouts_(timeouts),
       auth_(std::move(auth)),
       say_(std::move(say)),
       max_connections_(static_cast<std::size_t>(std::max(1, max_connections))),
+      fd_limit_(fd_limit),
       reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
       accept_pause_(io),
       coordinator_(std::move(settings), monotonic_seconds()),
@@ -71,6 +78,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
 
 RendezvousServer::~RendezvousServer() {
   for (auto& [node, connection] : connections_) connection.channel->close();
+  for (const auto& channel : refused_) channel->close();
   if (reserve_fd_ >= 0) ::close(reserve_fd_);
 }
 
@@ -79,13 +87,18 @@ void RendezvousServer::accept_next() {
     if (alive.expired() || ec == asio::error::operation_aborted) return;
     if (out_of_descriptors(ec)) return accept_one_at_fd_limit();
     if (!ec && !shut_down_) make_room();
-    if (!ec && !shut_down_ && connections_.size() < max_connections_) {
+    if (!ec && !shut_down_ && connections_.size() >= max_connections_) {
+      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+      refuse_over_cap(std::move(socket));
+    } else if (!ec && !shut_down_) {
       ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
       asio::error_code ignored;
       const std::string peer = describe(socket.remote_endpoint(ignored));
       const NodeId node = next_node_++;
       auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
       Connection& connection = connections_[node];
+      unjoined_.insert(node);
+      connection.connected = monotonic_seconds();
       connection.channel = channel;
       connection.authenticated = !auth_.required();
       connection.auth_deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor());
@@ -96,6 +109,7 @@ void RendezvousServer::accept_next() {
         if (it == connections_.end() || it->second.joined) return;
         it->second.channel->close();
         connections_.erase(it);
+        unjoined_.erase(node);
         send_host_finish_when_others_closed();
       });
       if (auth_.required()) channel->hold_heartbeats_until_authenticated();
@@ -107,14 +121,48 @@ void RendezvousServer::accept_next() {
 }
 
 void RendezvousServer::make_room() {
-  if (connections_.size() < max_connections_) return;
-  for (auto it = connections_.begin(); it != connections_.end(); ++it) {  // oldest first
-    if (!it->second.joined) {
-      it->second.channel->close();
-      connections_.erase(it);
-      return;
-    }
+  if (connections_.size() < max_connections_ || unjoined_.empty()) return;
+  const NodeId oldest = *unjoined_.begin();
+  Connection& connection = connections_.at(oldest);
+  if (monotonic_seconds() - connection.connected < kJoinGrace) return;
+  connection.channel->close();
+  connections_.erase(oldest);
+  unjoined_.erase(oldest);
+}
+
+// Every connection the host may keep is taken by a node that has joined or is joining: this
+// node is told why, once, and ends (exit 69) rather than connecting again and again. The
+// refusal lingers outside the cap until the node has read it and closed (at most
+// heartbeat_timeout), so that closing it cannot reset the connection before the node read it.
+void RendezvousServer::refuse_over_cap(asio::ip::tcp::socket socket) {
+  const std::string why = fmt::format(
+      "the rendezvous host has {} connections, its limit max_connections={} (by default 2 per node plus 16, at most "
+      "a quarter of the host's ulimit -n, {}); raise the host's ulimit -n (ddprun raises its soft limit to the hard "
+      "one) or --rdzv_conf max_connections=N",
+      connections_.size(), max_connections_, fd_limit_);
+  if (!cap_reported_) {
+    cap_reported_ = true;
+    say_(fmt::format("ddprun: refused a node: {}\n", why));
   }
+  asio::error_code ignored;
+  // A flood must not take every descriptor with refusals: beyond a few, closed unexplained (a
+  // real node then connects again, and is told on a later try).
+  if (refused_.size() >= std::max<std::size_t>(1, max_connections_ / 8)) return socket.close(ignored);
+  const std::string peer = describe(socket.remote_endpoint(ignored));
+  auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
+  refused_.insert(channel);
+  channel->hold_heartbeats_until_authenticated();
+  std::weak_ptr<Channel> weak = channel;
+  channel->start([](const nlohmann::json&) {},
+                 [this, weak, alive = lifetime_.token()](const std::string&) {
+                   if (alive.expired()) return;
+                   if (auto c = weak.lock()) refused_.erase(c);
+                 });
+  JobOutcome refusal;
+  refusal.exit_code = exit_code::kRendezvous;
+  refusal.error = why;
+  channel->send(to_wire(Finish{0, refusal}));
+  channel->finish_sending();
 }
 
 // The process is out of file descriptors: the pending connection would make accept fail at
@@ -161,6 +209,7 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
     }
     const NodeSpec spec = message.at("node");
     connection.joined = true;
+    unjoined_.erase(node);
     connection.nproc = spec.nproc;
     connection.hosts_rendezvous = spec.hosts_rendezvous;
     deliver(coordinator_.join(node, spec, monotonic_seconds()));
@@ -180,6 +229,7 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
     const int signal = message.at("signal");
     connection.channel->close();
     connections_.erase(node);
+    unjoined_.erase(node);
     deliver(coordinator_.node_gone(node, "it left after " + signal_name(signal), monotonic_seconds()));
   } else {
     throw std::invalid_argument("unknown message type");
@@ -264,6 +314,7 @@ void RendezvousServer::on_closed(NodeId node, const std::string& why) {
   if (it == connections_.end()) return;
   const bool joined = it->second.joined;
   connections_.erase(it);
+  unjoined_.erase(node);
   if (joined && !shut_down_) deliver(coordinator_.node_gone(node, "it " + why, monotonic_seconds()));
   send_host_finish_when_others_closed();
 }

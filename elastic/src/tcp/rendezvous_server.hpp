@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "tcp/channel.hpp"
@@ -25,11 +26,14 @@ class RendezvousServer {
  public:
   // Listens on `endpoint` at once; throws std::system_error when it cannot (e.g. the address
   // is in use). The join timeout starts now.
-  // `auth`: the job's secret, MUNGE, or neither (open, as torchrun's). At most `max_connections` connections at once (more
-  // close the oldest that has not authenticated, else the newest). `say` gets the host's lines
-  // for its console (out of descriptors, a refused connection).
+  // `auth`: the job's secret, MUNGE, or neither (open, as torchrun's). At most
+  // `max_connections` connections at once: a new one closes the oldest that has not joined
+  // when that one has been connected for a second, else it is refused with a message naming
+  // max_connections and `fd_limit` (the host's ulimit -n), and the node ends (exit 69). `say`
+  // gets the host's lines for its console (out of descriptors, a refused connection, the cap
+  // reached: each once or a few times).
   RendezvousServer(asio::io_context& io, const asio::ip::tcp::endpoint& endpoint, JobSettings settings,
-                   const RendezvousTimeouts& timeouts, NodeAuth auth, int max_connections,
+                   const RendezvousTimeouts& timeouts, NodeAuth auth, int max_connections, long fd_limit,
                    std::function<void(const std::string& line)> say);
   ~RendezvousServer();
   RendezvousServer(const RendezvousServer&) = delete;
@@ -51,12 +55,14 @@ class RendezvousServer {
     bool hosts_rendezvous = false;  // the connection of the launcher this server runs in
     bool finished = false;          // got its finish; waiting for it to close
     int nproc = 0;                  // its workers, from its join
+    double connected = 0;           // monotonic seconds when it was accepted
     std::optional<RoundAssignment> round;  // its latest round, as assigned to it
   };
 
   void accept_next();
   void accept_one_at_fd_limit();
   void make_room();
+  void refuse_over_cap(asio::ip::tcp::socket socket);
   void authenticate(NodeId node, Connection& connection, const std::string& type, const nlohmann::json& message);
   void refuse(NodeId node, Connection& connection, const std::string& why);
   void on_message(NodeId node, const nlohmann::json& message);
@@ -72,6 +78,7 @@ class RendezvousServer {
   NodeAuth auth_;
   std::function<void(const std::string& line)> say_;
   std::size_t max_connections_;
+  long fd_limit_;
   // A descriptor held open so that, when the process runs out, it can be closed to accept and
   // close a pending connection instead of spinning on EMFILE (see accept_one_at_fd_limit).
   int reserve_fd_ = -1;
@@ -79,6 +86,9 @@ class RendezvousServer {
   JobCoordinator coordinator_;
   asio::steady_timer deadline_timer_;
   std::map<NodeId, Connection> connections_;
+  std::set<NodeId> unjoined_;  // those of connections_ that have not joined, oldest first
+  // Connections refused at the cap, until the node has read why and closed.
+  std::set<std::shared_ptr<Channel>> refused_;
   NodeId next_node_ = 1;
   // The hosting launcher's own finish waits until every other node has read its finish and
   // closed: once the host's launcher has it, it exits and takes this server with it.
@@ -86,6 +96,7 @@ class RendezvousServer {
   bool shut_down_ = false;
   int refusals_reported_ = 0;
   bool fd_limit_reported_ = false;
+  bool cap_reported_ = false;
   Lifetime lifetime_;
 };
 

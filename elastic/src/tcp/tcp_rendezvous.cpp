@@ -100,14 +100,14 @@ void TcpRendezvous::host_if_chosen() {
   candidates.emplace_back(asio::ip::tcp::v4(), static_cast<unsigned short>(endpoint_.port));
   struct rlimit files {};
   ::getrlimit(RLIMIT_NOFILE, &files);
-  const int max_connections = connection_limit(
-      config_, files.rlim_cur == RLIM_INFINITY ? 1L << 20 : static_cast<long>(files.rlim_cur));
+  const long fd_limit = files.rlim_cur == RLIM_INFINITY ? 1L << 20 : static_cast<long>(files.rlim_cur);
+  const int max_connections = connection_limit(config_, fd_limit);
   asio::ip::tcp::endpoint listen;
   for (const auto& candidate : candidates) {
     listen = candidate;
     try {
       server_ = std::make_unique<RendezvousServer>(io_, listen, job_settings(config_), config_.timeouts,
-                                                   auth_, max_connections, [this](const std::string& line) { say(line); });
+                                                   auth_, max_connections, fd_limit, [this](const std::string& line) { say(line); });
       return;
     } catch (const std::system_error& e) {
       if (e.code().value() == EADDRNOTAVAIL) continue;  // not this host's address

@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""The TCP rendezvous host at scale: one real ddprun host and N-1 simulated nodes.
+
+  scripts/bench/scale.py [--nodes 1024,4096,8192,10000,16384] [--runs 3] [--default-check 8192]
+
+The host is a real ddprun (--rdzv_backend=c10d, --nnodes=2:N, one trivial worker: `sleep`) on
+127.0.0.2; the other N-1 nodes are build/elastic/ddprun_rendezvous_sim, one process whose nodes
+are the real node's parts (tcp/channel, node_spec, NodeRound; see elastic/bench/) with simulated
+workers, each from its own loopback address, without a secret (the host runs open). Before
+measuring, a real ddprun node's join line is captured at a listening socket and compared byte
+for byte with the simulator's (but for master_port, a port the real node holds). Prints, medians
+over --runs:
+  1. join -> every node assigned: from the simulator's first connect (the host already up) to
+     the last node's first round; all N-1 nodes connect at once;
+  2. a node lost -> every other node re-assigned: one simulated node's connection closed (a
+     launcher killed) to the last survivor's next round (the host's own worker is restarted too);
+  3. the host's peak RSS (VmHWM).
+The host runs with --rdzv_conf max_connections=N+16, so that the figures measure the host, not
+this machine's ulimit -n; --default-check N runs N nodes once with the default settings and
+prints whether they ran or how many were refused, with the host's message. Both processes share
+this machine's cores: the figures are an upper bound. --heartbeat=2:20 gives every node (host
+and simulated) --rdzv_conf heartbeat_interval=2,heartbeat_timeout=20: a quarter of the
+heartbeats.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+from benchlib import ROOT, free_port
+
+HOST = "127.0.0.2"
+
+
+def wait_listening(port, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"scale: the host exited with {proc.returncode}: {proc.stderr.read()}")
+        with socket.socket() as s:
+            if s.connect_ex((HOST, port)) == 0:
+                return
+        time.sleep(0.02)
+    sys.exit("scale: the host did not listen")
+
+
+def host_command(ddprun, nodes, port, conf):
+    return [ddprun, f"--nnodes=2:{nodes}", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={HOST}:{port}", "--rdzv_id=scale", f"--local_addr={HOST}", f"--rdzv_conf={conf}",
+            "sleep", "1000"]
+
+
+def check_join_bytes(ddprun, sim):
+    """A real node's join, captured, against the simulator's: equal but for master_port."""
+    port = free_port()
+    listener = socket.create_server((HOST, port))
+    node = subprocess.Popen([ddprun, "--nnodes=2:4", "--nproc_per_node=1", "--rdzv_backend=c10d",
+                             f"--rdzv_endpoint={HOST}:{port}", "--rdzv_id=scale", "--local_addr=127.0.0.1",
+                             "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        listener.settimeout(30)
+        conn, _ = listener.accept()
+        conn.settimeout(30)
+        data = b""
+        while b"\n" not in data:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        conn.close()
+    finally:
+        node.kill()
+        node.wait()
+        listener.close()
+    real = data.split(b"\n", 1)[0].decode()
+    port_field = f'"master_port":{json.loads(real)["node"]["master_port"]}'
+    simulated = subprocess.run([sim, f"{HOST}:{port}", "1", "scale", "2:4", "--print-join"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    if real.replace(port_field, '"master_port":1') != simulated:
+        sys.exit(f"scale: the simulator's join differs from a real node's:\n  real      {real}\n  simulated {simulated}")
+    print(f"join line: the simulator's equals a real node's byte for byte (but master_port): {simulated}")
+
+
+def run(ddprun, sim, nodes, conf, fail=True, heartbeat=None):
+    """One run: the host and nodes-1 simulated nodes; returns the simulator's events and the host's VmHWM."""
+    port = free_port()
+    if heartbeat:
+        interval, timeout = heartbeat.split(":")
+        conf += f",heartbeat_interval={interval},heartbeat_timeout={timeout}"
+    host = subprocess.Popen(host_command(ddprun, nodes, port, conf), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_listening(port, host)
+        args = [sim, f"{HOST}:{port}", str(nodes - 1), "scale", f"2:{nodes}"] + (["--fail"] if fail else [])
+        if heartbeat:
+            args.append(f"--heartbeat={heartbeat}")
+        out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            return {"failed": out.stderr.strip().splitlines()[-1]}, 0
+        events = {e["event"]: e for e in map(json.loads, out.stdout.splitlines())}
+        with open(f"/proc/{host.pid}/status") as f:
+            hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    finally:
+        host.terminate()
+        _, err = host.communicate(timeout=60)
+    events["host_stderr"] = err
+    return events, hwm
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ddprun", default=os.path.join(ROOT, "build/launcher/ddprun"))
+    p.add_argument("--sim", default=os.path.join(ROOT, "build/elastic/ddprun_rendezvous_sim"))
+    p.add_argument("--nodes", default="1024,4096,8192,10000,16384")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--default-check", type=int, default=8192, metavar="N")
+    p.add_argument("--heartbeat", metavar="INTERVAL:TIMEOUT",
+                   help="every node's --rdzv_conf heartbeat_interval and heartbeat_timeout (default 0.5:5)")
+    a = p.parse_args()
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start, "
+          f"ulimit -n {os.sysconf('SC_OPEN_MAX')}")
+    check_join_bytes(a.ddprun, a.sim)
+    print("| nodes | join -> every node assigned | a node lost -> every other node re-assigned | host peak RSS |")
+    print("|---|---|---|---|")
+    for nodes in map(int, a.nodes.split(",")):
+        joins, fails, rss, failures = [], [], [], []
+        for _ in range(a.runs):
+            events, hwm = run(a.ddprun, a.sim, nodes, f"max_connections={nodes + 16}", heartbeat=a.heartbeat)
+            if "failed" in events:
+                failures.append(events["failed"])
+                continue
+            if events["assigned"]["nodes"] != nodes - 1 or "refused" in events:
+                sys.exit(f"scale: not every node was assigned: {events}")
+            joins.append(events["assigned"]["seconds"])
+            fails.append(events["reassigned"]["seconds"])
+            rss.append(hwm)
+        failed = f" ({len(failures)} of {a.runs} runs failed: {failures[0]})" if failures else ""
+        if not joins:
+            print(f"| {nodes} | - | - | - |{failed}", flush=True)
+            continue
+        print(f"| {nodes} | {statistics.median(joins) * 1000:.0f} ms | {statistics.median(fails) * 1000:.0f} ms "
+              f"| {statistics.median(rss) / 1024:.1f} MiB |{failed}", flush=True)
+    if a.default_check:
+        n = a.default_check
+        events, _ = run(a.ddprun, a.sim, n, "last_call_timeout=2", fail=False)
+        if "failed" in events:
+            print(f"{n} nodes, default settings: the run failed: {events['failed']}")
+        elif "refused" in events:
+            lines = [l for l in events["host_stderr"].splitlines() if "refused a node" in l]
+            print(f"{n} nodes, default settings: {events['refused']['nodes']} refused, "
+                  f"{events['assigned']['nodes'] + 1} ran; the refused nodes' error: {events['refused']['error']}; "
+                  f"the host said it {len(lines)} time(s)")
+        else:
+            print(f"{n} nodes, default settings: every node ran")
+
+
+if __name__ == "__main__":
+    main()
