@@ -6,13 +6,14 @@
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 
-# stepper: rank 0 prints "step N" on stdout every 0.1 s until $T/stop exists; rank 1 prints
+# stepper: rank 0 prints "step N" on stdout every 0.1 s until $T/go or $T/stop exists; rank 1 prints
 # "step 1".."step 3" on stderr, writes the time of its last line, then waits silently for $T/go,
 # prints "step 4", and waits silently for $T/stop; rank 2 prints nothing that matches.
 worker stepper <<'SH'
 #!/bin/bash
 case "$RANK" in
-  0) n=0; while [ ! -e "$T/stop" ]; do n=$((n + 1)); echo "step $n"; sleep 0.1; done ;;
+  0) n=0; while [ ! -e "$T/stop" ] && [ ! -e "$T/go" ]; do n=$((n + 1)); echo "step $n"; sleep 0.1; done
+     while [ ! -e "$T/stop" ]; do sleep 0.1; done ;;
   1) for n in 1 2 3; do echo "step $n" >&2; [ $n = 3 ] && date +%s.%N > "$T/lastline.1"; sleep 0.1; done
      while [ ! -e "$T/go" ] && [ ! -e "$T/stop" ]; do sleep 0.1; done
      echo "step 4" >&2
@@ -54,7 +55,8 @@ within 15 60 "$d" || fail "without a pattern, rank 1 found hung ${d}s after its 
 ok "without the pattern it is found only after --hang_startup (${d}s after its last line)"
 
 # 3. No --hang_timeout: one warning per silence of a rank that made progress, naming its last
-#    step; none for a rank that never did (2) or keeps going (0); nothing is stopped.
+#    step, from stderr (rank 1) and stdout (rank 0); none for a rank that never made progress (2)
+#    nor while one keeps going; nothing is stopped.
 DDPRUN_QUIET_WARNING_SECONDS=2 "$DDPRUN" --nproc_per_node=3 --progress_pattern='^step (?<step>[0-9]+)' \
   --progress_pattern='^epoch' --event_log="$T/quiet.jsonl" "$T/stepper" >"$T/quiet.out" 2>"$T/quiet.err" &
 pid=$!
@@ -62,14 +64,17 @@ quiet_lines() { grep -c "made no progress" "$T/quiet.err" || true; }
 wait_for 60 grep -q "ddprun: rank 1 made no progress for 2 s (last step 3); with --hang_timeout off ddprun only warns" "$T/quiet.err"
 expect_eq "$(quiet_lines)" 1 "warnings after rank 1's first silence"
 touch "$T/go"
+# Rank 1 prints step 4 and falls silent again; rank 0 (its steps were on stdout) stops too.
 wait_for 60 grep -q "ddprun: rank 1 made no progress for 2 s (last step 4)" "$T/quiet.err"
-expect_eq "$(quiet_lines)" 2 "warnings after rank 1's second silence"
+wait_for 60 grep -Eq "ddprun: rank 0 made no progress for 2 s \(last step [1-9][0-9]*\)" "$T/quiet.err"
+expect_eq "$(quiet_lines)" 3 "warnings after both ranks' silence"
 touch "$T/stop"
 set +e; wait "$pid"; RC=$?; set -e
 expect_eq "$RC" 0 "exit code after quiet warnings"
-expect_eq "$(quiet_lines)" 2 "warnings in all"
+expect_eq "$(quiet_lines)" 3 "warnings in all"
 expect_in "$T/quiet.jsonl" '"event":"quiet".*"last_step":4.*"rank":1'
-expect_not_in "$T/quiet.jsonl" '"event":"quiet".*"rank":[02]'
+expect_in "$T/quiet.jsonl" '"event":"quiet".*"rank":0'
+expect_not_in "$T/quiet.jsonl" '"event":"quiet".*"rank":2'
 ok "without --hang_timeout: one warning per silence, with the last step; no action"
 
 # 4. A bad pattern: one line naming the flag and the value, exit 64, nothing started.
