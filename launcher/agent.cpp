@@ -106,7 +106,7 @@ class Agent::Impl {
       const fs::path folder = fs::path(timer_file).parent_path();
       if (!folder.empty()) fs::create_directories(folder);
       watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, quiet_warning_seconds(environ_), timer_file,
-                                             watchdog_handlers());
+                                             watchdog_handlers(), status_ != nullptr);
     } catch (const std::system_error& e) {
       throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file, e.code().message(),
                                            env::kEnableFileTimer));
@@ -123,7 +123,10 @@ class Agent::Impl {
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
     hangs_ = std::make_unique<HangResponse>(
-        io_, group_, find_stack_tools(search_path(environ_), config_.runs_python(), python_.program),
+        // Python stacks also for an interpreter named as the program (--no_python python3 x.py).
+        io_, group_,
+        find_stack_tools(search_path(environ_), config_.python_workers(),
+                         config_.runs_python() ? python_.program : config_.program),
         std::move(environ_list), kStackDumpTimeout, paths_.logs_root, hang_handlers());
   }
 

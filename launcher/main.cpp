@@ -176,7 +176,6 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {
-    remove_stale_private_folders(tmp);
     paths.private_root = make_temp(fmt::format("ddprun.{}.{}.{}", pid_namespace(), ::getpid(), path_safe(run_id)));
   }
   return paths;
@@ -233,7 +232,11 @@ int run(int argc, char** argv) {
   // The folders and the cgroup exist before the guard, which removes them if ddprun is killed.
   auto paths = make_run_paths(cfg, run_id, vars);
   const std::string cgroup = launcher::Containment::planned_path(vars);
-  auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root);
+  // The private folders of dead ddprun processes are removed by the guard, off the start's path.
+  const std::string tmp = get(vars, "TMPDIR", "/tmp");
+  auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root, [&] {
+    if (!paths.private_root.empty()) remove_stale_private_folders(tmp);
+  });
   auto containment = launcher::Containment::create(cgroup);
   launcher::Agent::block_signals(cfg.debug);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -20,7 +20,7 @@ done
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
-  libcpp-httplib-dev               # the launcher's status server (--status_port)
+  libcpp-httplib-dev               # the status server's tests (an HTTP client)
   libssl-dev                       # libcrypto: the authenticated rendezvous (HMAC-SHA256)
   libmunge-dev                     # munge.h: the rendezvous authenticated by MUNGE under SLURM
   libcurl4-openssl-dev             # the etcd rendezvous: etcd's v3 JSON gateway over HTTP(S)

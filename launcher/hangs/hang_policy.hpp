@@ -59,6 +59,8 @@ class HangPolicy {
   explicit HangPolicy(config::HangTimeout setting, double quiet_after = kQuietWarning);
 
   bool enabled() const { return setting_.enabled(); }
+  // Whether quiet() can report anything: the setting is off and quiet_after is above 0.
+  bool warns_quiet() const { return setting_.mode == config::HangTimeout::Mode::kOff && quiet_after_ > 0; }
 
   // A new round of `ranks` local workers started at `now` (seconds on any steady clock).
   void start_round(int ranks, double now);

@@ -30,10 +30,11 @@ class Watchdog {
     std::function<void(const std::vector<QuietRank>&)> quiet;  // off: silent quiet_after s after progress
   };
 
-  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none.
-  // `quiet_after`: see HangPolicy.
+  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none. `quiet_after`: see
+  // HangPolicy. The heartbeat files are watched only where something uses the beats: a hang
+  // timeout in `setting`, the quiet warning, or `beats_shown` (the status server's view).
   Watchdog(asio::io_context& io, config::HangTimeout setting, double quiet_after, const std::string& timer_file,
-           Handlers handlers);
+           Handlers handlers, bool beats_shown);
 
   // A round's workers, by local rank, and their heartbeat files (created here).
   void start_round(const std::vector<std::string>& heartbeat_files);
@@ -62,7 +63,7 @@ class Watchdog {
   std::optional<double> armed_for_;
   HangPolicy policy_;
   Handlers handlers_;
-  HeartbeatFiles files_;
+  std::unique_ptr<HeartbeatFiles> files_;  // none when no beat is used
   std::unique_ptr<FileTimerServer> file_timers_;
   bool judging_ = false;
 };

@@ -28,16 +28,17 @@ OutputWriter::OutputWriter(Limits limits, std::string what, std::function<void(s
       what_(std::move(what)),
       notice_(std::move(notice)),
       now_(std::move(now)),
-      last_progress_(now_()),
-      thread_([this] { run(); }) {}
+      last_progress_(now_()) {}
 
 OutputWriter::~OutputWriter() {
+  std::thread thread;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    thread = std::move(thread_);
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread.joinable()) thread.join();
 }
 
 void OutputWriter::say(std::string line) const {
@@ -73,6 +74,9 @@ void OutputWriter::write(int fd, std::string data, std::shared_ptr<const void> k
       queued_bytes_ += data.size();
       peak_queued_ = std::max(peak_queued_, queued_bytes_);
       queue_.push_back(Chunk{fd, std::move(data), std::move(keep)});
+      // Started with the first output: a run with none (most ddprun --version, trivial
+      // workers) neither starts nor joins the thread.
+      if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
     }
   }
   wake_.notify_one();

@@ -123,7 +123,7 @@ class OutputWriter {
   std::vector<std::function<void()>> paused_;
   bool writing_ = false;
   bool stop_ = false;
-  std::thread thread_;
+  std::thread thread_;  // started by the first write()
 };
 
 // ddprun's writers while the job runs: stdout, stderr, and files.

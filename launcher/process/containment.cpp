@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -82,14 +84,45 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
-bool populated(const std::string& path) {
-  std::ifstream in(path + "/cgroup.events");
-  std::string key;
-  int value;
-  while (in >> key >> value) {
-    if (key == "populated") return value != 0;
+// Calls `visit` with every cgroup below `path`, deepest first, then with `path` itself.
+void for_each_cgroup(const std::string& path, const std::function<void(const std::string&)>& visit) {
+  if (DIR* dir = ::opendir(path.c_str())) {
+    std::vector<std::string> below;
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_type == DT_DIR && std::strcmp(entry->d_name, ".") != 0 && std::strcmp(entry->d_name, "..") != 0) {
+        below.push_back(path + "/" + entry->d_name);
+      }
+    }
+    ::closedir(dir);
+    for (const auto& cgroup : below) for_each_cgroup(cgroup, visit);
   }
-  return !read_pids(path + "/cgroup.procs").empty();
+  visit(path);
+}
+
+// Whether cgroup.events (open as `events`) says "populated 1"; true when it cannot be read.
+bool populated(int events) {
+  char text[256];
+  const ssize_t n = ::pread(events, text, sizeof text - 1, 0);
+  if (n <= 0) return true;
+  text[n] = '\0';
+  const char* key = std::strstr(text, "populated ");
+  return key == nullptr || key[std::strlen("populated ")] != '0';
+}
+
+// Waits until no process is left in the cgroup at `path`, or `timeout` passes. cgroup.events
+// is pollable (POLLPRI when "populated" changes), so this wakes up when the last one leaves
+// rather than at the next tick of a timer.
+bool wait_empty(const std::string& path, std::chrono::milliseconds timeout) {
+  const UniqueFd events(::open((path + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!events) return read_pids(path + "/cgroup.procs").empty();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (populated(events.get())) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{events.get(), POLLPRI, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -129,14 +162,36 @@ std::unique_ptr<Containment> Containment::create(const std::string& path) {
   return c;
 }
 
+void Containment::prepare_round() {
+  if (path_.empty() || !round_path_.empty()) return;
+  round_path_ = path_ + "/round." + std::to_string(++rounds_);
+  if (::mkdir(round_path_.c_str(), 0755) == 0) {
+    round_dir_.reset(::open(round_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    round_procs_.reset(::open((round_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
+    if (round_dir_ && round_procs_) return;
+  }
+  // Out of cgroups (cgroup.max.descendants), say: the workers join ddprun.<pid> itself.
+  remove_round_cgroup();
+}
+
+void Containment::remove_round_cgroup() {
+  round_dir_.reset();
+  round_procs_.reset();
+  if (!round_path_.empty()) remove_tree(round_path_);
+  round_path_.clear();
+}
+
 Containment::~Containment() {
   if (path_.empty()) return;
+  round_dir_.reset();
+  round_procs_.reset();
   procs_.reset();
   remove_cgroup(path_);
 }
 
 void Containment::kill_cgroup(const std::string& path) {
-  // cgroup.kill (Linux 5.14) kills every process at once, also those forking meanwhile.
+  // cgroup.kill (Linux 5.14) kills every process of the cgroup and of the cgroups below it at
+  // once, also those forking meanwhile.
   const int fd = ::open((path + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC);
   if (fd >= 0) {
     const bool killed = ::write(fd, "1", 1) == 1;
@@ -144,30 +199,54 @@ void Containment::kill_cgroup(const std::string& path) {
     if (killed) return;
   }
   for (int pass = 0; pass < 100; ++pass) {
-    const auto pids = read_pids(path + "/cgroup.procs");
-    if (pids.empty()) return;
-    for (pid_t pid : pids) ::kill(pid, SIGKILL);
+    bool any = false;
+    for_each_cgroup(path, [&any](const std::string& cgroup) {
+      for (pid_t pid : read_pids(cgroup + "/cgroup.procs")) {
+        ::kill(pid, SIGKILL);
+        any = true;
+      }
+    });
+    if (!any) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
-bool Containment::remove_cgroup(const std::string& path) {
-  kill_cgroup(path);
-  // A killed process leaves the cgroup once it has exited; rmdir fails (EBUSY) until then.
+bool Containment::remove_tree(const std::string& path) {
+  bool removed = true;
+  // The cgroups below first (a worker may have made some): rmdir fails while a cgroup has any.
+  for_each_cgroup(path, [&removed, &path](const std::string& cgroup) {
+    if (cgroup == path) return;
+    // A killed process leaves the cgroup once it has exited; rmdir fails (EBUSY) until then.
+    for (int pass = 0; ::rmdir(cgroup.c_str()) != 0 && errno == EBUSY; ++pass) {
+      if (pass == 200) {
+        removed = false;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
   for (int pass = 0; pass < 200; ++pass) {
-    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return true;
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return removed;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+bool Containment::remove_cgroup(const std::string& path) {
+  kill_cgroup(path);
+  wait_empty(path, std::chrono::seconds(2));
+  return remove_tree(path);
 }
 
 void Containment::kill_all(const std::set<pid_t>& keep) {
   if (!path_.empty()) {
     kill_cgroup(path_);
     // Wait (briefly) until they are gone, so the next round's workers meet none of them.
-    for (int pass = 0; pass < 100 && populated(path_); ++pass) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    wait_empty(path_, std::chrono::seconds(1));
+    // A killed cgroup is not reused: clone3 into a cgroup once killed gives a child that is
+    // SIGKILLed at birth (Linux 6.18 compares the cgroup's kill count with that of the parent's
+    // own cgroup), so each round's workers start in a new one (prepare_round()).
+    remove_round_cgroup();
     return;
   }
   // A re-parented child may have children of its own that reach ddprun only once it is dead:

@@ -3,7 +3,8 @@
 // double-forked daemon.
 //
 // Where ddprun may create a cgroup (cgroup v2: a writable unified hierarchy, as root or with
-// systemd delegation), every worker moves into ddprun's own cgroup before it execs, and all its
+// systemd delegation), every worker starts in a cgroup of its round below ddprun's
+// (`ddprun.<pid>/round.<N>`; made there by clone3, else moved in before it execs), and all its
 // descendants stay there whatever they do: the end of a round kills the cgroup (cgroup.kill),
 // and so does the orphan guard when ddprun itself is SIGKILLed. Elsewhere ddprun falls back to
 // what a child subreaper sees: descendants whose parents died are re-parented to ddprun, and the
@@ -38,12 +39,19 @@ class Containment {
   bool has_cgroup() const { return static_cast<bool>(procs_); }
   const std::string& cgroup_path() const { return path_; }  // "" without a cgroup
   const std::string& why_not() const { return why_not_; }
-  // The cgroup's cgroup.procs, for a new worker to write "0" to (itself) before it execs;
-  // -1 without a cgroup.
-  int procs_fd() const { return procs_.get(); }
+  // Makes this round's cgroup (`round.<N>` below ddprun's) unless it exists; without a cgroup,
+  // or where it cannot be made, the workers join ddprun's cgroup itself (procs_fd()).
+  void prepare_round();
+  // The folder of this round's cgroup (`round.<N>` below ddprun's), for clone3 to make a new
+  // worker there; -1 without one.
+  int dir_fd() const { return round_dir_.get(); }
+  // That cgroup's cgroup.procs (or ddprun's, where it could not be made), for a new worker to
+  // write "0" to (itself) before it execs where clone3 cannot; -1 without a cgroup.
+  int procs_fd() const { return round_procs_ ? round_procs_.get() : procs_.get(); }
 
   // Kills every process of the job that is still there: the whole cgroup, or the children of
-  // ddprun except `keep` (the orphan guard), until none is left or a second has passed.
+  // ddprun except `keep` (the orphan guard), until none is left or a second has passed. With a
+  // cgroup, this round's cgroup is removed: the next round gets a new one.
   void kill_all(const std::set<pid_t>& keep);
 
   // The cgroup's processes killed and the cgroup removed (for the orphan guard, which has no
@@ -53,8 +61,15 @@ class Containment {
 
  private:
   Containment() = default;
+  void remove_round_cgroup();
+  // rmdir of `path` and every cgroup below it (retried while a killed process is still leaving).
+  static bool remove_tree(const std::string& path);
   std::string path_;
   UniqueFd procs_;
+  int rounds_ = 0;
+  std::string round_path_;
+  UniqueFd round_dir_;
+  UniqueFd round_procs_;
   std::string why_not_;
 };
 

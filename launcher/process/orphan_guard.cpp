@@ -21,7 +21,8 @@ struct Message {
   pid_t process_group;
 };
 
-[[noreturn]] void run_guard(int from_launcher, const std::string& cgroup, const std::string& private_folder) {
+[[noreturn]] void run_guard(int from_launcher, const std::string& cgroup, const std::string& private_folder,
+                            const std::function<void()>& chores) {
   ::setpgid(0, 0);  // out of ddprun's group: a Ctrl-C or killpg aimed at ddprun misses it
   // Hold no copy of ddprun's stdout/stderr: whoever reads them sees EOF when ddprun exits.
   if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
@@ -33,6 +34,8 @@ struct Message {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Before the first read: ddprun's messages wait in the pipe meanwhile.
+  if (chores) chores();
   std::set<pid_t> groups;
   Message m;
   for (;;) {
@@ -56,13 +59,14 @@ struct Message {
 
 }  // namespace
 
-OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& private_folder) {
+OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& private_folder,
+                               const std::function<void()>& chores) {
   Pipe pipe = Pipe::create();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork (orphan guard)");
   if (pid == 0) {
     pipe.write_end.reset();
-    run_guard(pipe.read_end.get(), cgroup, private_folder);
+    run_guard(pipe.read_end.get(), cgroup, private_folder, chores);
   }
   return OrphanGuard(std::move(pipe.write_end), pid);
 }

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 #include "process/unique_fd.hpp"
@@ -19,8 +20,11 @@ namespace ddprun::launcher {
 class OrphanGuard {
  public:
   // Forks the guard. Call before any other thread or worker exists. `cgroup` and
-  // `private_folder` ("" for none) are cleaned up when ddprun is gone.
-  static OrphanGuard start(const std::string& cgroup, const std::string& private_folder);
+  // `private_folder` ("" for none) are cleaned up when ddprun is gone. The guard first runs
+  // `chores` (if any): work ddprun's start need not wait for, such as removing what dead ddprun
+  // processes left behind.
+  static OrphanGuard start(const std::string& cgroup, const std::string& private_folder,
+                           const std::function<void()>& chores = nullptr);
   OrphanGuard() = default;
 
   // A worker's process group to kill if ddprun dies.

@@ -17,7 +17,8 @@ struct SpawnRequest {
   int stdout_fd = -1;                 // -1: inherit ddprun's
   int stderr_fd = -1;
   bool own_process_group = true;      // false only in --debug, to keep the terminal
-  int cgroup_procs_fd = -1;           // a cgroup's cgroup.procs: the child moves itself in first
+  int cgroup_dir_fd = -1;             // a cgroup's folder: the child is made there (clone3) ...
+  int cgroup_procs_fd = -1;           // ... or, where clone3 cannot, moves itself in through its cgroup.procs
 };
 
 struct SpawnResult {

@@ -72,6 +72,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     prepared.push_back(std::move(w));
   }
   files_ready(heartbeat_files);
+  containment_.prepare_round();
   for (auto& w : prepared) {
     const std::string rank_dir = rank_folder(attempt, w->rank);
     WorkerFiles files;
@@ -84,6 +85,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     request.argv = argv_;
     request.environ = worker_environment(environ_, config_, round, local_rank, files);
     request.own_process_group = !config_.debug;
+    request.cgroup_dir_fd = containment_.dir_fd();
     request.cgroup_procs_fd = containment_.procs_fd();
     Pipe out_pipe, err_pipe;
     if (!config_.debug) {

@@ -1,22 +1,18 @@
-// --status_port: a small HTTP server (cpp-httplib, on its own threads) with the job's live view.
+// --status_port: a small HTTP/1.1 server on Asio, on its own thread, with the job's live view.
 //   GET /healthz  200 "ok" while every worker made progress within the hang timeout (always,
 //                 without --hang_timeout), 503 with the reason otherwise: a liveness probe.
 //   GET /status   JSON: attempt, round, restarts left, phase, hang timeout, and per rank its pid,
 //                 whether it runs, and the age of its last heartbeat.
-// The event loop publishes a JobView (status_view.hpp, which also makes the responses); the
-// server threads read it under a mutex and never touch the agent.
+// One request per connection (each response closes it). The event loop publishes a JobView
+// (status_view.hpp, which also makes the responses); the server's thread reads it under a mutex
+// and never touches the agent.
 #pragma once
 
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "report/status_view.hpp"
-
-namespace httplib {
-class Server;
-}
 
 namespace ddprun::launcher {
 
@@ -39,11 +35,13 @@ class StatusServer {
   }
 
  private:
-  std::unique_ptr<httplib::Server> server_;
-  int port_ = 0;
-  std::thread thread_;
+  struct Listener;
+  std::string respond(const std::string& head);
+
   std::mutex mutex_;
   JobView view_;
+  int port_ = 0;
+  std::unique_ptr<Listener> listener_;  // last: its thread stops before the view goes
 };
 
 }  // namespace ddprun::launcher

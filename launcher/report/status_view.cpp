@@ -1,6 +1,7 @@
 #include "report/status_view.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,39 @@ std::string status_json(const JobView& view, double now) {
       {"ranks", ranks},
   };
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string http_response(std::string_view head, const JobView& view, double now) {
+  const std::string_view line = head.substr(0, head.find("\r\n"));
+  const auto first = line.find(' ');
+  const auto second = first == std::string_view::npos ? first : line.find(' ', first + 1);
+  int code = 400;
+  std::string body = "not an HTTP request\n";
+  std::string type = "text/plain";
+  std::string extra;
+  bool head_only = false;
+  if (second != std::string_view::npos && line.substr(second + 1).rfind("HTTP/1.", 0) == 0 &&
+      line.find(' ', second + 1) == std::string_view::npos) {
+    const std::string_view method = line.substr(0, first);
+    std::string_view target = line.substr(first + 1, second - first - 1);
+    target = target.substr(0, target.find('?'));
+    head_only = method == "HEAD";
+    if (method != "GET" && !head_only) {
+      std::tie(code, body) = std::pair(405, "only GET and HEAD\n");
+      extra = "Allow: GET, HEAD\r\n";
+    } else if (target == "/healthz") {
+      std::tie(code, body) = healthz_response(view, now);
+    } else if (target == "/status") {
+      std::tie(code, body) = std::pair(200, status_json(view, now));
+      type = "application/json";
+    } else {
+      std::tie(code, body) = std::pair(404, "not found: ddprun serves /status and /healthz\n");
+    }
+  }
+  const char* reason = code == 200 ? "OK" : code == 503 ? "Service Unavailable" : code == 404 ? "Not Found"
+                       : code == 405 ? "Method Not Allowed" : "Bad Request";
+  return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
+                     code, reason, type, body.size(), extra, head_only ? "" : body);
 }
 
 }  // namespace ddprun::launcher

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,5 +52,11 @@ void record_beat(JobView& view, int local_rank, double at, std::optional<long lo
 // The responses, from a view at `now` (monotonic seconds): status code and body.
 std::pair<int, std::string> healthz_response(const JobView& view, double now);
 std::string status_json(const JobView& view, double now);
+
+// The whole HTTP/1.1 response (status line, headers, body) to a request whose head (request
+// line and headers, up to the empty line) is `head`: GET or HEAD of /healthz or /status (a query
+// string is ignored) answer from the view; another path 404, another method 405, a first line
+// that is not "METHOD TARGET HTTP/1.x" 400. Every response closes the connection.
+std::string http_response(std::string_view head, const JobView& view, double now);
 
 }  // namespace ddprun::launcher

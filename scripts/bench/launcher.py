@@ -10,9 +10,12 @@
 --monitor-interval already defaults to 0.1 s.
 
 Prints three tables:
-  1. start-to-exit time for N trivial workers (/bin/true): launch, supervise, exit;
-  2. crash-to-restarted latency: from a worker's exit(1) to the restarted worker's main(),
-     minus the worker's own start-up (exec of a tiny C program, measured separately);
+  1. start-to-exit time for N trivial workers (/bin/true): launch, supervise, exit; next to a
+     bare posix_spawn of N (a C program that spawns them and waits for them), run in turn with
+     ddprun (paired: one of each, --runs times) so that a change of load falls on both;
+  2. crash-to-restarted latency: from a worker's exit(1) to the restarted worker's main(), as
+     measured and minus the worker's own start-up (exec of a tiny C program, measured
+     separately), with the slowest ddprun run and the fastest torchrun run;
   3. peak memory (VmHWM) of the launcher process itself, with 8 workers.
 """
 import argparse
@@ -37,18 +40,71 @@ def timed(cmd, env):
     return time.perf_counter() - t0
 
 
-def start_to_exit(ddprun, torchrun_cmd, runs, torch_runs):
+def with_free_port(run):
+    """run(port), again with another free port when it fails: between free_port() and torchrun's
+    bind, a machine short of ephemeral ports (another job's thousands of connections) can hand
+    the port to someone else, and torchrun exits 1 (EADDRINUSE). Says so on stderr."""
+    for attempt in range(5):
+        try:
+            return run(free_port())
+        except subprocess.CalledProcessError:
+            print(f"bench/launcher.py: torchrun failed (its port taken?); again with another port",
+                  file=sys.stderr)
+    raise SystemExit("bench/launcher.py: torchrun failed 5 times in a row")
+
+
+# N children of /bin/true started with posix_spawn, then waited for: what any launcher must do
+# at least, the floor for table 1.
+BARE_SPAWN = r"""
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+extern char** environ;
+int main(int argc, char** argv) {
+  int n = atoi(argv[1]);
+  char* args[] = {argv[2], NULL};
+  for (int i = 0; i < n; ++i) {
+    pid_t pid;
+    if (posix_spawn(&pid, argv[2], NULL, NULL, args, environ) != 0) return 1;
+  }
+  while (wait(NULL) > 0) {}
+  return 0;
+}
+"""
+
+
+def compile_bare_spawn(tmp):
+    src = os.path.join(tmp, "bare_spawn.c")
+    program = os.path.join(tmp, "bare_spawn")
+    with open(src, "w") as f:
+        f.write(BARE_SPAWN)
+    subprocess.run(["gcc", "-O2", "-o", program, src], check=True)
+    return program
+
+
+def start_to_exit(ddprun, torchrun_cmd, bare_spawn, runs, torch_runs):
     env = env_for_runs()
+    counts = (1, 2, 4, 8)
+    d = {n: [] for n in counts}
+    b = {n: [] for n in counts}
+    for _ in range(runs):
+        for n in counts:
+            d[n].append(timed([ddprun, f"--nproc_per_node={n}", "/bin/true"], env))
+            b[n].append(timed([bare_spawn, str(n), "/bin/true"], env))
     rows = []
-    for n in (1, 2, 4, 8):
-        d = [timed([ddprun, f"--nproc_per_node={n}", "/bin/true"], env) for _ in range(runs)]
-        t = [timed(torchrun_cmd + [f"--nproc_per_node={n}", f"--master_port={free_port()}",
-                                   "--no_python", "/bin/true"], env) for _ in range(torch_runs)]
-        rows.append((n, statistics.median(d) * 1e3, statistics.median(t) * 1e3))
-    print("\n1. start-to-exit time, N workers of /bin/true (median)")
-    print(f"{'workers':>8} {'ddprun ms':>10} {'torchrun ms':>12} {'ratio':>7}")
-    for n, d, t in rows:
-        print(f"{n:>8} {d:>10.2f} {t:>12.1f} {t / d:>6.0f}x")
+    for n in counts:
+        t = [with_free_port(lambda port: timed(torchrun_cmd + [f"--nproc_per_node={n}", f"--master_port={port}",
+                                                               "--no_python", "/bin/true"], env))
+             for _ in range(torch_runs)]
+        ratios = [x / y for x, y in zip(d[n], b[n])]
+        rows.append((n, statistics.median(d[n]) * 1e3, statistics.median(b[n]) * 1e3,
+                     statistics.median(ratios), statistics.median(t) * 1e3))
+    print("\n1. start-to-exit time, N workers of /bin/true (median; ddprun and a bare posix_spawn of N "
+          "in turn, ratio: median of the pairs' ratios)")
+    print(f"{'workers':>8} {'ddprun ms':>10} {'spawn ms':>9} {'ddprun/spawn':>13} {'torchrun ms':>12} "
+          f"{'torchrun/ddprun':>16}")
+    for n, dm, bm, ratio, tm in rows:
+        print(f"{n:>8} {dm:>10.2f} {bm:>9.2f} {ratio:>12.2f}x {tm:>12.1f} {tm / dm:>15.0f}x")
 
 
 def restart_latency(ddprun, torchrun_cmd, worker, runs, torch_runs):
@@ -62,26 +118,27 @@ def restart_latency(ddprun, torchrun_cmd, worker, runs, torch_runs):
             bare.append(read_stamp(f"{d}/bare.x.x") - t0)
     startup = statistics.median(bare)
 
-    def measure(cmd_for, count):
-        lat = []
-        for _ in range(count):
-            with tempfile.TemporaryDirectory() as d:
-                subprocess.run(cmd_for(d), env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, check=True)
-                crash = read_stamp(f"{d}/crash.0.x")
-                restarted = min(read_stamp(f"{d}/start.1.{r}") for r in (0, 1))
-                lat.append(restarted - crash)
-        return statistics.median(lat)
+    def one(cmd_for, port):
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(cmd_for(d, port), env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, check=True)
+            crash = read_stamp(f"{d}/crash.0.x")
+            return min(read_stamp(f"{d}/start.1.{r}") for r in (0, 1)) - crash
 
-    d = measure(lambda d: [ddprun, "--nproc_per_node=2", "--max_restarts=1", worker, d], runs)
-    t = measure(lambda d: torchrun_cmd + ["--nproc_per_node=2", "--max_restarts=1",
-                                          f"--master_port={free_port()}", "--no_python", worker, d],
-                torch_runs)
-    print("\n2. crash-to-restarted latency, 2 workers (median; worker start-up "
-          f"{startup * 1e3:.2f} ms subtracted)")
-    print(f"{'':>8} {'ddprun ms':>10} {'torchrun ms':>12} {'ratio':>7}")
-    print(f"{'':>8} {(d - startup) * 1e3:>10.2f} {(t - startup) * 1e3:>12.1f} "
-          f"{(t - startup) / max(d - startup, 1e-6):>6.0f}x")
+    # Each run's latency, as measured (not less the worker's start-up).
+    d = [one(lambda d, _: [ddprun, "--nproc_per_node=2", "--max_restarts=1", worker, d], 0) for _ in range(runs)]
+    t = [with_free_port(lambda port: one(lambda d, p: torchrun_cmd + [
+        "--nproc_per_node=2", "--max_restarts=1", f"--master_port={p}", "--no_python", worker, d], port))
+         for _ in range(torch_runs)]
+    dm, tm = statistics.median(d), statistics.median(t)
+    print("\n2. crash-to-restarted latency, 2 workers: a worker's exit(1) -> the restarted worker's "
+          f"main() (median; the worker's own start-up is {startup * 1e3:.2f} ms)")
+    print(f"{'':>22} {'ddprun ms':>10} {'torchrun ms':>12} {'ratio':>7}")
+    print(f"{'as measured':>22} {dm * 1e3:>10.2f} {tm * 1e3:>12.2f} {tm / dm:>6.1f}x")
+    print(f"{'less start-up':>22} {(dm - startup) * 1e3:>10.2f} {(tm - startup) * 1e3:>12.2f} "
+          f"{(tm - startup) / max(dm - startup, 1e-6):>6.1f}x")
+    print(f"{'slowest/fastest run':>22} {max(d) * 1e3:>10.2f} {min(t) * 1e3:>12.2f}   "
+          f"(ddprun's slowest of {len(d)}, torchrun's fastest of {len(t)})")
 
 
 def peak_memory(ddprun, torchrun_cmd):
@@ -129,11 +186,12 @@ def main():
                              check=True, capture_output=True, text=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         worker = compile_worker(tmp)
+        bare_spawn = compile_bare_spawn(tmp)
         load = os.getloadavg()[0]
         print(f"machine: {os.cpu_count()} cores, {os.uname().release}, load average {load:.2f}; "
               f"ddprun {args.ddprun}")
         print(f"torchrun: torch {version}, {' '.join(torchrun_cmd)}")
-        start_to_exit(args.ddprun, torchrun_cmd, args.runs, args.torch_runs)
+        start_to_exit(args.ddprun, torchrun_cmd, bare_spawn, args.runs, args.torch_runs)
         restart_latency(args.ddprun, torchrun_cmd, worker, args.runs, args.torch_runs)
         peak_memory(args.ddprun, torchrun_cmd)
         print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")

@@ -6,9 +6,11 @@
 Every library the launcher links is loaded by every start of every user's job, whether the run
 uses it or not; this measures what that costs. Each command is run --runs times, interleaved
 (one of each in turn, so that a change of load on the machine falls on all of them alike), and
-the median wall time of each is printed with the libraries the dynamic loader maps for it
-(`ldd`). Give several --ddprun to compare builds (e.g. one configured with -DDDPRUN_ETCD=OFF).
-The hello world is compiled here with the system's c++ -O2.
+the median wall time of each is printed with its ratio to the hello world's (the median of the
+ratios of runs one after the other), its CPU time (user + system, from wait4: what the machine's
+load does not inflate) and the libraries the dynamic loader maps for it (`ldd`). Give several
+--ddprun to compare builds (e.g. one configured with -DDDPRUN_ETCD=OFF). The hello world is
+compiled here with the system's c++ -O2.
 """
 import argparse
 import os
@@ -53,16 +55,25 @@ def main():
         if args.torchrun:
             commands.append((f"{args.torchrun} --help", [args.torchrun, "--help"]))
         times = {name: [] for name, _ in commands}
+        cpu = {name: [] for name, _ in commands}
         for _ in range(args.runs):
             for name, command in commands:
                 start = time.perf_counter()
-                subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+                child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, status, usage = os.wait4(child.pid, 0)
                 times[name].append(time.perf_counter() - start)
+                child.returncode = os.waitstatus_to_exitcode(status)
+                if child.returncode != 0:
+                    sys.exit(f"startup: {' '.join(command)} exited {child.returncode}")
+                cpu[name].append(usage.ru_utime + usage.ru_stime)
+        hello = times[commands[0][0]]
         print(f"median of {args.runs} runs, interleaved; load average {os.getloadavg()[0]:.1f}")
-        print(f"| command | median | libraries mapped |")
-        print(f"|---|---|---|")
+        print("| command | median | / hello world (median of the pairs) | CPU (user + system) | libraries mapped |")
+        print("|---|---|---|---|---|")
         for name, command in commands:
-            print(f"| `{name}` | {statistics.median(times[name]) * 1000:.2f} ms | {libraries(command[0])} |")
+            ratio = statistics.median(t / h for t, h in zip(times[name], hello))
+            print(f"| `{name}` | {statistics.median(times[name]) * 1000:.2f} ms | {ratio:.2f}x "
+                  f"| {statistics.median(cpu[name]) * 1000:.2f} ms | {libraries(command[0])} |")
 
 
 if __name__ == "__main__":

@@ -151,4 +151,27 @@ done
 unset FAIL_AFTER
 ok "300 idle connections at ulimit -n 64: no busy loop, idle ones closed, the worker restarts"
 
+# libcrypto is opened only by a run that authenticates: where it cannot be loaded (hidden by
+# /dev/null bound over it in a mount namespace of this command alone), a run with a secret ends
+# at once with one line and exit 69; runs without a secret never need it. Root only.
+# (awk reads all of ldconfig's output: leaving early would kill ldconfig with SIGPIPE.)
+crypto_lib=$(ldconfig -p | awk '/libcrypto\.so\.3 .*x86-64/ && !found {print $NF; found = 1}')
+if [[ $(id -u) -eq 0 && -n "$crypto_lib" ]]; then
+  without_crypto() { unshare -m bash -c 'mount --bind /dev/null "$(readlink -f "$1")" && shift && exec "$@"' _ "$crypto_lib" "$@"; }
+  next_port
+  set +e
+  DDPRUN_RDZV_SECRET=the-jobs-secret without_crypto "$DDPRUN" --nnodes=2 --rdzv_backend=c10d \
+    --rdzv_endpoint=127.0.0.2:$port --rdzv_id=nocrypto "$T/dump" >"$T/nocrypto.out" 2>"$T/nocrypto.err"
+  rc=$?
+  set -e
+  expect_eq "$rc" 69 "exit code without libcrypto ($(cat "$T/nocrypto.err"))"
+  expect_in "$T/nocrypto.err" "needs OpenSSL's libcrypto.so.3, which could not be loaded"
+  expect_eq "$(grep -c libcrypto "$T/nocrypto.err")" 1 "lines about libcrypto"
+  without_crypto "$DDPRUN" --version >/dev/null || fail "ddprun --version needs libcrypto"
+  without_crypto "$DDPRUN" --nproc_per_node=2 /bin/true 2>/dev/null || fail "a one-node run needs libcrypto"
+  ok "libcrypto missing: $(grep -m1 libcrypto "$T/nocrypto.err")"
+else
+  echo "note: libcrypto-missing case skipped (needs root and libcrypto.so.3)"
+fi
+
 wait_for 10 no_leftovers

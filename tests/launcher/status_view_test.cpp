@@ -69,3 +69,50 @@ TEST_CASE("/healthz and /status from a job view") {
   view.hung = "a worker hung";
   CHECK(healthz_response(view, 0).first == 503);
 }
+
+TEST_CASE("the HTTP response to a request's head") {
+  JobView view;
+  view.phase = "running";
+  view.hung = "";
+  const std::string ok_body = "ok\n";
+  struct Row {
+    const char* head;
+    const char* status_line;
+    bool has_body;
+  };
+  const Row rows[] = {
+      {"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK", true},
+      {"GET /healthz?verbose=1 HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK", true},
+      {"HEAD /healthz HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", false},
+      {"GET /status HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", true},
+      {"GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found", true},
+      {"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found", true},
+      {"POST /status HTTP/1.1\r\nContent-Length: 2\r\n\r\n", "HTTP/1.1 405 Method Not Allowed", true},
+      {"GET /status\r\n\r\n", "HTTP/1.1 400 Bad Request", true},
+      {"GET /status SPDY/3\r\n\r\n", "HTTP/1.1 400 Bad Request", true},
+      {"GET /a b HTTP/1.1\r\n\r\n", "HTTP/1.1 400 Bad Request", true},
+      {"\r\n\r\n", "HTTP/1.1 400 Bad Request", true},
+      {"", "HTTP/1.1 400 Bad Request", true},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.head);
+    const std::string response = http_response(row.head, view, 0);
+    CHECK(response.rfind(std::string(row.status_line) + "\r\n", 0) == 0);
+    CHECK(response.find("\r\nConnection: close\r\n") != std::string::npos);
+    const auto end = response.find("\r\n\r\n");
+    REQUIRE(end != std::string::npos);
+    const std::string body = response.substr(end + 4);
+    const auto length = response.find("Content-Length: ");
+    REQUIRE(length != std::string::npos);
+    const std::size_t declared = std::stoul(response.substr(length + 16));
+    // HEAD declares the length GET would send, and sends nothing.
+    CHECK(body.size() == (row.has_body ? declared : 0));
+    CHECK(declared > 0);
+  }
+  CHECK(http_response("GET /healthz HTTP/1.1\r\n\r\n", view, 0).substr(
+            http_response("GET /healthz HTTP/1.1\r\n\r\n", view, 0).size() - ok_body.size()) == ok_body);
+  CHECK(http_response("GET /status HTTP/1.1\r\n\r\n", view, 0).find("Content-Type: application/json") !=
+        std::string::npos);
+  view.hung = "a worker hung";
+  CHECK(http_response("GET /healthz HTTP/1.1\r\n\r\n", view, 0).rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0);
+}

@@ -5,6 +5,8 @@
 #   progress_probe.py train OUT        DDP on gloo, a 200 ms step; rank 1 blocks before the
 #       forward of step 5 while rank 0 waits in the all-reduce of that step's backward. No
 #       heartbeat code: its progress is what ddprun's module counts.
+#   progress_probe.py collective OUT   all_reduce only (no model, no optimizer), every 200 ms;
+#       rank 1 blocks before the all_reduce of step 3 while rank 0 waits in it.
 import json
 import os
 import sys
@@ -72,5 +74,24 @@ def train(out):
         time.sleep(0.2)
 
 
+def stuck_before_all_reduce():
+    while True:
+        time.sleep(3600)
+
+
+def collective(out):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    for step in range(1000):
+        if rank == 1 and step == 3:
+            stuck_before_all_reduce()
+        with open(os.path.join(out, "step.%d" % rank), "w") as f:
+            f.write(repr(time.time()))
+        dist.all_reduce(torch.ones(4))
+        time.sleep(0.2)
+
+
 if __name__ == "__main__":
-    {"probe": probe, "train": train}[sys.argv[1]](*sys.argv[2:])
+    {"probe": probe, "train": train, "collective": collective}[sys.argv[1]](*sys.argv[2:])

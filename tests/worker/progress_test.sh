@@ -9,6 +9,10 @@
 #  3. rank 1 blocks before a forward while rank 0 waits in the all-reduce: --hang_timeout finds
 #     rank 1 hung from the progress that ddprun's module counted (without it no rank ever beats,
 #     and --hang_timeout waits for --hang_startup, 600 s).
+#  4. the same with the interpreter named as the program (--no_python python3 probe.py): the
+#     module loads and the stacks are Python's (py-spy, where installed);
+#  5. collectives only: rank 1 sleeps before an all_reduce that rank 0 waits in. Rank 0 beat
+#     when it entered, so rank 1, silent longer, is the root cause (not the victim, rank 0).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 "$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
@@ -101,3 +105,29 @@ else
 fi
 wait_for 20 no_leftovers
 ok "an unmodified DDP script's rank 1 blocks: found hung ${delay} s after its last step (timeout 5 s)$stacks, exit 124"
+
+# 4. The same with the interpreter named as the program (--no_python python3 x.py): ddprun's
+# module loads, and the stacks are Python's.
+mkdir "$T/train2"
+run_ddprun train2 --nproc_per_node=2 --hang_timeout=5 --no_python "$TORCH_PYTHON" "$probe" train "$T/train2"
+expect_eq "$RC" 124 "exit code of the hung DDP script, --no_python ($(cat "$T/train2.err"))"
+expect_in "$T/train2.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+if command -v py-spy >/dev/null; then
+  expect_in "$T/train2.err" "stuck_before_forward"
+fi
+wait_for 20 no_leftovers
+ok "--no_python $(basename "$TORCH_PYTHON") probe.py: found hung$stacks"
+
+# 5. Collectives only (the issue's own case): rank 1 never comes to the all_reduce rank 0 waits in.
+mkdir "$T/coll"
+run_ddprun coll --nproc_per_node=2 --hang_timeout=5 "$probe" collective "$T/coll"
+expect_eq "$RC" 124 "exit code of the hung all_reduce loop ($(cat "$T/coll.err"))"
+expect_in "$T/coll.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
+expect_in "$T/coll.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+stacks=" (no py-spy: stacks not checked)"
+if command -v py-spy >/dev/null; then
+  expect_in "$T/coll.err" "stuck_before_all_reduce"
+  stacks=", its stack in stuck_before_all_reduce"
+fi
+wait_for 20 no_leftovers
+ok "collectives only: rank 1, which never entered the all_reduce, is the root cause$stacks"

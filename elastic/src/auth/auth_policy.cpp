@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "auth/munge_auth.hpp"
+#include "auth/rendezvous_auth.hpp"
+#include "ddprun/exit_codes.hpp"
+#include "ddprun/user_error.hpp"
 #include "ddprun/system.hpp"
 
 namespace ddprun::elastic {
@@ -85,6 +88,10 @@ std::string decide_auth(RendezvousConfig& config, const std::string& slurm_job_i
   });
   config.auth = d.mode;
   config.munge_scope = d.munge_scope;
+  // Here rather than at the first handshake, in the middle of the rendezvous.
+  if (const std::string problem = load_libcrypto(); d.mode != AuthMode::kNone && !problem.empty()) {
+    throw UserError(problem, exit_code::kRendezvous);
+  }
   return d.line;
 }
 

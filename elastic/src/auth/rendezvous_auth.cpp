@@ -1,15 +1,63 @@
 #include "auth/rendezvous_auth.hpp"
 
-#include <openssl/crypto.h>
+#include <dlfcn.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <openssl/opensslv.h>
 
 #include <array>
+#include <stdexcept>
+#include <type_traits>
 
 namespace ddprun::elastic {
 
 namespace {
+
+// OpenSSL's libcrypto, opened the first time a run needs it (a job's secret, MUNGE's session
+// key). Linked, it was loaded by every start of ddprun: 1.6 ms of a `ddprun --version`
+// (scripts/bench/startup.py). Only the four functions below are used.
+struct Crypto {
+  unsigned char* (*hmac)(const EVP_MD* md, const void* key, int key_len, const unsigned char* data, size_t data_len,
+                         unsigned char* md_out, unsigned int* md_len) = nullptr;
+  const EVP_MD* (*sha256)() = nullptr;
+  int (*rand_bytes)(unsigned char* buf, int num) = nullptr;
+  int (*memcmp)(const void* a, const void* b, size_t len) = nullptr;
+  std::string error;  // why it cannot be used; empty: loaded
+};
+
+#define DDPRUN_STR2(x) #x
+#define DDPRUN_STR(x) DDPRUN_STR2(x)
+// The soname of the libcrypto whose headers this was built with (libcrypto.so.3 for 3.x).
+constexpr const char* kLibcrypto = "libcrypto.so." DDPRUN_STR(OPENSSL_VERSION_MAJOR);
+
+Crypto open_crypto() {
+  Crypto c;
+  void* lib = ::dlopen(kLibcrypto, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    c.error = ::dlerror();
+    return c;
+  }
+  const auto symbol = [&](auto& function, const char* name) {
+    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(lib, name));
+    if (function == nullptr && c.error.empty()) c.error = std::string(kLibcrypto) + " has no " + name;
+  };
+  symbol(c.hmac, "HMAC");
+  symbol(c.sha256, "EVP_sha256");
+  symbol(c.rand_bytes, "RAND_bytes");
+  symbol(c.memcmp, "CRYPTO_memcmp");
+  return c;  // the library stays open: ddprun uses it until it exits
+}
+
+// Opened once, by the first caller; thread-safe.
+const Crypto& opened() {
+  static const Crypto lib = open_crypto();
+  return lib;
+}
+
+// Throws std::runtime_error when libcrypto cannot be loaded.
+const Crypto& crypto() {
+  if (const std::string problem = load_libcrypto(); !problem.empty()) throw std::runtime_error(problem);
+  return opened();
+}
 
 constexpr std::size_t kNonceBytes = 32;
 constexpr std::string_view kHex = "0123456789abcdef";
@@ -38,6 +86,13 @@ std::string field(const nlohmann::json& message, const char* type, const char* n
 
 }  // namespace
 
+std::string load_libcrypto() {
+  const std::string& error = opened().error;
+  if (error.empty()) return {};
+  return "the rendezvous's authentication needs OpenSSL's " + std::string(kLibcrypto) + ", which could not be loaded (" +
+         error + "); install it (Debian: libssl3)";
+}
+
 std::string length_prefixed(std::initializer_list<std::string_view> parts) {
   std::string out;
   for (std::string_view p : parts) {
@@ -54,7 +109,7 @@ bool is_nonce(std::string_view text) {
 
 std::string random_nonce() {
   std::array<unsigned char, kNonceBytes> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+  if (crypto().rand_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
     throw std::runtime_error("OpenSSL's RAND_bytes could not make a nonce");
   }
   return to_hex(bytes.data(), bytes.size());
@@ -63,7 +118,8 @@ std::string random_nonce() {
 std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+  const Crypto& c = crypto();
+  if (c.hmac(c.sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
            data.size(), digest.data(), &length) == nullptr) {
     throw std::runtime_error("OpenSSL's HMAC-SHA256 failed");
   }
@@ -71,7 +127,7 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
 }
 
 bool tags_equal(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() && crypto().memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 Handshake::Handshake(AuthRole role, std::string secret, std::string nonce, int version)

@@ -28,8 +28,13 @@ class AuthError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Loads OpenSSL's libcrypto (once) for the functions below; "" when it could be, else one line
+// saying why not and what to install.
+std::string load_libcrypto();
+
 // 32 random bytes from OpenSSL's RAND_bytes, as 64 lowercase hex digits. Throws
-// std::runtime_error when the generator fails.
+// std::runtime_error when the generator fails, or (as every function here that needs
+// libcrypto) when libcrypto.so.3 cannot be loaded.
 std::string random_nonce();
 
 // Whether `text` is what random_nonce() makes.
