@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/system.hpp"
+#include "ddprun/input_limits.hpp"
 #include "ddprun/worker_env.hpp"
 #include "hangs/hang_response.hpp"
 #include "hangs/stack_dump.hpp"
@@ -44,6 +46,20 @@ namespace fs = std::filesystem;
 constexpr double kStackDumpTimeout = 60;
 // At exit, how long ddprun waits for its console and log files to take what is queued.
 constexpr std::chrono::seconds kExitFlushLimit{10};
+
+// Seconds of silence after progress before the quiet warning: kQuietWarning, or for tests
+// DDPRUN_QUIET_WARNING_SECONDS.
+double quiet_warning_seconds(const std::map<std::string, std::string>& environ) {
+  const auto it = environ.find(env::kQuietWarningSeconds);
+  if (it == environ.end()) return kQuietWarning;
+  char* end = nullptr;
+  const double seconds = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || !(seconds > 0) || seconds > 1e9) {
+    throw config::UsageError(fmt::format("{}={}: expected a number of seconds above 0 (for tests only)",
+                                         env::kQuietWarningSeconds, shown(it->second)));
+  }
+  return seconds;
+}
 
 // What an event carries besides its kind.
 struct Occurrence {
@@ -89,8 +105,8 @@ class Agent::Impl {
     try {
       const fs::path folder = fs::path(timer_file).parent_path();
       if (!folder.empty()) fs::create_directories(folder);
-      watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, timer_file, watchdog_handlers(),
-                                             status_ != nullptr);
+      watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, quiet_warning_seconds(environ_), timer_file,
+                                             watchdog_handlers(), status_ != nullptr);
     } catch (const std::system_error& e) {
       throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file, e.code().message(),
                                            env::kEnableFileTimer));
@@ -100,6 +116,9 @@ class Agent::Impl {
     group_.output_paused = [this](int local_rank, bool paused) {
       watchdog_->output_paused(local_rank, paused);
       publish_status();
+    };
+    group_.output_progress = [this](int local_rank, std::optional<long long> step) {
+      watchdog_->progress(local_rank, step);
     };
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
@@ -382,7 +401,17 @@ class Agent::Impl {
       if (!status_) return;
       const auto deadline = watchdog_->deadline(local_rank);
       const double timeout = watchdog_->policy().timeout();
-      status_->update([&](JobView& view) { record_beat(view, local_rank, at, deadline, timeout); });
+      const auto step = watchdog_->policy().last_step(local_rank);
+      status_->update([&](JobView& view) { record_beat(view, local_rank, at, step, deadline, timeout); });
+    };
+    h.quiet = [this](const std::vector<QuietRank>& quiet) {
+      for (const auto& q : quiet) {
+        const WorkerProcess* w = group_.by_local_rank(q.local_rank);
+        if (w == nullptr || !w->alive) continue;
+        say(quiet_warning(w->rank, q));
+        events_.write("quiet", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"silent_for", q.silent_for},
+                                {"last_step", q.last_step ? nlohmann::json(*q.last_step) : nlohmann::json()}});
+      }
     };
     h.learned = [this](double timeout) {
       events_.write("hang_timeout_learned", {{"hang_timeout", timeout}});
@@ -435,7 +464,10 @@ class Agent::Impl {
       r.local_rank = w->local_rank;
       r.pid = w->pid;
       r.running = w->alive;
-      if (phase_ == Phase::kRunning) r.last_beat = watchdog_->policy().last_beat(w->local_rank);
+      if (phase_ == Phase::kRunning) {
+        r.last_beat = watchdog_->policy().last_beat(w->local_rank);
+        r.step = watchdog_->policy().last_step(w->local_rank);
+      }
       r.deadline = watchdog_->deadline(w->local_rank);
       view.ranks.push_back(r);
     }

@@ -80,6 +80,7 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
 
   std::map<std::string, std::string> text_values;
   std::map<std::string, bool> flag_values;
+  std::map<std::string, std::vector<std::string>> list_values;
   std::map<std::string, CLI::Option*> given;
   for (const auto& spec : config::option_specs()) {
     std::string names = "--" + std::string(spec.key);
@@ -88,6 +89,9 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
     CLI::Option* option = nullptr;
     if (spec.kind == config::OptionKind::kFlag) {
       option = app.add_flag(names, flag_values[spec.key], spec.help);
+    } else if (spec.kind == config::OptionKind::kList) {
+      option = app.add_option(names, list_values[spec.key], spec.help);
+      option->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
     } else {
       option = app.add_option(names, text_values[spec.key], spec.help);
       option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -131,6 +135,12 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
   for (const auto& [key, value] : empty_values) cl.options[key] = value;
   for (const auto& spec : config::option_specs()) {
     if (given[spec.key]->count() == 0) continue;
+    if (spec.kind == config::OptionKind::kList) {
+      std::string lines;  // one value a line (launch_config.hpp's OptionKind::kList)
+      for (const auto& value : list_values[spec.key]) lines += (lines.empty() ? "" : "\n") + value;
+      cl.options[spec.key] = lines;
+      continue;
+    }
     cl.options[spec.key] =
         spec.kind == config::OptionKind::kFlag ? (flag_values[spec.key] ? "1" : "0") : text_values[spec.key];
   }

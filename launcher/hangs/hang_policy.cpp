@@ -6,7 +6,8 @@ namespace ddprun::launcher {
 
 using Mode = config::HangTimeout::Mode;
 
-HangPolicy::HangPolicy(config::HangTimeout setting) : setting_(setting) {}
+HangPolicy::HangPolicy(config::HangTimeout setting, double quiet_after)
+    : setting_(setting), quiet_after_(quiet_after) {}
 
 void HangPolicy::start_round(int ranks, double now) {
   round_start_ = now;
@@ -27,7 +28,7 @@ double HangPolicy::timeout() const {
   return 0;
 }
 
-std::optional<double> HangPolicy::beat(int local_rank, double now) {
+std::optional<double> HangPolicy::beat(int local_rank, double now, std::optional<long long> step) {
   if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return std::nullopt;
   Rank& r = ranks_[static_cast<size_t>(local_rank)];
   const double before = timeout();
@@ -35,6 +36,8 @@ std::optional<double> HangPolicy::beat(int local_rank, double now) {
     learned_ = std::max(learned_, kAutoFactor * (now - *r.last_beat - r.held(now)));
   }
   r.last_beat = now;
+  if (step) r.step = step;
+  r.said_quiet = false;
   r.paused_for = 0;
   if (r.paused_streams > 0) r.paused_at = now;
   any_beat_ = true;
@@ -75,6 +78,7 @@ std::vector<HungRank> HangPolicy::hung(double now) const {
     h.silent_for = silent_for(h.local_rank, now);
     h.ever_beat = ranks_[i].last_beat.has_value();
     h.timeout = h.ever_beat ? timeout() : setting_.startup;
+    h.last_step = ranks_[i].step;
     out.push_back(h);
   }
   std::stable_sort(out.begin(), out.end(),
@@ -85,8 +89,9 @@ std::vector<HungRank> HangPolicy::hung(double now) const {
 std::optional<double> HangPolicy::next_check(double now) const {
   std::optional<double> earliest;
   for (const auto& r : ranks_) {
-    const auto at = deadline(r);
-    if (at && (!earliest || *at < *earliest)) earliest = *at;
+    for (const auto at : {deadline(r), quiet_at(r)}) {
+      if (at && (!earliest || *at < *earliest)) earliest = *at;
+    }
   }
   if (setting_.mode == Mode::kAuto && !any_beat_ && !said_missing_) {
     const double at = round_start_ + setting_.startup;
@@ -94,6 +99,23 @@ std::optional<double> HangPolicy::next_check(double now) const {
   }
   if (earliest) earliest = std::max(*earliest, now);
   return earliest;
+}
+
+std::optional<double> HangPolicy::quiet_at(const Rank& r) const {
+  if (setting_.mode != Mode::kOff || quiet_after_ <= 0) return std::nullopt;
+  if (!r.last_beat || r.said_quiet || r.paused_streams > 0) return std::nullopt;
+  return *r.last_beat + r.paused_for + quiet_after_;
+}
+
+std::vector<QuietRank> HangPolicy::quiet(double now) {
+  std::vector<QuietRank> out;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const auto at = quiet_at(ranks_[i]);
+    if (!at || now < *at) continue;
+    ranks_[i].said_quiet = true;
+    out.push_back({static_cast<int>(i), silent_for(static_cast<int>(i), now), ranks_[i].step});
+  }
+  return out;
 }
 
 bool HangPolicy::missing_heartbeats(double now) {
@@ -112,6 +134,11 @@ double HangPolicy::silent_for(int local_rank, double now) const {
 std::optional<double> HangPolicy::last_beat(int local_rank) const {
   if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return std::nullopt;
   return ranks_[static_cast<size_t>(local_rank)].last_beat;
+}
+
+std::optional<long long> HangPolicy::last_step(int local_rank) const {
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return std::nullopt;
+  return ranks_[static_cast<size_t>(local_rank)].step;
 }
 
 bool HangPolicy::output_held(int local_rank) const {

@@ -21,12 +21,19 @@ elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank&
   f.hung = true;
   f.exit_code = exit_code::kHung;
   f.timestamp = now - hung.silent_for;
+  const std::string step = hung.last_step ? fmt::format("; last step {}", *hung.last_step) : "";
   f.message = !why.empty()       ? why
-              : hung.ever_beat ? fmt::format("no progress for {:.1f} s (hang timeout {:.1f} s)", hung.silent_for,
-                                             hung.timeout)
+              : hung.ever_beat ? fmt::format("no progress for {:.1f} s (hang timeout {:.1f} s{})", hung.silent_for,
+                                             hung.timeout, step)
                                : fmt::format("no heartbeat since it started {:.1f} s ago (--hang_startup={:g})",
                                              hung.silent_for, hung.timeout);
   return f;
+}
+
+std::string quiet_warning(int rank, const QuietRank& quiet) {
+  return fmt::format("ddprun: rank {} made no progress for {:.0f} s{}; with --hang_timeout off ddprun only warns, "
+                     "once (--hang_timeout=auto would stop the job and restart it)\n",
+                     rank, quiet.silent_for, quiet.last_step ? fmt::format(" (last step {})", *quiet.last_step) : "");
 }
 
 HungRank timer_hang(int local_rank, double expired_at, double now) {
@@ -122,7 +129,9 @@ void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::stri
     if (w == nullptr || !w->alive) continue;
     failures.push_back(hung_failure(handlers_.identity(*w), h, why, wall_seconds()));
     handlers_.event("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
-                             {"silent_for", h.silent_for}, {"hang_timeout", h.timeout}, {"why", failures.back().message}});
+                             {"silent_for", h.silent_for}, {"hang_timeout", h.timeout},
+                             {"last_step", h.last_step ? nlohmann::json(*h.last_step) : nlohmann::json()},
+                             {"why", failures.back().message}});
   }
   if (failures.empty()) return;
   const auto targets = stack_targets(failures, group_.workers());

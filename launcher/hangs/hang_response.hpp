@@ -55,6 +55,9 @@ std::vector<StackDumper::Target> stack_targets(const std::vector<elastic::Worker
 // The console line: "ddprun: rank(s) R[, R] hung: MESSAGE; collecting the stacks of N worker(s)\n".
 std::string hang_announcement(const std::vector<elastic::WorkerFailure>& failures, std::size_t targets);
 
+// The console line for a rank (global `rank`) silent after progress with --hang_timeout off:
+// "ddprun: rank R made no progress for S s (last step N); ...\n".
+std::string quiet_warning(int rank, const QuietRank& quiet);
 // What the summary shows under a hung rank's "where:": the innermost frames of its main thread
 // (`pid`) in `stacks`, or why there are none (`missing_tools`, the stack tools not installed);
 // then where every worker's stacks are kept: under `logs_root` (attempt `attempt`), or a hint to

@@ -6,13 +6,14 @@
 
 namespace ddprun::launcher {
 
-Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, const std::string& timer_file,
-                   Handlers handlers, bool beats_shown)
-    : timer_(io), policy_(setting), handlers_(std::move(handlers)) {
-  // Beats feed the hang timeout and the status server's view, nothing else. Without either no
-  // inotify instance is made: closing one that had watches waits for the kernel's mark reaper
-  // (an SRCU grace period), 12 ms of ddprun's exit under strace on the loaded 2-core VM.
-  if (policy_.enabled() || beats_shown) {
+Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, double quiet_after,
+                   const std::string& timer_file, Handlers handlers, bool beats_shown)
+    : timer_(io), policy_(setting, quiet_after), handlers_(std::move(handlers)) {
+  // Beats feed the hang timeout, the quiet warning and the status server's view, nothing else.
+  // Without any no inotify instance is made: closing one that had watches waits for the kernel's
+  // mark reaper (an SRCU grace period), 12 ms of ddprun's exit under strace on the loaded 2-core
+  // VM. The quiet warning is on by default (--hang_timeout off), so a default run pays it.
+  if (policy_.enabled() || policy_.warns_quiet() || beats_shown) {
     files_ = std::make_unique<HeartbeatFiles>(io, [this](int local_rank) { beat(local_rank); });
   }
   if (!timer_file.empty()) {
@@ -45,10 +46,12 @@ std::optional<double> Watchdog::deadline(int local_rank) const {
   return now - policy_.silent_for(local_rank, now) + timeout;
 }
 
-void Watchdog::beat(int local_rank) {
+void Watchdog::progress(int local_rank, std::optional<long long> step) { beat(local_rank, step); }
+
+void Watchdog::beat(int local_rank, std::optional<long long> step) {
   if (!judging_) return;
   const double now = monotonic_seconds();
-  const auto learned = policy_.beat(local_rank, now);
+  const auto learned = policy_.beat(local_rank, now, step);
   if (handlers_.beat) handlers_.beat(local_rank, now);
   if (learned && handlers_.learned) handlers_.learned(*learned);
   // A beat only moves deadlines later, except the first beats and a newly learned timeout.
@@ -63,7 +66,8 @@ void Watchdog::output_paused(int local_rank, bool paused) {
 }
 
 void Watchdog::arm() {
-  if (!judging_ || !policy_.enabled()) return;
+  // Off, the timer is for the quiet warning only (the policy's next_check() says when).
+  if (!judging_) return;
   const double now = monotonic_seconds();
   armed_for_ = policy_.next_check(now);
   if (!armed_for_) {
@@ -82,6 +86,7 @@ void Watchdog::check() {
   if (!judging_) return;
   const double now = monotonic_seconds();
   if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(policy_.silent_for(0, now));  // no rank beat: the time since the start
+  if (auto quiet = policy_.quiet(now); !quiet.empty() && handlers_.quiet) handlers_.quiet(quiet);
   auto hung = policy_.hung(now);
   if (!hung.empty()) {
     judging_ = false;

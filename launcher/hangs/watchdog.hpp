@@ -27,13 +27,14 @@ class Watchdog {
     std::function<void(double)> learned;                    // auto: a new, larger timeout
     std::function<void(double)> missing;                    // auto: no rank beat within this many seconds
     std::function<void(const ExpiredTimer&)> timer_expired;
+    std::function<void(const std::vector<QuietRank>&)> quiet;  // off: silent quiet_after s after progress
   };
 
-  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none. The heartbeat files
-  // are watched only where something uses the beats: a hang timeout in `setting`, or
-  // `beats_shown` (the status server's view).
-  Watchdog(asio::io_context& io, config::HangTimeout setting, const std::string& timer_file, Handlers handlers,
-           bool beats_shown);
+  // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none. `quiet_after`: see
+  // HangPolicy. The heartbeat files are watched only where something uses the beats: a hang
+  // timeout in `setting`, the quiet warning, or `beats_shown` (the status server's view).
+  Watchdog(asio::io_context& io, config::HangTimeout setting, double quiet_after, const std::string& timer_file,
+           Handlers handlers, bool beats_shown);
 
   // A round's workers, by local rank, and their heartbeat files (created here).
   void start_round(const std::vector<std::string>& heartbeat_files);
@@ -44,13 +45,17 @@ class Watchdog {
   // (output_stream.hpp): its silence meanwhile does not count (hang_policy.hpp).
   void output_paused(int local_rank, bool paused);
 
+  // A line of `local_rank`'s output matched a --progress_pattern: progress, like a beat, at
+  // `step` if the pattern gave one.
+  void progress(int local_rank, std::optional<long long> step);
+
   const HangPolicy& policy() const { return policy_; }
   // When `local_rank` will count as hung (monotonic_seconds()), if it can now (not while its
   // output is held back).
   std::optional<double> deadline(int local_rank) const;
 
  private:
-  void beat(int local_rank);
+  void beat(int local_rank, std::optional<long long> step = std::nullopt);
   void arm();
   void check();
 

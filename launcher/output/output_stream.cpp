@@ -114,11 +114,26 @@ void OutputStream::drain() {
 void OutputStream::consume(std::string_view data) {
   splitter_.feed(data, [this](std::string_view line) { add_line(line); });
   emit();
+  report_progress();
+}
+
+void OutputStream::report_progress() {
+  if (!progress_seen_) return;
+  const auto step = progress_step_;
+  progress_seen_ = false;
+  progress_step_.reset();
+  if (on_progress) on_progress(step);
 }
 
 void OutputStream::add_line(std::string_view line) {
   if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
     import_error_ = line;
+  }
+  if (progress && !progress->empty()) {
+    if (const auto m = config::match_progress(*progress, line)) {
+      progress_seen_ = true;
+      if (m->step) progress_step_ = m->step;
+    }
   }
   if (console_fd >= 0) {
     pending_ += prefix;
@@ -142,6 +157,7 @@ void OutputStream::close() {
   if (!pipe_.is_open()) return;
   splitter_.flush([this](std::string_view line) { add_line(line); });
   emit();
+  report_progress();
   std::error_code ignored;
   pipe_.close(ignored);
   stall_timer_.cancel();

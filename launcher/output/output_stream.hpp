@@ -8,12 +8,15 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "ddprun/progress_pattern.hpp"
 #include "output/line_splitter.hpp"
 #include "process/unique_fd.hpp"
 
@@ -38,6 +41,11 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   // Called with true when the stream stops reading because a writer it feeds is full, and with
   // false when it reads again (the watchdog does not count a paused worker's silence).
   std::function<void(bool paused)> on_pause;
+  // --progress_pattern: when a line matches one of `progress` (searched in place, each 64 KiB
+  // piece of a longer line on its own), `on_progress` is called once per read, after its lines,
+  // with the step of the last matching line that had one.
+  std::shared_ptr<const std::vector<config::ProgressPattern>> progress;
+  std::function<void(std::optional<long long> step)> on_progress;
 
   // Reads whenever the pipe is readable, until it closes, pausing while a writer it feeds is
   // full (output_writer.hpp). Data never waits inside asio, so drain() at the end of a round
@@ -61,6 +69,7 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   void check_stall(unsigned pause, OutputWriter* writer);
   void consume(std::string_view data);
   void add_line(std::string_view line);
+  void report_progress();
   void emit();
   void close();
 
@@ -73,6 +82,8 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   std::string pending_;       // console lines of one read, queued together
   std::string file_pending_;  // the same lines for the log file
   std::string import_error_;
+  bool progress_seen_ = false;              // since the last report_progress()
+  std::optional<long long> progress_step_;  // the same
 };
 
 }  // namespace ddprun::launcher

@@ -25,6 +25,8 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
                          OrphanGuard& guard, Containment& containment, const RunPaths& paths)
     : io_(io),
       config_(config),
+      progress_patterns_(std::make_shared<const std::vector<config::ProgressPattern>>(
+          config.progress_patterns.begin(), config.progress_patterns.end())),
       environ_(std::move(environ)),
       argv_(std::move(argv)),
       guard_(guard),
@@ -118,6 +120,12 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
   s->on_pause = [this, local_rank = w.local_rank](bool paused) {
     if (output_paused) output_paused(local_rank, paused);
   };
+  if (!progress_patterns_->empty()) {
+    s->progress = progress_patterns_;
+    s->on_progress = [this, local_rank = w.local_rank](std::optional<long long> step) {
+      if (output_progress) output_progress(local_rank, step);
+    };
+  }
   const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
   const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
   const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);

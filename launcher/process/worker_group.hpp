@@ -78,6 +78,9 @@ class WorkerGroup {
   // Called when a stream of the worker at `local_rank` stops (true) or goes on (false) reading
   // its pipe because the console or a log file is full (output_stream.hpp).
   std::function<void(int local_rank, bool paused)> output_paused;
+  // Called when a line of the worker at `local_rank` matched a --progress_pattern (at most once
+  // per read of its pipe), with the step of the last such line that gave one.
+  std::function<void(int local_rank, std::optional<long long> step)> output_progress;
 
   int alive_count() const;
   WorkerProcess* by_local_rank(int local_rank) const;
@@ -89,6 +92,7 @@ class WorkerGroup {
 
   asio::io_context& io_;
   const config::LaunchConfig& config_;
+  std::shared_ptr<const std::vector<config::ProgressPattern>> progress_patterns_;  // compiled once
   std::map<std::string, std::string> environ_;
   std::vector<std::string> argv_;
   std::string python_bootstrap_;  // first on Python workers' PYTHONPATH (--progress); "" for none

@@ -22,10 +22,12 @@ std::string hung_text(Phase phase, bool hang_reported) {
   return hang_reported && phase != Phase::kWaitingForRound ? "a worker hung; the job is stopping" : "";
 }
 
-void record_beat(JobView& view, int local_rank, double at, std::optional<double> deadline, double hang_timeout) {
+void record_beat(JobView& view, int local_rank, double at, std::optional<long long> step,
+                 std::optional<double> deadline, double hang_timeout) {
   for (auto& r : view.ranks) {
     if (r.local_rank != local_rank) continue;
     r.last_beat = at;
+    r.step = step;
     r.deadline = deadline;
   }
   view.hang_timeout = hang_timeout;
@@ -52,6 +54,7 @@ std::string status_json(const JobView& view, double now) {
         {"pid", r.pid},
         {"running", r.running},
         {"last_beat_age", r.last_beat ? nlohmann::json(now - *r.last_beat) : nlohmann::json()},
+        {"step", r.step ? nlohmann::json(*r.step) : nlohmann::json()},
     });
   }
   const auto [code, health] = healthz_response(view, now);

@@ -22,6 +22,7 @@ struct RankView {
   bool running = false;
   std::optional<double> last_beat;   // monotonic seconds (ddprun::monotonic_seconds())
   std::optional<double> deadline;    // monotonic seconds after which it counts as hung
+  std::optional<long long> step;     // its last step, when a --progress_pattern gave one
 };
 
 struct JobView {
@@ -43,8 +44,10 @@ const char* phase_name(Phase phase);
 // (`hang_reported`) until the agent waits for the next round.
 std::string hung_text(Phase phase, bool hang_reported);
 
-// `local_rank` beat at `at`; it will count as hung at `deadline`, under `hang_timeout`.
-void record_beat(JobView& view, int local_rank, double at, std::optional<double> deadline, double hang_timeout);
+// `local_rank` beat at `at`, its last step now `step`; it will count as hung at `deadline`, under
+// `hang_timeout`.
+void record_beat(JobView& view, int local_rank, double at, std::optional<long long> step,
+                 std::optional<double> deadline, double hang_timeout);
 
 // The responses, from a view at `now` (monotonic seconds): status code and body.
 std::pair<int, std::string> healthz_response(const JobView& view, double now);

@@ -181,7 +181,7 @@ TEST_CASE("bad input names the option and what is accepted") {
 }
 
 TEST_CASE("--print_config output is itself a valid --config file") {
-  const auto c = resolve({{"nproc_per_node", "2"}, {"nnodes", "1:1"}, {"tee", "0:1"}}, {}, {},
+  const auto c = resolve({{"nproc_per_node", "2"}, {"nnodes", "1:1"}, {"tee", "0:1"}, {"progress_pattern", "^a\n^b"}}, {}, {},
                          {"train", "--epochs", "2"});
   const auto j = to_json(c);
   CHECK(j["nproc_per_node"] == 2);
@@ -190,6 +190,9 @@ TEST_CASE("--print_config output is itself a valid --config file") {
   for (const auto& [key, value] : j.items()) {
     if (value.is_null()) continue;
     if (key == "args") back[key] = value.dump();
+    else if (value.is_array()) {  // a repeatable option, as options_from_json_file() reads it
+      for (const auto& item : value) back[key] += (back[key].empty() ? "" : "\n") + item.get<std::string>();
+    }
     else if (value.is_boolean()) back[key] = value.get<bool>() ? "1" : "0";
     else if (value.is_string()) back[key] = value.get<std::string>();
     else back[key] = value.dump();
@@ -275,4 +278,19 @@ TEST_CASE("the longest values that are valid are accepted") {
   for (int i = 0; i < 30000; ++i) many += (i ? "," : "") + std::to_string(i) + ":3";
   CHECK(resolve({{"redirects", many}}).redirects.per_rank.size() == 30000);
   CHECK(resolve({{"tee", "0:1,1:2"}}).tee.mask_for(1) == 2);
+}
+
+TEST_CASE("--progress_pattern: repeatable, from the command line, PET_PROGRESS_PATTERN or the config") {
+  CHECK(resolve({}).progress_patterns.empty());
+  using V = std::vector<std::string>;
+  CHECK(resolve({{"progress_pattern", "^step"}}).progress_patterns == V{"^step"});
+  // The command line and a config array hold several, one a line (OptionKind::kList).
+  CHECK(resolve({{"progress_pattern", "^step\n^epoch"}}).progress_patterns == V{"^step", "^epoch"});
+  CHECK(resolve({}, {}, {{"progress_pattern", "^it (?<step>\\d+)"}}).progress_patterns == V{"^it (?<step>\\d+)"});
+  CHECK(resolve({{"progress_pattern", "a"}}, {{"progress_pattern", "b"}}).progress_patterns == V{"a"});
+  CHECK(resolve({{"progress_pattern", ""}}, {{"progress_pattern", "b"}}).progress_patterns.empty());
+  CHECK_THROWS_WITH_AS(resolve({{"progress_pattern", "^step\n(x"}}),
+                       doctest::Contains("--progress_pattern=(x: "), UsageError);
+  const auto json = to_json(resolve({{"progress_pattern", "^step\n^epoch"}}));
+  CHECK(json["progress_pattern"] == nlohmann::json::array({"^step", "^epoch"}));
 }

@@ -65,6 +65,15 @@ TEST_CASE("--config files") {
   CHECK(message(data + "/bad_type.json").find("\"tee\" must be a string, number or boolean") != std::string::npos);
 }
 
+TEST_CASE("--config files: a repeatable option takes a string or an array of strings") {
+  CHECK(options_from_json_file(temp_file("one.json", R"({"progress_pattern": "^step"})")).at("progress_pattern") ==
+        "^step");
+  CHECK(options_from_json_file(temp_file("two.json", R"({"progress-pattern": ["^step", "^epoch"]})"))
+            .at("progress_pattern") == "^step\n^epoch");
+  CHECK(message(temp_file("bad.json", R"({"progress_pattern": ["^step", 3]})")).find(
+            "\"progress_pattern\" must be a string or an array of strings") != std::string::npos);
+}
+
 TEST_CASE("hostile --config files are usage errors") {
   const auto check = [&](const std::string& path, const char* problem) {
     CAPTURE(problem);

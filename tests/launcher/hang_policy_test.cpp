@@ -167,3 +167,92 @@ TEST_CASE("auto: the time a rank was held back is not learned as an interval") {
   CHECK_FALSE(p.beat(0, 66).has_value());
   CHECK(p.timeout() == doctest::Approx(5.0));
 }
+
+namespace {
+
+std::vector<int> quiet_ranks(HangPolicy& p, double now) {
+  std::vector<int> out;
+  for (const auto& q : p.quiet(now)) out.push_back(q.local_rank);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("off: a rank silent for quiet_after seconds after progress is reported once, until it beats again") {
+  // Rank 0 beats at 10 and 20 (step 7), rank 1 at 5 and then at 130, rank 2 never beats,
+  // rank 3 beats at 10 and is held back from 50 to 100.
+  HangPolicy p(HangTimeout{}, 100);
+  p.start_round(4, 0);
+  CHECK_FALSE(p.next_check(0).has_value());  // nothing has beat: nothing to warn about
+  p.beat(0, 10);
+  p.beat(0, 20, 7);
+  p.beat(1, 5);
+  p.beat(3, 10);
+  p.output_paused(3, true, 50);
+  CHECK(p.next_check(20) == 105);  // rank 1's; rank 3, held, has none
+  struct Row {
+    double now;
+    std::vector<int> quiet;
+  };
+  const std::vector<Row> table = {
+      {100, {}},       // rank 3 is let go at 100 (below)
+      {104.9, {}},
+      {105, {1}},
+      {119.9, {}},     // rank 1 was said already
+      {120, {0}},
+      {130, {}},       // rank 1 beats at 130 (below): its next warning is at 230
+      {159.9, {}},
+      {160, {3}},      // 10 + 100 + the 50 s it was held back
+      {229.9, {}},
+      {230, {1}},
+      {1e6, {}},       // each said once; rank 2 never beat: never
+  };
+  for (const auto& row : table) {
+    CAPTURE(row.now);
+    if (row.now == 130) p.beat(1, 130);
+    if (row.now == 100) p.output_paused(3, false, 100);
+    CHECK(quiet_ranks(p, row.now) == row.quiet);
+  }
+  CHECK(hung_ranks(p, 1e6).empty());  // and nothing is ever hung
+}
+
+TEST_CASE("off: the quiet report carries the silence and the last step") {
+  HangPolicy p(HangTimeout{}, 600);
+  p.start_round(2, 0);
+  p.beat(0, 1, 41);
+  p.beat(0, 2);  // a beat without a step keeps the last step
+  p.beat(1, 3);
+  CHECK(p.last_step(0) == 41);
+  CHECK_FALSE(p.last_step(1).has_value());
+  CHECK(p.next_check(3) == 602);
+  const auto q = p.quiet(700);
+  REQUIRE(q.size() == 2);
+  CHECK(q[0].local_rank == 0);
+  CHECK(q[0].silent_for == doctest::Approx(698));
+  CHECK(q[0].last_step == 41);
+  CHECK_FALSE(q[1].last_step.has_value());
+  CHECK_FALSE(p.next_check(700).has_value());
+}
+
+TEST_CASE("the quiet warning is for --hang_timeout=off only, and quiet_after=0 turns it off") {
+  for (const auto& setting : {fixed(1000, 1000), automatic(1000, 1000)}) {
+    HangPolicy p(setting, 100);
+    p.start_round(1, 0);
+    p.beat(0, 1, 3);
+    CHECK(p.quiet(500).empty());
+  }
+  HangPolicy never(HangTimeout{}, 0);
+  never.start_round(1, 0);
+  never.beat(0, 1);
+  CHECK(never.quiet(1e9).empty());
+  CHECK_FALSE(never.next_check(2).has_value());
+}
+
+TEST_CASE("a hung rank carries its last step") {
+  HangPolicy p(fixed(5, 5));
+  p.start_round(1, 0);
+  p.beat(0, 1, 12);
+  const auto h = p.hung(10);
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].last_step == 12);
+}

@@ -46,6 +46,11 @@ std::unique_ptr<WorkerProcess> worker(int rank, int local_rank, pid_t pid, bool 
 
 }  // namespace
 
+HungRank with_step(HungRank h, long long step) {
+  h.last_step = step;
+  return h;
+}
+
 TEST_CASE("a hung rank's failure: its message, exit code 124, and the time of its last beat") {
   struct Row {
     HungRank hung;
@@ -57,6 +62,7 @@ TEST_CASE("a hung rank's failure: its message, exit code 124, and the time of it
       {hung(1, 601, false, 600), "", "no heartbeat since it started 601.0 s ago (--hang_startup=600)"},
       {hung(0, 2.5, false, 0.5), "", "no heartbeat since it started 2.5 s ago (--hang_startup=0.5)"},
       {hung(0, 3, true, 10), "its torchelastic timer 'step' expired", "its torchelastic timer 'step' expired"},
+      {with_step(hung(0, 6, true, 5), 12), "", "no progress for 6.0 s (hang timeout 5.0 s; last step 12)"},
   };
   for (const auto& row : table) {
     CAPTURE(row.message);
@@ -144,4 +150,11 @@ TEST_CASE("where: the innermost frames, or why there are none; then where the st
        "stacks of every worker: /logs/attempt_2/rank_*/stacks.txt"},
   };
   for (const auto& row : table) CHECK(where_stuck(row.stacks, 77, row.missing, row.logs_root, 2) == row.where);
+}
+
+TEST_CASE("the quiet warning names the rank, the silence and the last step when known") {
+  CHECK(quiet_warning(5, {1, 600.4, 1200}) ==
+        "ddprun: rank 5 made no progress for 600 s (last step 1200); with --hang_timeout off ddprun only warns, "
+        "once (--hang_timeout=auto would stop the job and restart it)\n");
+  CHECK(quiet_warning(0, {0, 601, std::nullopt}).rfind("ddprun: rank 0 made no progress for 601 s; with", 0) == 0);
 }

@@ -25,7 +25,8 @@ class UsageError : public UserError {
   using UserError::UserError;
 };
 
-enum class OptionKind { kText, kFlag };
+// kList: repeatable; its raw value holds the values given, one a line.
+enum class OptionKind { kText, kFlag, kList };
 
 struct OptionSpec {
   const char* key;          // underscore spelling: --key, --key-with-dashes, JSON key, PET_KEY
@@ -93,6 +94,8 @@ struct LaunchConfig {
   HangTimeout hang_timeout;
   // --progress: ddprun's progress module in Python workers (launcher/python/), on by default.
   bool progress = true;
+  // --progress_pattern (repeatable): output lines that count as progress (progress_pattern.hpp).
+  std::vector<std::string> progress_patterns;
   // Output.
   std::string log_dir;
   StreamSelection redirects;

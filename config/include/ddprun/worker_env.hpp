@@ -52,6 +52,9 @@ inline constexpr const char* kPythonExec = "PYTHON_EXEC";      // interpreter fo
 // Python it was installed with, as torchrun uses its own. Not passed on to the workers.
 inline constexpr const char* kDefaultPython = "DDPRUN_DEFAULT_PYTHON";
 inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
+// For tests only: seconds, instead of 600, of silence after progress before ddprun warns when
+// --hang_timeout is off (launcher/hangs/hang_policy.hpp, kQuietWarning).
+inline constexpr const char* kQuietWarningSeconds = "DDPRUN_QUIET_WARNING_SECONDS";
 // SIGTERM -> SIGKILL grace period in seconds (torchrun's name, also a ddprun flag).
 inline constexpr const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
 // The job's rendezvous secret when --rdzv_conf secret_file is not given. Removed from the

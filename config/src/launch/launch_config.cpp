@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/input_limits.hpp"
+#include "ddprun/progress_pattern.hpp"
 #include "ddprun/rdzv_backend.hpp"
 #include "ddprun/worker_env.hpp"
 
@@ -324,6 +325,13 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
     throw UsageError(fmt::format("--progress={}: expected on or off", shown(progress)));
   }
   c.progress = progress == "on";
+  // Checked here, so that a bad pattern stops the launch before anything starts.
+  const std::string patterns = text("progress_pattern");
+  for (std::size_t at = 0; !patterns.empty() && at <= patterns.size();) {
+    const std::size_t end = std::min(patterns.find('\n', at), patterns.size());
+    c.progress_patterns.push_back(ProgressPattern(patterns.substr(at, end - at)).text());
+    at = end + 1;
+  }
 
   c.log_dir = text("log_dir");
   c.redirects = parse_streams("redirects", text("redirects"));
@@ -419,6 +427,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["role"] = c.role;
   j["hang_startup"] = c.hang_timeout.startup;
   j["progress"] = c.progress ? "on" : "off";
+  j["progress_pattern"] = c.progress_patterns;
   switch (c.hang_timeout.mode) {
     case HangTimeout::Mode::kOff: j["hang_timeout"] = "off"; break;
     case HangTimeout::Mode::kAuto:

@@ -21,6 +21,7 @@ namespace {
 
 constexpr OptionKind kText = OptionKind::kText;
 constexpr OptionKind kFlag = OptionKind::kFlag;
+constexpr OptionKind kList = OptionKind::kList;
 
 const std::vector<OptionSpec> kOptions = {
     {"nproc_per_node", nullptr, kText, "1", "Workers",
@@ -64,6 +65,9 @@ const std::vector<OptionSpec> kOptions = {
     {"progress", nullptr, kText, "on", "Supervision",
      "on: a Python worker's progress (its modules' forward passes and optimizer steps, through "
      "PyTorch's global hooks) is its heartbeat, with no change to its code; off"},
+    {"progress_pattern", nullptr, kList, nullptr, "Supervision",
+     "REGEX (repeatable): a line of a worker's output that matches is its progress, like a "
+     "heartbeat; a group (?<step>[0-9]+) gives the step number"},
     {"log_dir", nullptr, kText, nullptr, "Output",
      "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
     {"redirects", "-r", kText, "0", "Output",
@@ -195,6 +199,16 @@ RawOptions options_from_json_file(const std::string& path) {
           where, shown(raw_key)));
     }
     if (value.is_null()) continue;
+    if (spec->kind == kList && value.is_array()) {
+      std::string lines;
+      for (const auto& item : value) {
+        if (!item.is_string()) throw UsageError(fmt::format("{}: \"{}\" must be a string or an array of strings", where, raw_key));
+        if (!lines.empty()) lines += '\n';
+        lines += item.get<std::string>();
+      }
+      options[key] = lines;
+      continue;
+    }
     if (value.is_boolean()) {
       options[key] = value.get<bool>() ? "1" : "0";
     } else if (value.is_number_integer()) {
