@@ -7,7 +7,8 @@ An unmodified DDP training loop (progress_python_worker.py: an MLP of LAYERS Lin
 SGD, gloo, one rank, one thread) under ddprun --progress=on, timed in blocks that alternate
 between what the module added (the DDP model's forward pre-hook, the optimizer step hook) and
 nothing, in the same process: a loaded machine drifts more between runs than the hooks cost.
-Each row: the median over rounds of each kind's median time per step, and the difference. Both
+Each row: the median over rounds of each kind's median time per step, and of the median
+difference between adjacent blocks (the cost a step). Both
 PyTorch versions: Debian's 1.13 and the 2.x venv (scripts/install-deps.sh --torch2).
 """
 import argparse
@@ -18,8 +19,8 @@ import subprocess
 
 from benchlib import BENCH_DIR, PYTHON_113, ROOT, torch2_python
 
-# (label, layers, width, batch): a step of about 1 ms and one of about 10 ms on this machine.
-SHAPES = [("41 modules, ~1 ms step", 20, 64, 32), ("41 modules, ~10 ms step", 20, 256, 256)]
+# (label, layers, width, batch): a short step and a longer one (2 and 20-40 ms on the 2-core VM).
+SHAPES = [("20 x Linear(64) + ReLU, batch 32", 20, 64, 32), ("20 x Linear(256) + ReLU, batch 256", 20, 256, 256)]
 
 
 def one(ddprun, python, shape, steps, blocks):
@@ -28,8 +29,8 @@ def one(ddprun, python, shape, steps, blocks):
                           os.path.join(BENCH_DIR, "progress_python_worker.py"),
                           str(layers), str(width), str(batch), str(steps), str(blocks)],
                          env=dict(os.environ, PYTHON_EXEC=python), check=True, capture_output=True, text=True).stdout
-    found = re.search(r"off_us=([0-9.]+) on_us=([0-9.]+)", out)
-    return float(found.group(1)), float(found.group(2))
+    found = re.search(r"off_us=([0-9.]+) on_us=([0-9.]+) diff_us=(-?[0-9.]+)", out)
+    return float(found.group(1)), float(found.group(2)), float(found.group(3))
 
 
 def main():
@@ -45,11 +46,12 @@ def main():
     print("|---|---|---|---|---|")
     for version, python in pythons:
         for shape in SHAPES:
-            steps = 100 if "1 ms" in shape[0] else 10
-            pairs = [one(args.ddprun, python, shape, steps, 10) for _ in range(args.rounds)]
-            off = statistics.median(p[0] for p in pairs)
-            on = statistics.median(p[1] for p in pairs)
-            print(f"| {version} | {shape[0]} | {off:.0f} us | {on:.0f} us | {on - off:+.1f} us ({(on - off) / off * 100:+.2f} %) |")
+            steps = 100 if shape[2] == 64 else 10
+            runs = [one(args.ddprun, python, shape, steps, 30) for _ in range(args.rounds)]
+            off = statistics.median(r[0] for r in runs)
+            on = statistics.median(r[1] for r in runs)
+            cost = statistics.median(r[2] for r in runs)
+            print(f"| {version} | {shape[0]} | {off:.0f} us | {on:.0f} us | {cost:+.1f} us ({cost / off * 100:+.2f} %) |")
 
 
 if __name__ == "__main__":

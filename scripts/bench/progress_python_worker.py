@@ -2,7 +2,8 @@
 loop (gloo, one thread) timed in blocks of STEPS steps, alternately with what ddprun's module
 added (the DDP model's forward pre-hook; the optimizer step hook on 2.x, the wrapped
 Optimizer._optimizer_step_code on 1.13) and without it; the blocks alternate so that a drifting
-machine affects both alike. Prints the median time per step of each kind, in microseconds.
+machine affects both alike. Prints the median time per step of each kind and the median of the
+differences of adjacent blocks, in microseconds.
 
   progress_python_worker.py LAYERS WIDTH BATCH STEPS BLOCKS
 """
@@ -58,4 +59,8 @@ for block in range(2 * blocks):
     for _ in range(steps):
         step()
     per_step[on].append((time.perf_counter() - start) / steps * 1e6)
-print("off_us=%.3f on_us=%.3f" % (statistics.median(per_step[False]), statistics.median(per_step[True])))
+# Each block with the hooks against the block without them right after it: the drift of a
+# loaded machine between two adjacent blocks is smaller than between the medians of all.
+diffs = [on - off for on, off in zip(per_step[True], per_step[False])]
+print("off_us=%.3f on_us=%.3f diff_us=%.3f" % (statistics.median(per_step[False]), statistics.median(per_step[True]),
+                                               statistics.median(diffs)))
