@@ -88,11 +88,41 @@ def read_stamp(path):
         return float(f.read())
 
 
+# N children of /bin/true started with posix_spawn, then waited for: what any launcher must do
+# at least, the floor for launcher.py's table 1 and phases.py.
+BARE_SPAWN = r"""
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+extern char** environ;
+int main(int argc, char** argv) {
+  int n = atoi(argv[1]);
+  char* args[] = {argv[2], NULL};
+  for (int i = 0; i < n; ++i) {
+    pid_t pid;
+    if (posix_spawn(&pid, argv[2], NULL, NULL, args, environ) != 0) return 1;
+  }
+  while (wait(NULL) > 0) {}
+  return 0;
+}
+"""
+
+
+def compile_c(tmp, name, source):
+    """Builds the C program `source` as `tmp`/`name` with gcc -O2; returns its path."""
+    src = os.path.join(tmp, name + ".c")
+    program = os.path.join(tmp, name)
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run(["gcc", "-O2", "-o", program, src], check=True)
+    return program
+
+
 def compile_worker(tmp):
     """Builds the timestamping C worker (C_WORKER) in `tmp`; returns its path."""
-    src = os.path.join(tmp, "worker.c")
-    worker = os.path.join(tmp, "worker")
-    with open(src, "w") as f:
-        f.write(C_WORKER)
-    subprocess.run(["gcc", "-O2", "-o", worker, src], check=True)
-    return worker
+    return compile_c(tmp, "worker", C_WORKER)
+
+
+def compile_bare_spawn(tmp):
+    """Builds BARE_SPAWN in `tmp`; returns its path."""
+    return compile_c(tmp, "bare_spawn", BARE_SPAWN)

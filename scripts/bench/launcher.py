@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import ROOT, TORCH_VERSIONS, compile_worker, free_port, read_stamp, torchrun
+from benchlib import ROOT, TORCH_VERSIONS, compile_bare_spawn, compile_worker, free_port, read_stamp, torchrun
 
 
 def env_for_runs():
@@ -51,35 +51,6 @@ def with_free_port(run):
             print(f"bench/launcher.py: torchrun failed (its port taken?); again with another port",
                   file=sys.stderr)
     raise SystemExit("bench/launcher.py: torchrun failed 5 times in a row")
-
-
-# N children of /bin/true started with posix_spawn, then waited for: what any launcher must do
-# at least, the floor for table 1.
-BARE_SPAWN = r"""
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-extern char** environ;
-int main(int argc, char** argv) {
-  int n = atoi(argv[1]);
-  char* args[] = {argv[2], NULL};
-  for (int i = 0; i < n; ++i) {
-    pid_t pid;
-    if (posix_spawn(&pid, argv[2], NULL, NULL, args, environ) != 0) return 1;
-  }
-  while (wait(NULL) > 0) {}
-  return 0;
-}
-"""
-
-
-def compile_bare_spawn(tmp):
-    src = os.path.join(tmp, "bare_spawn.c")
-    program = os.path.join(tmp, "bare_spawn")
-    with open(src, "w") as f:
-        f.write(BARE_SPAWN)
-    subprocess.run(["gcc", "-O2", "-o", program, src], check=True)
-    return program
 
 
 def start_to_exit(ddprun, torchrun_cmd, bare_spawn, runs, torch_runs):

@@ -30,24 +30,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import ROOT
-
-BARE_SPAWN = r"""
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-extern char** environ;
-int main(int argc, char** argv) {
-  int n = atoi(argv[1]);
-  char* args[] = {argv[2], NULL};
-  for (int i = 0; i < n; ++i) {
-    pid_t pid;
-    if (posix_spawn(&pid, argv[2], NULL, NULL, args, environ) != 0) return 1;
-  }
-  while (wait(NULL) > 0) {}
-  return 0;
-}
-"""
+from benchlib import ROOT, compile_bare_spawn
 
 PHASES = ("start", "rendezvous", "spawn", "run", "round end", "exit")
 
@@ -76,10 +59,7 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1")
     modes = {"cgroup": dict(env, DDPRUN_CGROUP="1"), "DDPRUN_CGROUP=0": dict(env, DDPRUN_CGROUP="0")}
     with tempfile.TemporaryDirectory() as tmp:
-        bare = os.path.join(tmp, "bare_spawn")
-        with open(bare + ".c", "w") as f:
-            f.write(BARE_SPAWN)
-        subprocess.run(["gcc", "-O2", "-o", bare, bare + ".c"], check=True)
+        bare = compile_bare_spawn(tmp)
         log = os.path.join(tmp, "events.jsonl")
         rows = {mode: [] for mode in modes}
         bare_times = []
