@@ -88,6 +88,19 @@ def read_stamp(path):
         return float(f.read())
 
 
+def written_stamps(d, prefix="start.0."):
+    """The stamps C_WORKER has finished writing in `d` among the files named `prefix`*: a file
+    just created is still empty."""
+    stamps = []
+    for f in os.listdir(d):
+        if f.startswith(prefix):
+            try:
+                stamps.append(read_stamp(os.path.join(d, f)))
+            except ValueError:
+                pass  # created, not yet written
+    return stamps
+
+
 # N children of /bin/true started with posix_spawn, then waited for: what any launcher must do
 # at least, the floor for launcher.py's table 1 and phases.py.
 BARE_SPAWN = r"""

@@ -26,7 +26,7 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import ROOT, compile_worker, free_port, read_stamp
+from benchlib import ROOT, compile_worker, free_port, written_stamps
 
 FORM_LIMIT = 60  # seconds: a job that has not formed by then is reported as not formed
 
@@ -106,18 +106,6 @@ class Cluster:
             p.terminate()
         for p in self.procs.values():
             p.wait(timeout=30)
-
-
-def written_stamps(d):
-    """The start stamps in `d` that their worker has finished writing."""
-    stamps = []
-    for f in os.listdir(d):
-        if f.startswith("start.0."):
-            try:
-                stamps.append(read_stamp(os.path.join(d, f)))
-            except ValueError:
-                pass  # created, not yet written
-    return stamps
 
 
 def one_run(ddprun, worker, cluster, k, case):

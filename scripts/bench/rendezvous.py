@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import ROOT, TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, torchrun
+from benchlib import ROOT, TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, torchrun, written_stamps
 
 
 def ddprun_node(ddprun, i, n, port, run_id, extra):
@@ -97,20 +97,18 @@ def death_to_restart(make_cmd, worker, n, runs, victim, extra=()):
             procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                      for cmd in cmds]
             try:
-                def stamps():
-                    return [read_stamp(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("start.0.")]
                 deadline = time.time() + 120
-                while len(stamps()) < n:
+                while len(written_stamps(d)) < n:
                     if time.time() > deadline:
                         raise RuntimeError("workers did not start")
                     time.sleep(0.005)
                 killed = time.time()
                 procs[victim].kill()
-                while len([t for t in stamps() if t > killed]) < n - 1:
+                while len([t for t in written_stamps(d) if t > killed]) < n - 1:
                     if time.time() > deadline + 60:
                         raise RuntimeError("the survivors did not start again")
                     time.sleep(0.005)
-                lat.append(max(t for t in stamps() if t > killed) - killed)
+                lat.append(max(t for t in written_stamps(d) if t > killed) - killed)
             finally:
                 for p in procs:
                     if p.poll() is None:
@@ -158,11 +156,10 @@ def run_nodes_until_workers(commands, env, d, n):
     last_start = time.time()
     deadline = time.time() + 120
     try:
-        while len([f for f in os.listdir(d) if f.startswith("start.0.")]) < n:
+        while len(stamps := written_stamps(d)) < n:
             if time.time() > deadline:
                 raise RuntimeError("workers did not start")
             time.sleep(0.005)
-        stamps = [read_stamp(os.path.join(d, f)) for f in os.listdir(d) if f.startswith("start.0.")]
         return max(stamps) - last_start
     finally:
         for p in procs:
