@@ -23,6 +23,19 @@ expect_eq() { [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"; }
 expect_in() { grep -Eq -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "expected /$2/ in $1"; }; }
 expect_not_in() { ! grep -Eq -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "did not expect /$2/ in $1"; }; }
 
+# hang_delay EVENTS RANK STAMP: seconds from the time in file STAMP (a worker's last beat, line
+# or step, as seconds since the epoch) to ddprun's "hang" event for RANK in the event log EVENTS.
+hang_delay() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+hang = next(e for e in events if e["event"] == "hang" and e["rank"] == int(sys.argv[2]))
+print("%.2f" % (hang["time"] - float(open(sys.argv[3]).read())))
+PY
+}
+# within LOW HIGH VALUE: LOW <= VALUE <= HIGH, in decimals.
+within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
+
 # wait_for SECONDS COMMAND...: polls until COMMAND succeeds; fails after SECONDS.
 wait_for() {
   local limit=$1; shift

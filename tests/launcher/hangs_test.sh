@@ -24,17 +24,6 @@ done
 SH
 export T
 
-# detection_delay EVENTS RANK: seconds between RANK's last beat and ddprun's "hang" event.
-detection_delay() {
-  python3 - "$1" "$2" "$T/lastbeat.$2" <<'PY'
-import json, sys
-events = [json.loads(l) for l in open(sys.argv[1])]
-hang = next(e for e in events if e["event"] == "hang" and e["rank"] == int(sys.argv[2]))
-print("%.2f" % (hang["time"] - float(open(sys.argv[3]).read())))
-PY
-}
-# within LOW HIGH VALUE
-within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
 
 # 1. Fixed timeout: rank 1 goes silent; found after 2 s, stacks of both ranks, exit 124.
 HANG_RANK=1 run_ddprun fixed --nproc_per_node=2 --hang_timeout=2 --log_dir="$T/logs" --event_log="$T/fixed.jsonl" "$T/beater"
@@ -47,7 +36,7 @@ for r in 0 1; do
   expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"
   expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "(main|_start|__libc_start)"
 done
-delay=$(detection_delay "$T/fixed.jsonl" 1)
+delay=$(hang_delay "$T/fixed.jsonl" 1 "$T/lastbeat.1")
 within 1.9 6 "$delay" || fail "rank 1 found hung ${delay}s after its last beat, with a 2 s timeout"
 for e in started round_started worker_started hang stacks_written worker_exited exit; do
   expect_in "$T/fixed.jsonl" "\"event\":\"$e\""

@@ -22,16 +22,6 @@ case "$RANK" in
 esac
 SH
 
-# delay EVENTS: seconds between rank 1's last line and ddprun's "hang" event for it.
-delay() {
-  python3 - "$1" "$T/lastline.1" <<'PY'
-import json, sys
-events = [json.loads(l) for l in open(sys.argv[1])]
-hang = next(e for e in events if e["event"] == "hang" and e["rank"] == 1)
-print("%.2f" % (hang["time"] - float(open(sys.argv[2]).read())))
-PY
-}
-within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
 
 # 1. With the pattern, rank 1 is hung 5 s after its last line, on stderr, and its step is named.
 run_ddprun pattern --nproc_per_node=2 --hang_timeout=5 --hang_startup=20 \
@@ -40,7 +30,7 @@ expect_eq "$RC" 124 "exit code of a hung job found through its output"
 expect_in "$T/pattern.err" "rank 1 hung: no progress for [5-9]\.[0-9] s \(hang timeout 5\.0 s; last step 3\)"
 expect_in "$T/pattern.jsonl" '"event":"hang".*"last_step":3.*"rank":1'
 expect_not_in "$T/pattern.jsonl" '"event":"hang".*"rank":0'
-d=$(delay "$T/pattern.jsonl")
+d=$(hang_delay "$T/pattern.jsonl" 1 "$T/lastline.1")
 within 4.9 15 "$d" || fail "rank 1 found hung ${d}s after its last line, with --hang_timeout=5"
 ok "a rank whose output stops matching is hung after --hang_timeout (${d}s), with its last step"
 
@@ -50,7 +40,7 @@ rm -f "$T/lastline.1"
 run_ddprun nopattern --nproc_per_node=2 --hang_timeout=5 --hang_startup=20 --event_log="$T/nopattern.jsonl" "$T/stepper"
 expect_eq "$RC" 124 "exit code without a pattern"
 expect_in "$T/nopattern.err" "no heartbeat since it started 2[0-9]\.[0-9] s ago \(--hang_startup=20\)"
-d=$(delay "$T/nopattern.jsonl")
+d=$(hang_delay "$T/nopattern.jsonl" 1 "$T/lastline.1")
 within 15 60 "$d" || fail "without a pattern, rank 1 found hung ${d}s after its last line; expected --hang_startup"
 ok "without the pattern it is found only after --hang_startup (${d}s after its last line)"
 

@@ -15,16 +15,6 @@ source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
 [[ -x "$TORCH2_VENV/bin/py-spy" ]] && export PATH="$PATH:$TORCH2_VENV/bin"
 py_spy=$(command -v py-spy || true)
 
-# detection_delay EVENTS RANK: seconds between RANK's last beat and ddprun's "hang" event.
-detection_delay() {
-  python3 - "$1" "$2" "$T/$3/lastbeat.$2" <<'PY'
-import json, sys
-events = [json.loads(l) for l in open(sys.argv[1])]
-hang = next(e for e in events if e["event"] == "hang" and e["rank"] == int(sys.argv[2]))
-print("%.2f" % (hang["time"] - float(open(sys.argv[3]).read())))
-PY
-}
-within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
 # common_checks NAME: exit 124, rank 1 named as the root cause, stacks of both ranks kept.
 common_checks() {
   expect_eq "$RC" 124 "$1: exit code"
@@ -42,7 +32,7 @@ common_checks cpp
 # may be past the timeout when it is checked; rank 1, silent longest, comes first.
 expect_in "$T/cpp.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s\)"
 expect_in "$T/cpp.err" "^        .*stuck_loading_batch"
-delay=$(detection_delay "$T/cpp.jsonl" 1 cpp)
+delay=$(hang_delay "$T/cpp.jsonl" 1 "$T/cpp/lastbeat.1")
 within 4.5 12 "$delay" || fail "C++ rank 1 found hung ${delay}s after its last step, with a 5 s timeout"
 ok "C++ worker: found ${delay} s after its last step (timeout 5 s), stuck in stuck_loading_batch, exit 124"
 
@@ -59,7 +49,7 @@ PYTHON_EXEC=$TORCH_PYTHON run_ddprun py --nproc_per_node=2 --hang_timeout=5 --lo
   "$DDPRUN_TESTS_DIR/worker/hang_worker.py" collective "$T/py"
 common_checks py
 expect_in "$T/py.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
-delay=$(detection_delay "$T/py.jsonl" 1 py)
+delay=$(hang_delay "$T/py.jsonl" 1 "$T/py/lastbeat.1")
 within 4.5 12 "$delay" || fail "Python rank 1 found hung ${delay}s after its last beat, with a 5 s timeout"
 if [[ -n "$py_spy" ]]; then
   expect_in "$T/py.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)"

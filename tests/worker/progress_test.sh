@@ -89,14 +89,8 @@ run_ddprun train --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs" --event
 expect_eq "$RC" 124 "exit code of the hung DDP script ($(cat "$T/train.err"))"
 expect_in "$T/train.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
 expect_in "$T/train.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
-delay=$(python3 - "$T/train.jsonl" "$T/train/step.1" <<'PY'
-import json, sys
-events = [json.loads(l) for l in open(sys.argv[1])]
-hang = next(e for e in events if e["event"] == "hang" and e["rank"] == 1)
-print("%.2f" % (hang["time"] - float(open(sys.argv[2]).read())))
-PY
-)
-python3 -c "import sys; sys.exit(not (4.5 <= $delay <= 12))" || fail "rank 1 found hung ${delay} s after its last step (timeout 5 s)"
+delay=$(hang_delay "$T/train.jsonl" 1 "$T/train/step.1")
+within 4.5 12 "$delay" || fail "rank 1 found hung ${delay} s after its last step (timeout 5 s)"
 if command -v py-spy >/dev/null; then
   expect_in "$T/train.err" "stuck_before_forward"
   stacks=", its stack in stuck_before_forward"
