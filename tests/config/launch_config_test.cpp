@@ -294,3 +294,29 @@ TEST_CASE("--progress_pattern: repeatable, from the command line, PET_PROGRESS_P
   const auto json = to_json(resolve({{"progress_pattern", "^step\n^epoch"}}));
   CHECK(json["progress_pattern"] == nlohmann::json::array({"^step", "^epoch"}));
 }
+
+TEST_CASE("the restart policy's options, from every source") {
+  auto c = resolve({});
+  CHECK_FALSE(c.restart_on_any);
+  CHECK(c.restart_window == 0);
+  CHECK(c.restart_backoff_max == 60);
+  CHECK(c.crash_loop_limit == 5);
+  CHECK(c.failure_rules.empty());
+  CHECK(c.result_file.empty());
+  c = resolve({{"restart_on", "any"}, {"restart_window", "86400"}}, {{"crash_loop_limit", "0"}},
+              {{"restart_backoff_max", "0"}, {"result_file", "/tmp/r.json"}});
+  CHECK(c.restart_on_any);
+  CHECK(c.restart_window == 86400);
+  CHECK(c.crash_loop_limit == 0);
+  CHECK(c.restart_backoff_max == 0);
+  CHECK(c.result_file == "/tmp/r.json");
+  c = resolve({}, {{"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": true}])"}});
+  REQUIRE(c.failure_rules.size() == 1);
+  CHECK(c.failure_rules[0].kind == "gpu_fault");
+  CHECK(to_json(c)["failure_rules"][0]["pattern"] == "Xid");
+  CHECK(usage_error({{"restart_on", "always"}}) == "--restart_on=always: expected retryable or any");
+  CHECK(usage_error({{"restart_window", "0"}}).rfind("--restart_window=0: expected a number of seconds greater than 0", 0) == 0);
+  CHECK(usage_error({{"restart_backoff_max", "-1"}}).rfind("--restart_backoff_max=-1: expected a number of seconds (0 or more)", 0) == 0);
+  CHECK(usage_error({{"crash_loop_limit", "x"}}).rfind("--crash_loop_limit=x: expected a number of failures", 0) == 0);
+  CHECK(usage_error({}, {{"failure_rules", "[{}]"}}).rfind("PET_FAILURE_RULES: rule 0: \"pattern\" must be", 0) == 0);
+}

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ddprun/failure_rules.hpp"
 #include "ddprun/user_error.hpp"
 
 namespace ddprun::config {
@@ -25,8 +26,9 @@ class UsageError : public UserError {
   using UserError::UserError;
 };
 
-// kList: repeatable; its raw value holds the values given, one a line.
-enum class OptionKind { kText, kFlag, kList };
+// kList: repeatable; its raw value holds the values given, one a line. kJson: JSON text on the
+// command line and in PET_*, any JSON value in a --config file (kept as its text).
+enum class OptionKind { kText, kFlag, kList, kJson };
 
 struct OptionSpec {
   const char* key;          // underscore spelling: --key, --key-with-dashes, JSON key, PET_KEY
@@ -87,6 +89,16 @@ struct LaunchConfig {
   std::string local_addr;
   // Supervision.
   int max_restarts = 0;
+  // The restart policy (launcher/README's "Failure kinds and restarts"): --restart_on=any
+  // restarts also what a restart cannot fix; --restart_backoff_max caps the wait before a restart
+  // after a failure with no progress; --crash_loop_limit such failures in a row end the job (0:
+  // never); --restart_window: max_restarts counts only the restarts of the last this many
+  // seconds (0: all of them).
+  bool restart_on_any = false;
+  double restart_backoff_max = 60;
+  int crash_loop_limit = 5;
+  double restart_window = 0;
+  std::vector<FailureRule> failure_rules;  // --failure_rules
   double monitor_interval = 0.1;  // accepted for compatibility; monitoring is event-driven
   double shutdown_timeout = 30;   // SIGTERM -> SIGKILL grace period, seconds
   bool debug = false;
@@ -102,6 +114,7 @@ struct LaunchConfig {
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
   std::string event_log;          // JSON lines of the job's events; empty: none
+  std::string result_file;        // the job's result as JSON, written at exit; empty: none
   double output_stall_timeout = 30;  // seconds a reader may take nothing before output for it is dropped
   int status_port = -1;           // -1: no status server; 0: a free port
   std::string status_addr = "127.0.0.1";

@@ -314,6 +314,16 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   c.rdzv_conf = text("rdzv_conf");
 
   c.max_restarts = parse_int("max_restarts", text("max_restarts"), 0, 1 << 30, "a number of restarts, 0 or more");
+  const std::string restart_on = text("restart_on");
+  if (restart_on != "retryable" && restart_on != "any") {
+    throw UsageError(fmt::format("--restart_on={}: expected retryable or any", shown(restart_on)));
+  }
+  c.restart_on_any = restart_on == "any";
+  if (has("restart_window")) c.restart_window = parse_seconds("restart_window", text("restart_window"), false);
+  c.restart_backoff_max = parse_seconds("restart_backoff_max", text("restart_backoff_max"), true);
+  c.crash_loop_limit =
+      parse_int("crash_loop_limit", text("crash_loop_limit"), 0, 1 << 30, "a number of failures, 0 (never) or more");
+  c.failure_rules = parse_failure_rules(text("failure_rules"));
   c.monitor_interval = parse_seconds("monitor_interval", text("monitor_interval"), false);
   c.shutdown_timeout = parse_seconds("shutdown_timeout", text("shutdown_timeout"), true);
   c.role = text("role");
@@ -337,6 +347,7 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   c.redirects = parse_streams("redirects", text("redirects"));
   c.tee = parse_streams("tee", text("tee"));
   c.event_log = text("event_log");
+  c.result_file = text("result_file");
   c.output_stall_timeout = parse_seconds("output_stall_timeout", text("output_stall_timeout"), false);
   if (has("status_port")) {
     c.status_port = parse_int("status_port", text("status_port"), 0, 65535, "a port in 0..65535 (0: a free one)");
@@ -421,6 +432,11 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["rdzv_id"] = nullable(c.rdzv_id);
   j["rdzv_conf"] = nullable(c.rdzv_conf);
   j["max_restarts"] = c.max_restarts;
+  j["restart_on"] = c.restart_on_any ? "any" : "retryable";
+  j["restart_window"] = c.restart_window > 0 ? nlohmann::json(c.restart_window) : nlohmann::json();
+  j["restart_backoff_max"] = c.restart_backoff_max;
+  j["crash_loop_limit"] = c.crash_loop_limit;
+  j["failure_rules"] = nlohmann::json::parse(failure_rules_json(c.failure_rules));
   j["monitor_interval"] = c.monitor_interval;
   j["shutdown_timeout"] = c.shutdown_timeout;
   j["debug"] = c.debug;
@@ -440,6 +456,7 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["tee"] = streams(c.tee);
   j["local_ranks_filter"] = nullable(filter);
   j["event_log"] = nullable(c.event_log);
+  j["result_file"] = nullable(c.result_file);
   j["output_stall_timeout"] = c.output_stall_timeout;
   j["status_port"] = c.status_port >= 0 ? nlohmann::json(c.status_port) : nlohmann::json();
   j["status_addr"] = c.status_addr;

@@ -22,6 +22,7 @@ namespace {
 constexpr OptionKind kText = OptionKind::kText;
 constexpr OptionKind kFlag = OptionKind::kFlag;
 constexpr OptionKind kList = OptionKind::kList;
+constexpr OptionKind kJson = OptionKind::kJson;
 
 const std::vector<OptionSpec> kOptions = {
     {"nproc_per_node", nullptr, kText, "1", "Workers",
@@ -48,6 +49,22 @@ const std::vector<OptionSpec> kOptions = {
      "k=v,... : join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, ..."},
     {"max_restarts", nullptr, kText, "0", "Supervision",
      "restarts of the whole job after a worker failure"},
+    {"restart_on", nullptr, kText, "retryable", "Supervision",
+     "retryable: a failure a restart cannot fix (syntax_error, import_error, the same Python "
+     "exception twice with no progress between) ends the job at once; any: restart it anyway"},
+    {"restart_window", nullptr, kText, nullptr, "Supervision",
+     "SECONDS: --max_restarts counts only the restarts within the last SECONDS (a job that fails "
+     "once a day survives a month with --max_restarts=3 --restart_window=86400)"},
+    {"restart_backoff_max", nullptr, kText, "60", "Supervision",
+     "after a failure with no progress since the workers started, wait 1, 2, 4 ... seconds, at most "
+     "this many, before restarting (0: no wait)"},
+    {"crash_loop_limit", nullptr, kText, "5", "Supervision",
+     "stop with \"crash loop\" after this many failures in a row with no progress since their "
+     "start (0: never)"},
+    {"failure_rules", nullptr, kJson, nullptr, "Supervision",
+     "JSON array of {\"pattern\": REGEX, \"kind\": NAME, \"retryable\": true|false}: a failed "
+     "worker whose last stderr lines or error message match gets that kind (first match, before "
+     "ddprun's own rules); usually a --config key"},
     {"monitor_interval", nullptr, kText, "0.1", "Supervision",
      "accepted for torchrun compatibility; ddprun reacts to exits at once"},
     {"shutdown_timeout", nullptr, kText, "30", "Supervision",
@@ -79,6 +96,9 @@ const std::vector<OptionSpec> kOptions = {
      "seconds the console or a log file may take nothing before worker output for it is dropped "
      "(a slower one only slows the workers down)"},
     {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file"},
+    {"result_file", nullptr, kText, nullptr, "Output",
+     "at exit, write the job's result to this file as JSON: exit code, failure kind, retryable, root "
+     "cause, restarts (for a requeue script)"},
     {"status_port", nullptr, kText, nullptr, "Output",
      "serve GET /healthz and GET /status on this port (0: a free one, printed)"},
     {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on"},
@@ -199,6 +219,10 @@ RawOptions options_from_json_file(const std::string& path) {
           where, shown(raw_key)));
     }
     if (value.is_null()) continue;
+    if (spec->kind == kJson) {
+      options[key] = value.is_string() ? value.get<std::string>() : value.dump();
+      continue;
+    }
     if (spec->kind == kList && value.is_array()) {
       std::string lines;
       for (const auto& item : value) {
