@@ -26,9 +26,10 @@ using Lines = std::vector<std::string>;
 std::string render(const Message& message) {
   if (const auto* a = std::get_if<Assign>(&message)) {
     const RoundAssignment& r = a->assignment;
-    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}{}", a->node, r.round,
+    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}{}{}", a->node, r.round,
                        r.restart_count, r.group_rank, r.group_world_size, r.base_rank, r.world_size, r.master_addr,
-                       r.master_port, r.agent_store ? " agent_store" : "");
+                       r.master_port, r.agent_store ? " agent_store" : "",
+                       r.backoff > 0 ? fmt::format(" backoff={:g}", r.backoff) : "");
   }
   if (const auto* s = std::get_if<Stop>(&message)) {
     return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
@@ -36,16 +37,20 @@ std::string render(const Message& message) {
   const auto& f = std::get<Finish>(message);
   std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
   for (const WorkerFailure& w : f.outcome.failures) {
-    line += fmt::format(" failure={}:{}:{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb");
+    line += fmt::format(" failure={}:{}:{}{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb",
+                        w.kind.empty() ? "" : ":" + w.kind);
   }
   if (!f.outcome.error.empty()) line += " error=" + f.outcome.error;
+  if (!f.outcome.stop_reason.empty()) line += " stop=" + f.outcome.stop_reason;
+  if (!f.outcome.failures.empty() && !f.outcome.retryable) line += " hopeless";  // retryable: false
   return line;
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
 //   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host] [agent_store]
-//   fail N ROUND [exit=E] [at=T] [rank=R] [tb]    worker_failed (tb: with a traceback)
-//   stopped N ROUND [fail=RANK:EXIT:AT[:tb]]...    workers_stopped
+//   fail N ROUND [exit=E] [at=T] [rank=R] [tb] [kind=K] [noretry] [progress]
+//                                                  worker_failed (tb: with a traceback)
+//   stopped N ROUND [fail=RANK:EXIT:AT[:tb][:consequence]]...    workers_stopped
 //   succeeded N ROUND
 //   gone N
 //   tick
@@ -84,6 +89,7 @@ class Script {
           WorkerFailure failure = worker(node);
           std::sscanf(option.c_str(), "fail=%d:%d:%lf", &failure.rank, &failure.exit_code, &failure.timestamp);
           if (option.size() > 3 && option.compare(option.size() - 3, 3, ":tb") == 0) failure.traceback = "tb";
+          if (option.find(":consequence") != std::string::npos) failure.kind = "consequence";
           failures.push_back(failure);
         }
         out = coordinator_.workers_stopped(node, round, failures, now_);
@@ -141,6 +147,9 @@ class Script {
     std::sscanf(option.c_str(), "at=%lf", &f.timestamp);
     std::sscanf(option.c_str(), "rank=%d", &f.rank);
     if (option == "tb") f.traceback = "tb";
+    if (option.rfind("kind=", 0) == 0) f.kind = option.substr(5);
+    if (option == "noretry") f.retryable = false;
+    if (option == "progress") f.progressed = true;
   }
 
   JobSettings settings_;
@@ -162,6 +171,10 @@ JobSettings job(int min_nodes, int max_nodes, int max_restarts = 0) {
   s.join_timeout = 600;
   s.last_call_timeout = 30;
   s.close_timeout = 60;
+  // The restart policy's backoff and crash loop have their own scenarios below; the rest run
+  // without them, so that a restart follows at once.
+  s.restart.backoff_max = 0;
+  s.restart.crash_loop_limit = 0;
   return s;
 }
 
@@ -174,6 +187,8 @@ void play(JobSettings settings, const std::vector<Step>& steps) {
 }
 
 const std::string kFail2 = "worker rank 20 (local rank 0) on h2 failed with exit code 1";
+const std::string kSpent1 = "not restarting: the 1 restarts of --max_restarts are spent";
+const std::string kSpent2 = "not restarting: the 2 restarts of --max_restarts are spent";
 
 TEST_CASE("a static job starts when every node has joined, ranks ordered by hostname") {
   play(job(2, 2), {
@@ -266,7 +281,7 @@ TEST_CASE("a worker failure stops every other node and restarts all within the j
       {"@20 fail 1 2 exit=7", {"n2 stop round=2 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit "
                                "code 7"}},
       {"stopped 2 2", {}},
-      {"stopped 1 2", {"n1 finish exit=7 restarts=1 failure=h1:10:7", "n2 finish exit=7 restarts=1 failure=h1:10:7"}},
+      {"stopped 1 2", {"n1 finish exit=7 restarts=1 failure=h1:10:7 stop=" + kSpent1, "n2 finish exit=7 restarts=1 failure=h1:10:7 stop=" + kSpent1}},
   });
 }
 
@@ -621,9 +636,71 @@ TEST_CASE("a coordinator elected after another goes on with its rounds and its r
       // The budget is spent: this failure ends the job instead of restarting it.
       {"fail 2 5", {"n1 stop round=5 worker_failed: " + kFail2}},
       {"stopped 1 5", {}},
-      {"stopped 2 5", {"n1 finish exit=1 restarts=2 failure=h2:20:1", "n2 finish exit=1 restarts=2 failure=h2:20:1"}},
+      {"stopped 2 5", {"n1 finish exit=1 restarts=2 failure=h2:20:1 stop=" + kSpent2,
+                       "n2 finish exit=1 restarts=2 failure=h2:20:1 stop=" + kSpent2}},
   });
 }
 
 }  // namespace
+}  // namespace ddprun::elastic
+
+namespace ddprun::elastic {
+
+TEST_CASE("the restart policy decides once, for every node: not restarting what a restart cannot fix") {
+  JobSettings settings = job(2, 2, 100);
+  settings.restart = RestartSettings{};
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@1 fail 2 1 kind=syntax_error noretry", {"n1 stop round=1 worker_failed: " + kFail2}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1",
+       {"n1 finish exit=1 restarts=0 failure=h2:20:1:syntax_error stop=not restarting: rank 20 on h2: syntax_error: "
+        "running the same code again cannot fix a syntax_error; --restart_on=any restarts it anyway hopeless",
+        "n2 finish exit=1 restarts=0 failure=h2:20:1:syntax_error stop=not restarting: rank 20 on h2: syntax_error: "
+        "running the same code again cannot fix a syntax_error; --restart_on=any restarts it anyway hopeless"}},
+  });
+}
+
+TEST_CASE("a crash loop's backoff: the next round waits, then starts on a tick") {
+  JobSettings settings = job(2, 2, 100);
+  settings.restart = RestartSettings{};
+  settings.restart.crash_loop_limit = 2;
+  Script script(settings);
+  for (const char* join : {"join 1", "join 2"}) script.run(join);
+  CHECK(script.run("@10 fail 1 1 kind=exit_code") == Lines{"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit code 1"});
+  script.run("stopped 1 1");
+  CHECK(script.run("stopped 2 1").empty());  // waits 1 s
+  CHECK(script.coordinator().next_deadline() == 11.0);
+  CHECK(script.coordinator().restart_at() == 11.0);
+  CHECK(script.run("@10.5 tick").empty());
+  CHECK(script.run("@11 tick") == Lines{"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001 backoff=1",
+                                        "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001 backoff=1"});
+  CHECK_FALSE(script.coordinator().restart_at());
+  script.run("@12 fail 2 2 kind=exit_code");
+  script.run("stopped 1 2");
+  CHECK(script.run("stopped 2 2") ==
+        Lines{"n1 finish exit=1 restarts=1 failure=h2:20:1:exit_code stop=crash loop: 2 failures in a row with no "
+              "progress since their start (last: rank 20 on h2: exit_code); fix the cause, or raise --crash_loop_limit "
+              "(0: never stop) hopeless",
+              "n2 finish exit=1 restarts=1 failure=h2:20:1:exit_code stop=crash loop: 2 failures in a row with no "
+              "progress since their start (last: rank 20 on h2: exit_code); fix the cause, or raise --crash_loop_limit "
+              "(0: never stop) hopeless"});
+}
+
+TEST_CASE("a consequence is never the root cause, even when it came first") {
+  play(job(2, 2), {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@10 fail 1 1 exit=2 at=10.1 kind=consequence",
+       {"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit code 2"}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1 fail=21:6:10.5 fail=20:1:10.2:consequence",
+       {"n1 finish exit=6 restarts=0 failure=h2:21:6 failure=h1:10:2:consequence failure=h2:20:1:consequence",
+        "n2 finish exit=6 restarts=0 failure=h2:21:6 failure=h1:10:2:consequence failure=h2:20:1:consequence"}},
+  });
+}
+
 }  // namespace ddprun::elastic

@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-VERSION = 5
+VERSION = 6
 
 
 def mac(key, data):
@@ -127,7 +127,9 @@ def forge(args):
     other = 0 if a["group_rank"] != 0 else 1
     failure = {"rank": 0 if a["base_rank"] != 0 else a["world_size"] - 1, "local_rank": 0, "group_rank": other,
                "host": "h-other", "pid": 1, "exit_code": 7, "signal": 0, "signal_from_outside": False, "hung": False,
-               "message": "forged", "traceback": "", "error_file": "", "timestamp": time.time()}
+               "message": "forged", "traceback": "", "error_file": "", "timestamp": time.time(),
+               "kind": "exit_code", "retryable": True, "cause": "exit code 7", "exception": "", "location": "",
+               "step": -1, "progressed": False}
     print("forging a failure of rank", failure["rank"], "group rank", other, flush=True)
     c.send({"type": "worker_failed", "round": a["round"], "failure": failure})
     while c.recv(10) is not None:

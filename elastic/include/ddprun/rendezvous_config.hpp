@@ -68,6 +68,16 @@ struct RendezvousTimeouts {
 //   none:   an open rendezvous, as torchrun's
 enum class AuthMode { kAuto, kSecret, kMunge, kNone };
 
+// When a failed round is restarted, besides the --max_restarts budget (restart_policy.hpp in
+// src/core/): --restart_on, --restart_backoff_max, --crash_loop_limit, --restart_window. The
+// coordinator's settings (the rendezvous host's, or the etcd leader's) decide for every node.
+struct RestartSettings {
+  bool restart_on_any = false;  // also restart what a restart cannot fix
+  double backoff_max = 60;      // the most seconds to wait before restarting a crash loop
+  int crash_loop_limit = 5;     // failures in a row with no progress that end the job; 0: never
+  double window = 0;            // max_restarts counts the restarts of the last `window` s; 0: all
+};
+
 struct RendezvousConfig {
   Backend backend = Backend::kStatic;
   // --rdzv_endpoint as "host[:port]". For the static backend it replaces master_addr and, when it
@@ -85,6 +95,7 @@ struct RendezvousConfig {
   int nproc = 1;           // --nproc_per_node, already resolved to a number
   std::string local_addr;  // --local_addr; empty: the address this node uses to reach the endpoint
   int max_restarts = 0;    // job-wide budget of restarts after worker failures
+  RestartSettings restart;
   // The launcher of the node that hosts global rank 0 serves the workers' c10d store at
   // MASTER_ADDR:MASTER_PORT, and every worker is a client of it (torchrun's agent store,
   // TORCHELASTIC_USE_AGENT_STORE=True). False (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1): rank 0 of

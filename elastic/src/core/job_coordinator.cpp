@@ -109,6 +109,7 @@ JobCoordinator::JobCoordinator(JobSettings settings, double now)
     : settings_(std::move(settings)),
       round_(settings_.rounds_before),
       restart_count_(settings_.restarts_used),
+      restart_policy_(settings_.max_restarts, settings_.restart, settings_.restarts_used, now),
       join_deadline_(now + settings_.join_timeout) {}
 
 std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec) const {
@@ -307,6 +308,7 @@ std::optional<double> JobCoordinator::next_deadline() const {
   switch (phase_) {
     case Phase::kGathering:
       if (static_cast<int>(nodes_.size()) < settings_.min_nodes) return join_deadline_;
+      if (backing_off_) return not_before_;
       return last_call_deadline_;
     case Phase::kStopping:
       return close_deadline_;
@@ -321,14 +323,20 @@ void JobCoordinator::gather(double now, Messages& out) {
   phase_ = Phase::kGathering;
   parts_.clear();
   last_call_deadline_.reset();
-  join_deadline_ = now + settings_.join_timeout;
-  if (static_cast<int>(nodes_.size()) >= settings_.min_nodes) {
+  join_deadline_ = std::max(now, not_before_) + settings_.join_timeout;
+  backing_off_ = now < not_before_;
+  if (static_cast<int>(nodes_.size()) >= settings_.min_nodes && !backing_off_) {
     start_round(now, out);  // every node the job knows is here: no last call
   }
 }
 
 void JobCoordinator::complete_if_ready(double now, Messages& out) {
   const int n = static_cast<int>(nodes_.size());
+  if (backing_off_) {
+    if (now < not_before_) return;  // a crash loop's backoff: tick() comes back at not_before_
+    backing_off_ = false;
+    if (n >= settings_.min_nodes) return start_round(now, out);  // as gather() would have
+  }
   if (n >= settings_.max_nodes) {
     start_round(now, out);
   } else if (n < settings_.min_nodes) {
@@ -386,6 +394,8 @@ void JobCoordinator::start_round(double now, Messages& out) {
     a.master_port = master.master_port;
     a.agent_store = master.agent_store;
     a.run_id = settings_.run_id;
+    a.restart_reason = restart_reason_;
+    a.backoff = backoff_;
     out.push_back(Assign{id, a});
     parts_.add(id, Part::kRunning);
     node.last_round = round_;
@@ -410,21 +420,36 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
 
 void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
   if (parts_.count(Part::kRunning) + parts_.count(Part::kStopping) > 0) return;
+  restart_reason_.clear();
+  backoff_ = 0;
   if (round_failed_) {
-    if (restart_count_ >= settings_.max_restarts) {
+    // The root cause is the first failure in time of those that were not only a consequence of
+    // another (a rank whose peer's connection closed under it).
+    std::stable_sort(failures_.begin(), failures_.end(), [](const WorkerFailure& a, const WorkerFailure& b) {
+      const bool ca = a.kind == "consequence", cb = b.kind == "consequence";
+      if (ca != cb) return cb;
+      return a.timestamp < b.timestamp;
+    });
+    const bool progressed = std::any_of(failures_.begin(), failures_.end(),
+                                        [](const WorkerFailure& f) { return f.progressed; });
+    const RestartDecision decision = restart_policy_.decide(failures_.front(), progressed, now);
+    if (!decision.restart) {
       JobOutcome failure;
       failure.failures = failures_;
-      std::stable_sort(failure.failures.begin(), failure.failures.end(),
-                       [](const WorkerFailure& a, const WorkerFailure& b) { return a.timestamp < b.timestamp; });
       failure.exit_code = failure.failures.front().exit_code;
       // Only the root cause's traceback is shown; the others would only swell the finish
       // message, which holds every failure of the job.
       for (auto it = std::next(failure.failures.begin()); it != failure.failures.end(); ++it) it->traceback.clear();
       failure.restarts = restart_count_;
+      failure.stop_reason = decision.reason;
+      failure.retryable = decision.budget_spent && failure.failures.front().retryable;
       finish(failure, out);
       return;
     }
     ++restart_count_;
+    restart_reason_ = decision.reason;
+    backoff_ = decision.backoff;
+    not_before_ = now + decision.backoff;
   } else {
     // Nodes joined or left. A round that ran for the last-call window counts as progress; a
     // run of quicker changes (a flapping node, or one joining and leaving on purpose) is free

@@ -17,7 +17,9 @@
 //              count as stopped; a node whose workers succeeded reports too, so that no next
 //              round starts before its launcher has closed the round's store). Then: after a worker failure, a new round while the job-wide
 //              restart budget lasts, otherwise the job finishes with the root cause (the earliest
-//              failure); after a membership change alone, a new round that uses no budget,
+//              failure), and only when the restart policy allows (restart_policy.hpp: kinds a
+//              restart cannot fix, crash loops; the next round waits out its backoff while
+//              gathering); after a membership change alone, a new round that uses no budget,
 //              unless max_membership_changes rounds in a row already ended so (churn).
 //   finished   every node got the same JobOutcome; new nodes are refused.
 #pragma once
@@ -30,6 +32,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/restart_policy.hpp"
 #include "ddprun/rendezvous.hpp"
 
 namespace ddprun::elastic {
@@ -40,6 +43,7 @@ struct JobSettings {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  RestartSettings restart;    // the rest of the restart policy (restart_policy.hpp)
   double join_timeout = 600;  // see RendezvousTimeouts
   double last_call_timeout = 30;
   double close_timeout = 60;
@@ -124,6 +128,10 @@ class JobCoordinator {
   // When tick() must be called next; none while nothing is timed.
   std::optional<double> next_deadline() const;
   bool finished() const { return phase_ == Phase::kFinished; }
+  // While a restart waits out its backoff: when the next round may start.
+  std::optional<double> restart_at() const {
+    return backing_off_ ? std::optional<double>(not_before_) : std::nullopt;
+  }
 
  private:
   enum class Phase { kGathering, kRunning, kStopping, kFinished };
@@ -178,6 +186,12 @@ class JobCoordinator {
   std::uint64_t joins_ = 0;
   int round_ = 0;
   int restart_count_ = 0;
+  RestartPolicy restart_policy_;
+  // The next round's restart: why, and the earliest time it may start (the crash-loop backoff).
+  std::string restart_reason_;
+  double backoff_ = 0;
+  double not_before_ = 0;
+  bool backing_off_ = false;  // gathering, and not_before_ has not come yet
   double round_started_ = 0;
   int membership_changes_ = 0;  // rounds in a row ended by joins and leaves without progress
   // gathering

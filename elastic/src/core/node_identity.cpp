@@ -19,6 +19,7 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.min_nodes = config.min_nodes;
   s.max_nodes = config.max_nodes;
   s.max_restarts = config.max_restarts;
+  s.restart = config.restart;
   s.join_timeout = config.timeouts.join_timeout;
   s.last_call_timeout = config.timeouts.last_call_timeout;
   s.close_timeout = config.timeouts.close_timeout;
@@ -48,6 +49,7 @@ JobOutcome rendezvous_failure(std::string error, int restarts) {
   outcome.exit_code = exit_code::kRendezvous;
   outcome.error = std::move(error);
   outcome.restarts = restarts;
+  outcome.retryable = true;  // the nodes may meet another time
   return outcome;
 }
 
