@@ -129,6 +129,10 @@ void OutputStream::add_line(std::string_view line) {
   if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
     import_error_ = line;
   }
+  if (tail_lines > 0) {
+    if (tail_.size() == tail_lines) tail_.pop_front();
+    tail_.emplace_back(line.substr(0, kTailLineChars));
+  }
   if (progress && !progress->empty()) {
     if (const auto m = config::match_progress(*progress, line)) {
       progress_seen_ = true;

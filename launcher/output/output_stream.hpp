@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,6 +39,9 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   std::shared_ptr<UniqueFd> file;  // not written when null
   // A Python worker's stderr: remember the last line that reported a failed import.
   bool watch_imports = false;
+  // Keep the last this many lines (each cut to kTailLineChars), for the failure's kind.
+  std::size_t tail_lines = 0;
+  static constexpr std::size_t kTailLineChars = 1024;
   // Called with true when the stream stops reading because a writer it feeds is full, and with
   // false when it reads again (the watchdog does not count a paused worker's silence).
   std::function<void(bool paused)> on_pause;
@@ -58,6 +62,8 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
 
   // The last "ModuleNotFoundError: ..." or "ImportError: ..." line seen (watch_imports only).
   const std::string& import_error() const { return import_error_; }
+  // The last tail_lines lines, oldest first (an unfinished last line is not among them).
+  const std::deque<std::string>& tail() const { return tail_; }
 
  private:
   enum class ReadResult { kData, kEmpty, kClosed };
@@ -82,6 +88,7 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   std::string pending_;       // console lines of one read, queued together
   std::string file_pending_;  // the same lines for the log file
   std::string import_error_;
+  std::deque<std::string> tail_;
   bool progress_seen_ = false;              // since the last report_progress()
   std::optional<long long> progress_step_;  // the same
 };

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "ddprun/system.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::launcher {
@@ -159,7 +161,33 @@ std::unique_ptr<Containment> Containment::create(const std::string& path) {
     return c;
   }
   c->path_ = path;
+  // Best effort: the memory controller for the rounds' cgroups, so that an out-of-memory kill
+  // is a counted fact (memory_events()) rather than a guess from SIGKILL.
+  if (const auto controllers = read_file(path + "/cgroup.controllers");
+      controllers && controllers->find("memory") != std::string::npos) {
+    const int fd = ::open((path + "/cgroup.subtree_control").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      [[maybe_unused]] const ssize_t ignored = ::write(fd, "+memory", 7);
+      ::close(fd);
+    }
+  }
   return c;
+}
+
+std::optional<Containment::MemoryEvents> Containment::memory_events() const {
+  if (path_.empty()) return std::nullopt;
+  const std::string top = path_.substr(0, path_.rfind('/'));  // ddprun's own cgroup
+  for (std::string at = round_path_.empty() ? path_ : round_path_; at.size() >= top.size();
+       at = at.substr(0, at.rfind('/'))) {
+    const auto events = read_file(at + "/memory.events");
+    if (!events) continue;
+    MemoryEvents m;
+    const std::size_t key = events->find("oom_kill ");
+    if (key != std::string::npos) m.oom_kills = std::atoll(events->c_str() + key + std::strlen("oom_kill "));
+    if (const auto peak = read_file(at + "/memory.peak"); peak && !peak->empty()) m.peak = std::atoll(peak->c_str());
+    return m;
+  }
+  return std::nullopt;
 }
 
 void Containment::prepare_round() {

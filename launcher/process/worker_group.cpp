@@ -117,6 +117,7 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
   auto s = std::make_shared<OutputStream>(io_, fd);
   s->prefix = fmt::format("[rank{}]: ", w.rank);
   s->watch_imports = stream_bit == 2 && config_.runs_python();
+  if (stream_bit == 2) s->tail_lines = kFailureTailLines;
   s->on_pause = [this, local_rank = w.local_rank](bool paused) {
     if (output_paused) output_paused(local_rank, paused);
   };

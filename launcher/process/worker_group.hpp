@@ -34,6 +34,10 @@ struct RunPaths {
   const std::string& files_root() const { return logs_root.empty() ? private_root : logs_root; }
 };
 
+// The last lines of a worker's standard error that ddprun keeps, to tell what kind of failure
+// its end was (report/failure_kind.hpp).
+inline constexpr std::size_t kFailureTailLines = 40;
+
 struct WorkerProcess {
   int local_rank = 0;
   int rank = 0;

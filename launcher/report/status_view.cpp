@@ -68,7 +68,13 @@ std::string status_json(const JobView& view, double now) {
       {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},
       {"healthy", code == 200},
       {"ranks", ranks},
+      {"last_failure", nlohmann::json()},
+      {"restart_reason", view.restart_reason.empty() ? nlohmann::json() : nlohmann::json(view.restart_reason)},
   };
+  if (const auto& f = view.last_failure) {
+    j["last_failure"] = {{"rank", f->rank},          {"host", f->host}, {"exit_code", f->exit_code},
+                         {"kind", f->kind},          {"retryable", f->retryable}, {"cause", f->cause}};
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -25,6 +25,16 @@ struct RankView {
   std::optional<long long> step;     // its last step, when a --progress_pattern gave one
 };
 
+// The last worker failure this node saw (or the job's root cause, once it ended), with its kind.
+struct FailureView {
+  int rank = -1;
+  std::string host;
+  int exit_code = 0;
+  std::string kind;       // report/failure_kind.hpp
+  bool retryable = true;
+  std::string cause;
+};
+
 struct JobView {
   std::string phase = "waiting";     // waiting (for a round), running, stopping, exiting
   int attempt = -1;
@@ -34,6 +44,8 @@ struct JobView {
   int world_size = 0;
   double hang_timeout = 0;           // 0: none in force
   std::string hung;                  // why the job counts as hung, "" when it does not
+  std::optional<FailureView> last_failure;
+  std::string restart_reason;        // why the last restart happened, "" before any
   std::vector<RankView> ranks;
 };
 
