@@ -261,8 +261,15 @@ class Agent::Impl {
     attempt_ = attempts_started_++;
     events_.set_round(round_.group_rank, attempt_);
     if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
-      say(fmt::format("ddprun: restarting workers (restart {} of {}){}\n", round_.restart_count, config_.max_restarts,
-                      round_.restart_reason.empty() ? "" : ": " + round_.restart_reason));
+      // The coordinator's reason reads "restart 2 of 5 after ...": its count, window-aware, goes
+      // in the parentheses.
+      const std::string& reason = round_.restart_reason;
+      const std::size_t after = reason.find(" after ");
+      if (after == std::string::npos) {
+        say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count, config_.max_restarts));
+      } else {
+        say(fmt::format("ddprun: restarting workers ({}): {}\n", reason.substr(0, after), reason.substr(after + 1)));
+      }
       events_.write("restart", {{"restart_count", round_.restart_count},
                                 {"max_restarts", config_.max_restarts},
                                 {"decision", "restart"},

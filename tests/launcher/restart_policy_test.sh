@@ -53,7 +53,7 @@ run_ddprun transient --max_restarts=5 --event_log="$T/transient.jsonl" --result_
 expect_eq "$RC" 0 "the 3rd attempt succeeds"
 expect_eq "$(count "$T/transient.jsonl" worker_started)" 3 "three attempts"
 expect_eq "$(events "$T/transient.jsonl" restart backoff | tr '\n' ' ')" "1.0 2.0 " "backoff 1 s, then 2 s"
-expect_in "$T/transient.err" "restarting workers \(restart 2 of 5\): restart 2 of 5 after rank 0 on .*: exit_code; no progress since the start \(2 in a row, the crash loop ends at 5\), waited 2 s"
+expect_in "$T/transient.err" "restarting workers \(restart 2 of 5\): after rank 0 on .*: exit_code; no progress since the start \(2 in a row, the crash loop ends at 5\), waited 2 s"
 expect_eq "$(field "$T/transient.json" '["exit_code"]') $(field "$T/transient.json" '["restarts"]')" "0 2" "result file after a success"
 ok "a transient failure is restarted with backoff and the job succeeds"
 
@@ -76,7 +76,7 @@ exited = [e["time"] for e in events if e["event"] == "worker_exited"]
 started = [e["time"] for e in events if e["event"] == "worker_started"]
 gaps = [round(s - x, 2) for x, s in zip(exited, started[1:])]
 print("gaps between a failure and the next start:", gaps)
-sys.exit(not all(g >= b for g, b in zip(gaps, [1, 2, 4, 8])))
+sys.exit(not all(g >= b - 0.05 for g, b in zip(gaps, [1, 2, 4, 8])))
 PY
 ok "crash loop of a C program: 5 attempts, backoff 1 2 4 8 s, then 'crash loop'"
 
@@ -94,7 +94,7 @@ SH
 run_ddprun window --max_restarts=1 --restart_window=2 --event_log="$T/window.jsonl" "$T/late"
 expect_eq "$RC" 0 "restarts outside the window do not count"
 expect_eq "$(count "$T/window.jsonl" worker_started)" 3 "three attempts"
-expect_in "$T/window.err" "restart 1 of 1 within 2 s after rank 0"
+expect_in "$T/window.err" "restarting workers \(restart 1 of 1 within 2 s\): after rank 0"
 run_ddprun nowindow --max_restarts=1 --event_log="$T/nowindow.jsonl" "$T/late"
 expect_eq "$RC" 1 "without the window the budget is spent"
 expect_in "$T/nowindow.err" "^ddprun: not restarting: the 1 restarts of --max_restarts are spent$"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -9,7 +10,11 @@ namespace ddprun::elastic {
 
 std::string describe_kind(const WorkerFailure& f) {
   std::string text = fmt::format("rank {} on {}: {}", f.rank, f.host, f.kind.empty() ? "failed" : f.kind);
-  if (!f.cause.empty()) text += fmt::format(" ({})", f.cause);
+  // "exit_code (exit code 1)" says it twice: only what follows the code, if anything.
+  std::string_view cause = f.cause;
+  const std::string code = fmt::format("exit code {}", f.exit_code);
+  if (cause.substr(0, code.size()) == code) cause.remove_prefix(std::min(cause.size(), code.size() + 2));
+  if (!cause.empty()) text += fmt::format(" ({})", cause);
   return text;
 }
 
