@@ -29,7 +29,7 @@ export T
 HANG_RANK=1 run_ddprun fixed --nproc_per_node=2 --hang_timeout=2 --log_dir="$T/logs" --event_log="$T/fixed.jsonl" "$T/beater"
 expect_eq "$RC" 124 "exit code of a hung job"
 expect_in "$T/fixed.err" "rank 1 hung: no progress for 2\.[0-9] s \(hang timeout 2\.0 s\); collecting the stacks of 2 workers"
-expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\): hang \(no progress for 2\.[0-9] s"
 expect_in "$T/fixed.err" "^    where:"
 expect_in "$T/fixed.err" "stacks of every worker: $T/logs/attempt_0/rank_\*/stacks.txt"
 for r in 0 1; do
@@ -41,7 +41,7 @@ within 1.9 6 "$delay" || fail "rank 1 found hung ${delay}s after its last beat, 
 for e in started round_started worker_started hang stacks_written worker_exited exit; do
   expect_in "$T/fixed.jsonl" "\"event\":\"$e\""
 done
-expect_in "$T/fixed.jsonl" '"event":"exit".*"exit_code":124.*"root_cause":\{"exit_code":124,"host":"[^"]+","hung":true,"rank":1\}'
+expect_in "$T/fixed.jsonl" '"event":"exit".*"exit_code":124.*"root_cause":\{"cause":"no progress for [^"]+","exit_code":124,"host":"[^"]+","hung":true,"kind":"hang","rank":1,"retryable":true,"step":null\}'
 python3 -c "
 import json, sys
 for line in open('$T/fixed.jsonl'):
