@@ -8,14 +8,6 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 
 PY=/usr/bin/python3
-events() {
-  $PY -c "
-import json, sys
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    if e['event'] == sys.argv[2]:
-        print(e.get(sys.argv[3]))" "$1" "$2" "$3"
-}
 job() { next_port; JOB=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id="$1"
                         --rdzv_conf=join_timeout=60); }
 

@@ -11,27 +11,16 @@ PY=/usr/bin/python3
 export PYTHON_EXEC=$PY
 TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
 
-# field FILE EXPR: a value of the JSON file FILE, e.g. field r.json '["root_cause"]["kind"]'.
-field() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
-# event_field FILE EVENT KEY: KEY of the first EVENT in the event log FILE.
-event_field() {
-  $PY -c "
-import json, sys
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    if e['event'] == sys.argv[2]:
-        print(e[sys.argv[3]]); break" "$1" "$2" "$3"
-}
 # check NAME KIND CAUSE_REGEX RETRYABLE: the summary line, the result file and the event log of run NAME.
 check() {
   local name=$1 kind=$2 cause=$3 retryable=$4
   expect_in "$T/$name.err" "root cause: rank [0-9]+ \(local rank [0-9]+\) on .*, pid [0-9]+: .*: $kind \($cause"
-  expect_eq "$(field "$T/$name.json" '["kind"]')" "$kind" "$name: result file kind"
-  expect_eq "$(field "$T/$name.json" '["root_cause"]["kind"]')" "$kind" "$name: result file root cause"
-  expect_eq "$(field "$T/$name.json" '["retryable"]')" "$retryable" "$name: result file retryable"
-  expect_eq "$(field "$T/$name.json" '["exit_code"]')" "$RC" "$name: result file exit code"
-  field "$T/$name.json" '["message"]' | grep -Eq -- "$cause" || fail "$name: result message: $(field "$T/$name.json" '["message"]')"
-  expect_eq "$(event_field "$T/$name.jsonl" worker_failed kind)" "$kind" "$name: event log kind"
+  expect_eq "$(json_field "$T/$name.json" '["kind"]')" "$kind" "$name: result file kind"
+  expect_eq "$(json_field "$T/$name.json" '["root_cause"]["kind"]')" "$kind" "$name: result file root cause"
+  expect_eq "$(json_field "$T/$name.json" '["retryable"]')" "$retryable" "$name: result file retryable"
+  expect_eq "$(json_field "$T/$name.json" '["exit_code"]')" "$RC" "$name: result file exit code"
+  json_field "$T/$name.json" '["message"]' | grep -Eq -- "$cause" || fail "$name: result message: $(json_field "$T/$name.json" '["message"]')"
+  expect_eq "$(events "$T/$name.jsonl" worker_failed kind | head -1)" "$kind" "$name: event log kind"
   [[ -z $(ls "$T"/"$name".json.tmp.* 2>/dev/null) ]] || fail "$name: a temporary result file was left"
 }
 run_kind() { local name=$1; shift; run_ddprun "$name" --result_file="$T/$name.json" --event_log="$T/$name.jsonl" "$@"; }
@@ -41,7 +30,7 @@ printf 'import os\nprint("step 1")\ndef f(:\n    pass\n' > "$T/broken_syntax.py"
 run_kind syntax --nproc_per_node=2 "$T/broken_syntax.py"
 expect_eq "$RC" 1 "SyntaxError exit code"
 check syntax syntax_error "SyntaxError: (invalid syntax|.*)" False
-expect_eq "$(field "$T/syntax.json" '["root_cause"]["location"]')" "$T/broken_syntax.py:3" "SyntaxError location"
+expect_eq "$(json_field "$T/syntax.json" '["root_cause"]["location"]')" "$T/broken_syntax.py:3" "SyntaxError location"
 ok "syntax_error"
 
 # Issue 29, item 6: two ranks fail on their own at once (each waits for the other, then raises;
@@ -60,7 +49,7 @@ T=$T run_kind both --nproc_per_node=2 "$T/both.py"
 check both python_exception "ValueError: bad shard [01]" True
 expect_in "$T/both.err" "root cause: rank ([01]) .*: exit code 1: python_exception \\(ValueError: bad shard \\1\\) at $T/both.py:7"
 expect_in "$T/both.err" "also failed: rank ([01]) .*: exit code 1: python_exception \\(ValueError: bad shard \\1\\) at $T/both.py:7"
-expect_eq "$(field "$T/both.json" '["failures"].__len__()')" 2 "both ranks in the result file"
+expect_eq "$(json_field "$T/both.json" '["failures"].__len__()')" 2 "both ranks in the result file"
 ok "two ranks failing on their own: both listed, each with its cause"
 
 printf 'import no_such_module_for_ddprun_test\n' > "$T/import.py"
@@ -72,7 +61,7 @@ printf 'import sys\ndef step(n):\n    return n / 0\nprint("training")\nstep(3)\n
 run_kind zero "$T/zero.py"
 check zero python_exception "ZeroDivisionError: division by zero" True
 expect_in "$T/zero.err" "python_exception \(ZeroDivisionError: division by zero\) at $T/zero.py:3"
-expect_eq "$(field "$T/zero.json" '["root_cause"]["exception"]')" ZeroDivisionError "exception type"
+expect_eq "$(json_field "$T/zero.json" '["root_cause"]["exception"]')" ZeroDivisionError "exception type"
 ok "python_exception with its type and location"
 
 cat > "$T/nccl.py" <<'PY'
@@ -123,7 +112,7 @@ PY
   expect_eq "$RC" 3 "root cause's exit code, not the consequence's"
   expect_in "$T/peer.err" "root cause: rank 1 .*: exit code 3: exit_code$"
   expect_in "$T/peer.err" "also failed \(a consequence\): rank 0 .*: exit code 1: consequence \(.*(Connection closed by peer|Connection reset by peer)"
-  expect_eq "$(field "$T/peer.json" '["failures"][1]["kind"]')" consequence "consequence in the result file"
+  expect_eq "$(json_field "$T/peer.json" '["failures"][1]["kind"]')" consequence "consequence in the result file"
   ok "consequence: the rank whose peer died is not the root cause"
 else
   echo "note: $TORCH_PY has no torch.cuda.OutOfMemoryError; cuda_oom, gloo and consequence cases not run"
@@ -164,7 +153,7 @@ if grep -Eq "host_oom \(SIGKILL from outside ddprun, probably" "$T/kill9.err"; t
 else
   check kill9 killed "SIGKILL from outside ddprun \(not the out-of-memory killer" True
 fi
-ok "killed from outside: $(field "$T/kill9.json" '["kind"]')"
+ok "killed from outside: $(json_field "$T/kill9.json" '["kind"]')"
 
 worker exit3 <<'SH'
 #!/bin/sh
@@ -204,7 +193,7 @@ ok "--failure_rules: the user's kinds, retryable or not"
 # The result file on success, and the exit event's fields.
 run_kind success --nproc_per_node=2 true
 expect_eq "$RC" 0 "success"
-expect_eq "$(field "$T/success.json" '["exit_code"]') $(field "$T/success.json" '["kind"]') $(field "$T/success.json" '["retryable"]')" "0 None False" "result on success"
+expect_eq "$(json_field "$T/success.json" '["exit_code"]') $(json_field "$T/success.json" '["kind"]') $(json_field "$T/success.json" '["retryable"]')" "0 None False" "result on success"
 ok "result file on success"
 
 no_leftovers || fail "processes left behind: $(leftovers)"

@@ -8,16 +8,6 @@ source "$DDPRUN_TESTS_DIR/lib.sh"
 
 PY=/usr/bin/python3
 export PYTHON_EXEC=$PY
-field() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
-# events FILE EVENT KEY: KEY of every EVENT of the event log FILE, one a line.
-events() {
-  $PY -c "
-import json, sys
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    if e['event'] == sys.argv[2]:
-        print(e.get(sys.argv[3]))" "$1" "$2" "$3"
-}
 count() { grep -c "\"event\":\"$2\"" "$1" || true; }
 
 # 1. The issue's own: a SyntaxError with --max_restarts=100 ends after one attempt, at once.
@@ -30,7 +20,7 @@ expect_in "$T/syntax.err" "^ddprun: not restarting: rank 0 on .*: syntax_error \
 expect_eq "$(count "$T/syntax.jsonl" worker_started)" 1 "one attempt"
 expect_eq "$(events "$T/syntax.jsonl" restart decision)" stop "the decision in the event log"
 events "$T/syntax.jsonl" restart reason | grep -q "^not restarting: rank 0" || fail "no reason in the event log"
-expect_eq "$(field "$T/syntax.json" '["retryable"]')" False "not retryable"
+expect_eq "$(json_field "$T/syntax.json" '["retryable"]')" False "not retryable"
 # Under 2 s from ddprun's start to its exit, Python's start-up included (timed on a loaded machine:
 # the decision itself takes milliseconds, the rest is two processes starting).
 within 0 2 "$took" || fail "a SyntaxError took $took s to end the job"
@@ -54,7 +44,7 @@ expect_eq "$RC" 0 "the 3rd attempt succeeds"
 expect_eq "$(count "$T/transient.jsonl" worker_started)" 3 "three attempts"
 expect_eq "$(events "$T/transient.jsonl" restart backoff | tr '\n' ' ')" "1.0 2.0 " "backoff 1 s, then 2 s"
 expect_in "$T/transient.err" "restarting workers \(restart 2 of 5\): after rank 0 on .*: exit_code; no progress since the start \(2 in a row, the crash loop ends at 5\), waited 2 s"
-expect_eq "$(field "$T/transient.json" '["exit_code"]') $(field "$T/transient.json" '["restarts"]')" "0 2" "result file after a success"
+expect_eq "$(json_field "$T/transient.json" '["exit_code"]') $(json_field "$T/transient.json" '["restarts"]')" "0 2" "result file after a success"
 ok "a transient failure is restarted with backoff and the job succeeds"
 
 # 4. A crash loop of a C program that exits 1 at once: 5 attempts, backoff between them, then
@@ -67,7 +57,7 @@ expect_eq "$RC" 1 "crash loop exit code"
 expect_eq "$(count "$T/loop.jsonl" worker_started)" 5 "five attempts"
 expect_in "$T/loop.err" "^ddprun: crash loop: 5 failures in a row with no progress since their start \(last: rank 0 on .*: exit_code\); fix the cause, or raise --crash_loop_limit \(0: never stop\)$"
 expect_eq "$(events "$T/loop.jsonl" restart backoff | tr '\n' ' ')" "1.0 2.0 4.0 8.0 None " "backoffs, then the stop"
-expect_eq "$(field "$T/loop.json" '["retryable"]')" False "a crash loop is not worth a requeue"
+expect_eq "$(json_field "$T/loop.json" '["retryable"]')" False "a crash loop is not worth a requeue"
 # Each attempt starts at least its backoff after the previous one ended.
 $PY - "$T/loop.jsonl" <<'PY' || fail "backoff not visible in the event log's times"
 import json, sys
