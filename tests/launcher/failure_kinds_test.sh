@@ -167,6 +167,21 @@ check exit3 exit_code "no shard for rank 0" True
 expect_in "$T/exit3.err" "exit code 3: exit_code \(no shard for rank 0\)$"
 ok "exit_code with the last stderr line"
 
+# The step a rank reached (here from --progress_pattern), in the summary and the result file.
+worker steps <<'SH'
+#!/bin/sh
+for s in 10 11 12; do echo "step $s"; done
+echo "loss is nan" >&2
+exit 4
+SH
+run_kind steps --progress_pattern='^step (?<step>[0-9]+)' "$T/steps"
+expect_eq "$RC" 4 "exit code"
+check steps exit_code "loss is nan" True
+expect_in "$T/steps.err" "exit code 4: exit_code \\(loss is nan\\) at step 12$"
+expect_eq "$(json_field "$T/steps.json" '["root_cause"]["step"]')" 12 "step in the result file"
+expect_eq "$(events "$T/steps.jsonl" worker_failed progressed)" True "progress seen"
+ok "the step reached, in the summary and the result file"
+
 # A user's rule, in a --config file, comes before ddprun's own.
 cat > "$T/rules.json" <<'JSON'
 {"failure_rules": [{"pattern": "uncorrectable ECC error", "kind": "gpu_fault", "retryable": true},
