@@ -382,7 +382,9 @@ class Agent::Impl {
     // Ranks that ended together: one whose peer's connection closed under it goes after the
     // others, so that the rank that died first is the failure and it the consequence, in
     // whatever order they were reaped.
+    // What they printed last: the stderr tail tells the kind, stdout may hold their last steps.
     for (const auto& [worker, status] : ended) {
+      if (worker->out) worker->out->read_available();
       if (worker->err) worker->err->read_available();
     }
     std::stable_partition(ended.begin(), ended.end(), [](const auto& e) {

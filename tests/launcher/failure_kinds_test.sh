@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Failure kinds with real processes: a real Python raising each exception (the interpreter with
-# torch 1.13 for cuda_oom and the gloo timeout), a real C program segfaulting and aborting, shell
+# torch 1.13 for cuda_oom and the gloo timeout), a real C++ program segfaulting and aborting, shell
 # workers killed from outside or exiting, a user's rule. For each: the summary names the kind and
 # its cause, --result_file holds it (written atomically, also on success), the event log has it.
 # A real out-of-memory kill needs the cgroup v2 memory controller: oom_kill_test.sh.
@@ -119,9 +119,17 @@ else
 fi
 
 # --- native programs ---------------------------------------------------------------------------
-CC=${CC:-cc}
-printf '#include <stdlib.h>\n#include <signal.h>\nint main(int argc, char** argv) {\n  if (argv[1][0] == %s) { volatile int* p = 0; return *p; }\n  if (argv[1][0] == %s) abort();\n  raise(SIGFPE);\n  return 0;\n}\n' "'s'" "'a'" > "$T/crash.c"
-"$CC" -O0 -o "$T/crash" "$T/crash.c" || fail "cannot compile a C program with $CC"
+CXX=${CXX:-c++}
+cat > "$T/crash.cpp" <<'CPP'
+#include <csignal>
+#include <cstdlib>
+int main(int, char** argv) {
+  if (argv[1][0] == 's') { volatile int* p = nullptr; return *p; }
+  if (argv[1][0] == 'a') std::abort();
+  std::raise(SIGFPE);
+}
+CPP
+"$CXX" -O0 -o "$T/crash" "$T/crash.cpp" || fail "cannot compile a C++ program with $CXX"
 run_kind segv "$T/crash" s
 expect_eq "$RC" 139 "SIGSEGV"
 check segv segfault "SIGSEGV \(Segmentation fault\)" True
@@ -130,7 +138,7 @@ expect_eq "$RC" 134 "SIGABRT"
 check abort abort "SIGABRT \(Aborted\)" True
 run_kind fpe "$T/crash" f
 check fpe segfault "SIGFPE" True
-ok "segfault and abort from a real C program"
+ok "segfault and abort from a real C++ program"
 
 # --- shell workers -------------------------------------------------------------------------------
 worker term <<'SH'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The restart policy with real processes: a SyntaxError is not restarted whatever --max_restarts
 # says (unless --restart_on=any); a transient failure is restarted and the job succeeds; a crash
-# loop of a C program that exits 1 at once backs off 1, 2, 4, 8 s and stops at its 5th failure;
+# loop of a C++ program that exits 1 at once backs off 1, 2, 4, 8 s and stops at its 5th failure;
 # --restart_window in real time. Each decision is in the event log with its reason.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
@@ -33,6 +33,15 @@ expect_eq "$(count "$T/any.jsonl" worker_started)" 2 "restarted once"
 expect_in "$T/any.err" "^ddprun: not restarting: the 1 restarts of --max_restarts are spent$"
 ok "--restart_on=any"
 
+# 2b. The same Python exception at the same place twice in a row, with no progress between: the
+# second is not restarted.
+printf 'config = {}\nprint(config["lr"])\n' > "$T/same.py"
+run_ddprun same --max_restarts=5 --event_log="$T/same.jsonl" "$T/same.py"
+expect_eq "$RC" 1 "KeyError exit code"
+expect_eq "$(count "$T/same.jsonl" worker_started)" 2 "restarted once"
+expect_in "$T/same.err" "^ddprun: not restarting: rank 0 on .*: python_exception \\(KeyError: 'lr'\\): the same KeyError at $T/same.py:2 twice in a row with no progress in between; --restart_on=any restarts it anyway$"
+ok "the same exception twice: not restarted a second time"
+
 # 3. A transient failure: the 1st and 2nd attempts exit 1 at once, the 3rd succeeds.
 worker transient <<'SH'
 #!/bin/sh
@@ -47,11 +56,11 @@ expect_in "$T/transient.err" "restarting workers \(restart 2 of 5\): after rank 
 expect_eq "$(json_field "$T/transient.json" '["exit_code"]') $(json_field "$T/transient.json" '["restarts"]')" "0 2" "result file after a success"
 ok "a transient failure is restarted with backoff and the job succeeds"
 
-# 4. A crash loop of a C program that exits 1 at once: 5 attempts, backoff between them, then
+# 4. A crash loop of a C++ program that exits 1 at once: 5 attempts, backoff between them, then
 # "crash loop". The event log's times show the waits.
-CC=${CC:-cc}
-printf 'int main(void) { return 1; }\n' > "$T/exit1.c"
-"$CC" -o "$T/exit1" "$T/exit1.c" || fail "cannot compile with $CC"
+CXX=${CXX:-c++}
+printf 'int main() { return 1; }\n' > "$T/exit1.cpp"
+"$CXX" -o "$T/exit1" "$T/exit1.cpp" || fail "cannot compile with $CXX"
 run_ddprun loop --max_restarts=100 --event_log="$T/loop.jsonl" --result_file="$T/loop.json" "$T/exit1"
 expect_eq "$RC" 1 "crash loop exit code"
 expect_eq "$(count "$T/loop.jsonl" worker_started)" 5 "five attempts"
@@ -68,7 +77,7 @@ gaps = [round(s - x, 2) for x, s in zip(exited, started[1:])]
 print("gaps between a failure and the next start:", gaps)
 sys.exit(not all(g >= b - 0.05 for g, b in zip(gaps, [1, 2, 4, 8])))
 PY
-ok "crash loop of a C program: 5 attempts, backoff 1 2 4 8 s, then 'crash loop'"
+ok "crash loop of a C++ program: 5 attempts, backoff 1 2 4 8 s, then 'crash loop'"
 
 # 5. --restart_window in real time: the 1st attempt fails at once, the 2nd after 3 s, the 3rd
 # succeeds. With --max_restarts=1 and a 2 s window the first restart is out of the window when
