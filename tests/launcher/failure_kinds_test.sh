@@ -20,7 +20,7 @@ check() {
   expect_eq "$(json_field "$T/$name.json" '["retryable"]')" "$retryable" "$name: result file retryable"
   expect_eq "$(json_field "$T/$name.json" '["exit_code"]')" "$RC" "$name: result file exit code"
   json_field "$T/$name.json" '["message"]' | grep -Eq -- "$cause" || fail "$name: result message: $(json_field "$T/$name.json" '["message"]')"
-  expect_eq "$(events "$T/$name.jsonl" worker_failed kind | head -1)" "$kind" "$name: event log kind"
+  expect_eq "$(events "$T/$name.jsonl" worker_failed kind | sed -n 1p)" "$kind" "$name: event log kind"
   [[ -z $(ls "$T"/"$name".json.tmp.* 2>/dev/null) ]] || fail "$name: a temporary result file was left"
 }
 run_kind() { local name=$1; shift; run_ddprun "$name" --result_file="$T/$name.json" --event_log="$T/$name.jsonl" "$@"; }
