@@ -347,7 +347,8 @@ class Agent::Impl {
   }
 
   // The failure's kind (report/failure_kind.hpp), the step its rank reached and whether this
-  // node's workers made progress in the round (the restart policy's crash-loop test).
+  // node's workers made progress in the round (the restart policy's crash-loop test); then the
+  // worker_failed event.
   void add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, bool stopped_by_ddprun) {
     FailureEvidence e;
     e.exit_code = f.exit_code;
@@ -373,20 +374,32 @@ class Agent::Impl {
     f.progressed = false;
     for (int r = 0; r < config_.nproc_per_node; ++r) f.progressed = f.progressed || watchdog_->policy().ever_beat(r);
     last_failure_ = FailureView{f.rank, f.host, f.exit_code, f.kind, f.retryable, f.cause};
+    const auto optional = [](const std::string& text) { return text.empty() ? nlohmann::json() : nlohmann::json(text); };
+    events_.write("worker_failed", {{"rank", f.rank},
+                                    {"local_rank", f.local_rank},
+                                    {"exit_code", f.exit_code},
+                                    {"kind", f.kind},
+                                    {"retryable", f.retryable},
+                                    {"cause", f.cause},
+                                    {"exception", optional(f.exception)},
+                                    {"location", optional(f.location)},
+                                    {"step", f.step >= 0 ? nlohmann::json(f.step) : nlohmann::json()},
+                                    {"progressed", f.progressed}});
   }
 
   void reap() {
     // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
     // subreaper) or the orphan guard.
     auto ended = group_.reap([this](pid_t pid) { hangs_->child_exited(pid); });
-    // Ranks that ended together: one whose peer's connection closed under it goes after the
-    // others, so that the rank that died first is the failure and it the consequence, in
-    // whatever order they were reaped.
-    // What they printed last: the stderr tail tells the kind, stdout may hold their last steps.
+    // What they printed last: the stderr tail tells the kind (and a traceback whether a worker
+    // that ddprun had signalled failed on its own first), stdout may hold their last steps.
     for (const auto& [worker, status] : ended) {
       if (worker->out) worker->out->read_available();
       if (worker->err) worker->err->read_available();
     }
+    // Ranks that ended together: one whose peer's connection closed under it goes after the
+    // others, so that the rank that died first is the failure and it the consequence, in
+    // whatever order they were reaped.
     std::stable_partition(ended.begin(), ended.end(), [](const auto& e) {
       const WorkerProcess& w = *e.first;
       return !w.err || !mentions_lost_peer(w.err->tail());
@@ -415,7 +428,6 @@ class Agent::Impl {
     add_error_file(f, w.error_file, !paths_.logs_root.empty());
     // After ddprun's own stop signal, an exit is the stop taking effect, not a failure, unless
     // the worker left an error message of its own.
-    if (w.err) w.err->read_available();  // the traceback a worker printed before it exited
     const bool signalled_by_us = w.sent_signal != 0 || w.sent_kill;
     const bool stopped_by_us = signalled_by_us && f.message.empty() && !(sig == 0 && raised_on_its_own(w)) &&
                                (sig == 0 || sig == w.sent_signal || (sig == SIGKILL && w.sent_kill));
@@ -430,16 +442,6 @@ class Agent::Impl {
     f.signal = sig;
     f.signal_from_outside = sig != 0 && sig != w.sent_signal && !(sig == SIGKILL && w.sent_kill);
     add_kind(f, &w, signalled_by_us);
-    events_.write("worker_failed", {{"rank", f.rank},
-                                    {"local_rank", f.local_rank},
-                                    {"exit_code", f.exit_code},
-                                    {"kind", f.kind},
-                                    {"retryable", f.retryable},
-                                    {"cause", f.cause},
-                                    {"exception", f.exception.empty() ? nlohmann::json() : nlohmann::json(f.exception)},
-                                    {"location", f.location.empty() ? nlohmann::json() : nlohmann::json(f.location)},
-                                    {"step", f.step >= 0 ? nlohmann::json(f.step) : nlohmann::json()},
-                                    {"progressed", f.progressed}});
     Occurrence o(Event::kWorkerFailed);
     o.failure = f;
     dispatch(std::move(o));
