@@ -47,7 +47,8 @@ std::string render(const Message& message) {
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
-//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host] [agent_store]
+//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [crash_loop_limit=L] [host]
+//        [agent_store]
 //   fail N ROUND [exit=E] [at=T] [rank=R] [tb] [kind=K] [noretry] [progress]
 //                                                  worker_failed (tb: with a traceback)
 //   stopped N ROUND [fail=RANK:EXIT:AT[:tb][:consequence]]...    workers_stopped
@@ -117,6 +118,7 @@ class Script {
     s.min_nodes = settings_.min_nodes;
     s.max_nodes = settings_.max_nodes;
     s.max_restarts = settings_.max_restarts;
+    s.restart = settings_.restart;
     s.nproc = 2;
     s.addr = fmt::format("10.0.0.{}", node);
     s.hostname = fmt::format("h{}", node);
@@ -126,6 +128,7 @@ class Script {
       std::sscanf(option.c_str(), "nproc=%d", &s.nproc);
       std::sscanf(option.c_str(), "nnodes=%d:%d", &s.min_nodes, &s.max_nodes);
       std::sscanf(option.c_str(), "max_restarts=%d", &s.max_restarts);
+      std::sscanf(option.c_str(), "crash_loop_limit=%d", &s.restart.crash_loop_limit);
       if (option.rfind("run=", 0) == 0) s.run_id = option.substr(4);
       if (option == "host") s.hosts_rendezvous = true;
       if (option == "agent_store") s.agent_store = true;
@@ -531,6 +534,10 @@ TEST_CASE("nodes that do not fit the job are refused with the flag to fix") {
                             "--nnodes"},
       {"join 2 max_restarts=5", "this node has --max_restarts=5 but rendezvous 'job' has --max_restarts=0; give every "
                                 "node the same --max_restarts"},
+      {"join 2 crash_loop_limit=3", "this node has --restart_on=retryable --restart_window=0 --restart_backoff_max=0 "
+                                    "--crash_loop_limit=3 but rendezvous 'job' has --restart_on=retryable "
+                                    "--restart_window=0 --restart_backoff_max=0 --crash_loop_limit=0; give every node "
+                                    "the same restart options"},
       {"join 2 rank=3", "--node_rank=3 is out of range for --nnodes=3 (0 to 2)"},
       {"join 2 rank=1", "--node_rank=1 is already taken by node h1 (10.0.0.1) in rendezvous 'job'; give each node its "
                         "own --node_rank"},

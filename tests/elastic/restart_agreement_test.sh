@@ -2,7 +2,8 @@
 # The restart policy across nodes: two ddprun nodes on loopback (c10d, node a hosting), and the
 # decision made once, by the coordinator, is the same on both: a SyntaxError on node b ends the
 # job on both nodes with the same "not restarting" line; a crash loop on node b backs off and
-# stops on both with the same reasons in both event logs, by the host's --crash_loop_limit.
+# stops on both with the same reasons in both event logs; a node with other restart options is
+# refused, as one with another --max_restarts is.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
@@ -42,9 +43,13 @@ echo "$TORCHELASTIC_RESTART_COUNT" >> "$T/attempt.$RANK"
 exec sleep 60
 SH
 job loop
-# The host's settings decide: node b's own --crash_loop_limit is not used.
 node 127.0.0.2 a "${JOB[@]}" --node_rank=0 --max_restarts=100 --crash_loop_limit=3 --event_log="$T/la.jsonl" "$T/loop"
-node 127.0.0.3 b "${JOB[@]}" --node_rank=1 --max_restarts=100 --crash_loop_limit=50 --event_log="$T/lb.jsonl" "$T/loop"
+# A node with other restart options is refused, naming them; the job goes on with one that agrees.
+node 127.0.0.4 c "${JOB[@]}" --node_rank=1 --max_restarts=100 --crash_loop_limit=50 "$T/loop"
+finish_within 60 c
+expect_eq "$RC_c" 69 "a node with other restart options ($(show c))"
+expect_in "$T/c.err" "this node has --restart_on=retryable --restart_window=0 --restart_backoff_max=60 --crash_loop_limit=50 but rendezvous 'loop' has .*--crash_loop_limit=3; give every node the same restart options"
+node 127.0.0.3 b "${JOB[@]}" --node_rank=1 --max_restarts=100 --crash_loop_limit=3 --event_log="$T/lb.jsonl" "$T/loop"
 finish_within 90 a; finish_within 90 b
 expect_eq "$RC_a $RC_b" "1 1" "exit codes ($(show a b))"
 for n in a b; do
@@ -55,6 +60,6 @@ expect_eq "$(events "$T/la.jsonl" restart reason)" "$(events "$T/lb.jsonl" resta
 # Rank 0 may be stopped before its shell writes anything: its starts are in node a's event log.
 expect_eq "$(tr '\n' ' ' < "$T/attempt.1")" "0 1 2 " "three attempts of rank 1"
 expect_eq "$(grep -c '"event":"worker_started"' "$T/la.jsonl")" 3 "three starts of rank 0"
-ok "a crash loop on node b: the same backoffs, reasons and stop on both nodes, by the host's settings"
+ok "a crash loop on node b: the same backoffs, reasons and stop on both nodes; a node with other restart options is refused"
 
 no_leftovers || fail "processes left behind: $(leftovers)"

@@ -76,6 +76,11 @@ struct RestartSettings {
   double backoff_max = 60;      // the most seconds to wait before restarting a crash loop
   int crash_loop_limit = 5;     // failures in a row with no progress that end the job; 0: never
   double window = 0;            // max_restarts counts the restarts of the last `window` s; 0: all
+  bool operator==(const RestartSettings& o) const {
+    return restart_on_any == o.restart_on_any && backoff_max == o.backoff_max &&
+           crash_loop_limit == o.crash_loop_limit && window == o.window;
+  }
+  bool operator!=(const RestartSettings& o) const { return !(*this == o); }
 };
 
 struct RendezvousConfig {

@@ -131,6 +131,14 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
         "--max_restarts",
         spec.max_restarts, s.run_id, s.max_restarts);
   }
+  if (spec.restart != s.restart) {
+    const auto options = [](const RestartSettings& r) {
+      return fmt::format("--restart_on={} --restart_window={:g} --restart_backoff_max={:g} --crash_loop_limit={}",
+                         r.restart_on_any ? "any" : "retryable", r.window, r.backoff_max, r.crash_loop_limit);
+    };
+    return fmt::format("this node has {} but rendezvous '{}' has {}; give every node the same restart options",
+                       options(spec.restart), s.run_id, options(s.restart));
+  }
   if (spec.node_rank >= s.max_nodes) {
     return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
                        nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);

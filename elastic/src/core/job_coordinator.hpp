@@ -63,6 +63,7 @@ struct NodeSpec {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  RestartSettings restart;
   // This node.
   int node_rank = -1;  // -1: any
   int nproc = 1;

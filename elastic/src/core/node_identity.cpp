@@ -34,6 +34,7 @@ NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_
   spec.min_nodes = config.min_nodes;
   spec.max_nodes = config.max_nodes;
   spec.max_restarts = config.max_restarts;
+  spec.restart = config.restart;
   spec.node_rank = config.node_rank;
   spec.nproc = config.nproc;
   spec.addr = std::move(addr);

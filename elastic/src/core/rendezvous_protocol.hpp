@@ -27,7 +27,8 @@ namespace ddprun::elastic {
 // whose workers succeeded answers a stop. 4: WorkerFailure has hung. 5: the handshake with a
 // secret and tagged lines; a host refuses a failure report of another node's workers. 6:
 // WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
-// the restart's reason and backoff; JobOutcome a stop_reason.
+// the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
+// options, which must match the job's.
 inline constexpr int kProtocolVersion = 6;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
@@ -43,7 +44,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_
 // before version 6 had no stop_reason.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures, error, restarts, stop_reason,
                                                 retryable)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max, crash_loop_limit, window)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
 
