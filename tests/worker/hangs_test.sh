@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hang detection with the worker library and with PyTorch (issue 15), in this build's libtorch:
 #  1. a C++ DDP worker (rank_driver hang) that stops stepping: the library's own beats, no user
-#     code; the summary names rank 1 and the frame it is stuck in;
+#     code; the summary names rank 1, its last step and the frame it is stuck in;
 #  2. a Python worker (TORCH_PYTHON) stuck in a blocking call while rank 0 waits in an
 #     all_reduce: its Python stack by py-spy, when installed;
 #  3. torchelastic's FileTimerClient with TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer expires.
@@ -30,8 +30,10 @@ run_ddprun cpp --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs_cpp" --eve
 common_checks cpp
 # Rank 0 entered the next backward a moment after rank 1's last step: on a loaded machine both
 # may be past the timeout when it is checked; rank 1, silent longest, comes first.
-expect_in "$T/cpp.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s\)"
+expect_in "$T/cpp.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s; last step 3\)"
 expect_in "$T/cpp.err" "^        .*stuck_loading_batch"
+# Its steps, from the library's progress record: three synchronised backward passes done.
+expect_in "$T/cpp.err" "^    error: no progress for [0-9.]+ s \(hang timeout 5\.0 s; last step 3\)"
 delay=$(hang_delay "$T/cpp.jsonl" 1 "$T/cpp/lastbeat.1")
 within 4.5 12 "$delay" || fail "C++ rank 1 found hung ${delay}s after its last step, with a 5 s timeout"
 ok "C++ worker: found ${delay} s after its last step (timeout 5 s), stuck in stuck_loading_batch, exit 124"
