@@ -133,7 +133,7 @@ fi
 n=0
 while [ ! -e "$T/stop2" ]; do n=$((n + 1)); echo "step $n"; sleep 0.05; done
 SH
-"$DDPRUN" --nproc_per_node=2 --max_restarts=3 --status_port=0 --hang_timeout=5 --hang_startup=5 \
+"$DDPRUN" --nproc_per_node=2 --max_restarts=3 --status_port=0 --hang_timeout=10 --hang_startup=10 \
   --progress_pattern="$pattern" "$T/failing" >"$T/failing.out" 2>"$T/failing.err" &
 pid=$!
 url=$(status_url failing)
