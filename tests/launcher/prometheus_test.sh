@@ -22,8 +22,7 @@ run_id='job "7"\x'
   "$T/stepper" >"$T/job.out" 2>"$T/job.err" &
 job=$!
 stop_job() { touch "$T/stop"; wait "$job" || true; }
-wait_for 60 grep -qs "status at http://" "$T/job.err"
-url=$(sed -n 's|.*status at \(http://[^ ]*\)/status.*|\1|p' "$T/job.err")
+url=$(status_url "$T/job.err")
 target=${url#http://}
 
 # 1. promtool's linter on ddprun's output, once ranks have steps (every family present).

@@ -18,17 +18,11 @@ n=0
 while [ ! -e "$T/stop" ]; do n=$((n + 1)); echo "step $n"; sleep $pause; done
 SH
 
-# status_url NAME: the URL ddprun announced on stderr ($T/NAME.err), once it has.
-status_url() {
-  wait_for 60 grep -qs "status at http://" "$T/$1.err"
-  sed -n 's|.*status at \(http://[^ ]*\)/status.*|\1|p' "$T/$1.err"
-}
-
 # 1. /status and /metrics of a job whose rank 2 steps ten times slower.
 "$DDPRUN" --nproc_per_node=3 --status_port=0 --progress_pattern="$pattern" --rdzv_id='job "7"\x' \
   "$T/stepper" >"$T/pace.out" 2>"$T/pace.err" &
 pid=$!
-url=$(status_url pace)
+url=$(status_url "$T/pace.err")
 port=${url##*:}
 python3 - "$url" "$T" <<'PY' || { touch "$T/stop"; wait $pid || true; fail "the live view's progress"; }
 import json, sys, time, urllib.request
@@ -136,7 +130,7 @@ SH
 "$DDPRUN" --nproc_per_node=2 --max_restarts=3 --status_port=0 --hang_timeout=10 --hang_startup=10 \
   --progress_pattern="$pattern" "$T/failing" >"$T/failing.out" 2>"$T/failing.err" &
 pid=$!
-url=$(status_url failing)
+url=$(status_url "$T/failing.err")
 wait_for 120 grep -q "restarting workers (restart 3 of 3)" "$T/failing.err"
 python3 - "$url" "$T/failures.txt" <<'PY' || { touch "$T/stop2"; wait $pid || true; fail "failures in /metrics"; }
 import sys, time, urllib.request
