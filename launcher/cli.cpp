@@ -26,7 +26,7 @@ class Formatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
     return "Usage: ddprun [options] PROGRAM [ARGS...]\n"
-           "       ddprun status [--watch] [HOST:]PORT   (the live view of a run with --status_port)\n";
+           "       ddprun status [--watch] [HOST:]PORT...   (the live view of a run with --status_port)\n";
   }
 };
 

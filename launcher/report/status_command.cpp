@@ -18,6 +18,7 @@
 #include "ddprun/input_limits.hpp"
 #include "ddprun/launch_config.hpp"
 #include "ddprun/user_error.hpp"
+#include "report/step_rates.hpp"
 
 namespace ddprun::launcher {
 
@@ -94,25 +95,60 @@ std::string fixed_or_dash(const nlohmann::json& j, const char* key, const char* 
   return fmt::format(fmt::runtime(format), it->get<double>());
 }
 
-std::string rank_list(const nlohmann::json& ranks) {
-  if (!ranks.is_array() || ranks.empty()) return "none";
+std::optional<double> optional_number(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+// The ranks of every node's /status, as job_pace() compares them: the same rule as each server's.
+JobPace pace_of(const std::vector<nlohmann::json>& nodes) {
+  std::vector<PacedRank> ranks;
+  for (const auto& node : nodes) {
+    for (const auto& r : node["ranks"]) {
+      PacedRank p;
+      p.rank = r.value("rank", -1);
+      p.running = r.value("running", false);
+      if (r.contains("step") && r["step"].is_number_integer()) p.pace.step = r["step"].get<long long>();
+      p.pace.steps_per_second = optional_number(r, "steps_per_second");
+      p.pace.since_last_step = optional_number(r, "since_last_step");
+      p.pace.step_time = optional_number(r, "step_time");
+      ranks.push_back(p);
+    }
+  }
+  return job_pace(ranks);
+}
+
+// "node3 (1 of 2)" for each node.
+std::string node_list(const std::vector<nlohmann::json>& nodes) {
   std::string out;
-  for (const auto& r : ranks) out += (out.empty() ? "" : ", ") + r.dump();
+  for (const auto& n : nodes) {
+    out += fmt::format("{}{} ({} of {})", out.empty() ? "" : ", ", text_or_dash(n, "host"), text_or_dash(n, "node_rank"),
+                       text_or_dash(n, "nodes"));
+  }
   return out;
 }
 
-std::string job_line(const nlohmann::json& s) {
-  std::string line = fmt::format("job: {}, round {}, attempt {}, restarts {} ({} left)", text_or_dash(s, "phase"),
-                                 text_or_dash(s, "round"), text_or_dash(s, "attempt"),
-                                 text_or_dash(s, "restart_count"), text_or_dash(s, "restarts_left"));
-  line += fmt::format(", node {} ({} of {})", text_or_dash(s, "host"), text_or_dash(s, "node_rank"),
-                      text_or_dash(s, "nodes"));
-  line += fmt::format(", {}", s.value("healthy", false) ? "healthy" : "NOT healthy");
-  if (s.contains("hang_timeout") && s["hang_timeout"].is_number()) {
-    line += fmt::format(", hang timeout {}", fixed_or_dash(s, "hang_timeout", "{:.0f} s"));
+std::string job_line(const std::vector<nlohmann::json>& nodes) {
+  // Round and restarts are the job's, the same on every node; phase and attempt are each node's.
+  const nlohmann::json& s = nodes.front();
+  std::string phases;
+  for (const auto& n : nodes) {
+    const std::string phase = text_or_dash(n, "phase");
+    if (phases.find(phase) == std::string::npos) phases += (phases.empty() ? "" : "/") + phase;
   }
-  line += fmt::format("; {} steps in all, slowest rank {}, stragglers: {}", text_or_dash(s, "total_steps"),
-                      text_or_dash(s, "slowest_rank"), rank_list(s.value("stragglers", nlohmann::json())));
+  const bool healthy = std::all_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.value("healthy", false); });
+  std::string line = fmt::format("job: {}, round {}, attempt {}, restarts {} ({} left), {} {}, {}", phases,
+                                 text_or_dash(s, "round"), text_or_dash(s, "attempt"), text_or_dash(s, "restart_count"),
+                                 text_or_dash(s, "restarts_left"), nodes.size() == 1 ? "node" : "nodes",
+                                 node_list(nodes), healthy ? "healthy" : "NOT healthy");
+  if (const auto timeout = optional_number(s, "hang_timeout")) line += fmt::format(", hang timeout {:.0f} s", *timeout);
+  const JobPace pace = pace_of(nodes);
+  std::string stragglers;
+  for (const int r : pace.stragglers) stragglers += (stragglers.empty() ? "" : ", ") + std::to_string(r);
+  line += fmt::format("; {} steps in all, slowest rank {}, stragglers: {}", pace.total_steps,
+                      pace.slowest_rank ? std::to_string(*pace.slowest_rank) : "-",
+                      stragglers.empty() ? "none" : stragglers);
   return line + "\n";
 }
 
@@ -164,21 +200,27 @@ nlohmann::json status_from_response(std::string_view response, const std::string
   return status;
 }
 
-std::string format_status(const nlohmann::json& status) {
+std::string format_status(const std::vector<nlohmann::json>& nodes) {
   const std::vector<std::string> header = {"rank", "node", "pid", "state", "steps", "steps/s", "since last step", "hung?"};
-  std::vector<std::vector<std::string>> rows = {header};
-  for (const auto& r : status["ranks"]) {
-    rows.push_back({text_or_dash(r, "rank"), text_or_dash(status, "host"), text_or_dash(r, "pid"),
-                    text_or_dash(r, "state"), text_or_dash(r, "step"), fixed_or_dash(r, "steps_per_second", "{:.2f}"),
-                    fixed_or_dash(r, "since_last_step", "{:.1f} s"), r.value("hung", false) ? "HUNG" : "no"});
+  std::vector<std::pair<int, std::vector<std::string>>> ranks;
+  for (const auto& node : nodes) {
+    for (const auto& r : node["ranks"]) {
+      ranks.push_back({r.value("rank", -1),
+                       {text_or_dash(r, "rank"), text_or_dash(node, "host"), text_or_dash(r, "pid"),
+                        text_or_dash(r, "state"), text_or_dash(r, "step"), fixed_or_dash(r, "steps_per_second", "{:.2f}"),
+                        fixed_or_dash(r, "since_last_step", "{:.1f} s"), r.value("hung", false) ? "HUNG" : "no"}});
+    }
   }
+  std::stable_sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::vector<std::string>> rows = {header};
+  for (auto& r : ranks) rows.push_back(std::move(r.second));
   std::vector<std::size_t> width(header.size(), 0);
   for (const auto& row : rows) {
     for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
   }
   // Numbers right-aligned, words left-aligned; the last column is not padded.
   const std::vector<bool> right = {true, false, true, false, true, true, true, false};
-  std::string out = job_line(status);
+  std::string out = job_line(nodes);
   for (const auto& row : rows) {
     std::string line;
     for (std::size_t i = 0; i < row.size(); ++i) {
@@ -198,9 +240,10 @@ int status_command(const std::vector<std::string>& args, std::ostream& out) {
     if (arg == "--watch" || arg == "-w") {
       watch = true;
     } else if (arg == "--help" || arg == "-h") {
-      out << "Usage: ddprun status [--watch] [HOST:]PORT\n"
+      out << "Usage: ddprun status [--watch] [HOST:]PORT...\n"
              "Prints the live view of the ddprun serving --status_port at HOST:PORT (HOST: 127.0.0.1),\n"
-             "one row a rank; --watch draws it again every second. (A program named status: ./status.)\n";
+             "one row a rank; several, one per node, make one table of the job's ranks.\n"
+             "--watch draws it again every second. (A program named status: ./status.)\n";
       return exit_code::kSuccess;
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw config::UsageError(fmt::format("status: unknown option {}; expected --watch, --help and [HOST:]PORT",
@@ -209,17 +252,23 @@ int status_command(const std::vector<std::string>& args, std::ostream& out) {
       targets.push_back(arg);
     }
   }
-  if (targets.size() != 1) {
+  if (targets.empty()) {
     throw config::UsageError(fmt::format(
-        "status: {}; {} (to run a program named status, write ./status or ddprun -- status)",
-        targets.empty() ? "no [HOST:]PORT given" : "more than one [HOST:]PORT given", kAccepted));
+        "status: no [HOST:]PORT given; {} (to run a program named status, write ./status or ddprun -- status)",
+        kAccepted));
   }
-  const StatusTarget target = parse_status_target(targets.front());
-  const std::string where = target.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", target.host, target.port)
-                                                                         : fmt::format("{}:{}", target.host, target.port);
+  std::vector<StatusTarget> parsed;
+  for (const auto& t : targets) parsed.push_back(parse_status_target(t));
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
   while (true) {
-    const std::string table = format_status(status_from_response(fetch(target, where), where));
+    std::vector<nlohmann::json> nodes;
+    for (const auto& target : parsed) {
+      const std::string where = target.host.find(':') != std::string::npos
+                                    ? fmt::format("[{}]:{}", target.host, target.port)
+                                    : fmt::format("{}:{}", target.host, target.port);
+      nodes.push_back(status_from_response(fetch(target, where), where));
+    }
+    const std::string table = format_status(nodes);
     // On a terminal each view replaces the last (cursor home, clear the screen).
     out << (watch && terminal ? "\x1b[H\x1b[2J" : "") << table << std::flush;
     if (!watch) return exit_code::kSuccess;

@@ -1,6 +1,8 @@
-// `ddprun status [--watch] [HOST:]PORT`: the live view of a running ddprun (its --status_port) in
-// a terminal, one row a rank, with no curl or jq: GET /status over one TCP connection, drawn as a
-// table. `--watch` draws it again every second until interrupted. It starts nothing.
+// `ddprun status [--watch] [HOST:]PORT...`: the live view of a running ddprun (its --status_port)
+// in a terminal, one row a rank, with no curl or jq: GET /status over one TCP connection, drawn as
+// a table. Each ddprun shows its own node's ranks; given one address per node, the table has the
+// job's ranks, and the job's pace (total steps, slowest rank, stragglers) is of all of them.
+// `--watch` draws it again every second until interrupted. It starts nothing.
 //
 // ddprun takes `status` as this command only as its very first argument; a program named
 // `status` is run as `./status`, by its full path, or after `--` (`ddprun -- status`).
@@ -26,9 +28,10 @@ struct StatusTarget {
 // Throws config::UsageError naming the value and what is accepted.
 StatusTarget parse_status_target(std::string_view text);
 
-// The table: the job line, then one row a rank (rank, node, pid, state, steps, steps/s, since
-// last step, hung?); "-" where /status has no value. Lines end in '\n'.
-std::string format_status(const nlohmann::json& status);
+// The table of the nodes' /status answers: the job line, then one row a rank, by rank (rank,
+// node, pid, state, steps, steps/s, since last step, hung?); "-" where /status has no value.
+// Lines end in '\n'.
+std::string format_status(const std::vector<nlohmann::json>& nodes);
 
 // The body of an HTTP/1.1 response to GET /status: throws ddprun::UserError (exit 69) when it is
 // not a 200 with a JSON object, naming `where`.

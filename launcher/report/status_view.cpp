@@ -86,6 +86,7 @@ std::string status_json(const JobView& view, double now) {
         {"step", r.step ? nlohmann::json(*r.step) : nlohmann::json()},
         {"steps_per_second", optional_json(pace.steps_per_second)},
         {"since_last_step", optional_json(pace.since_last_step)},
+        {"step_time", optional_json(pace.step_time)},
     });
   }
   const JobPace job = job_pace(paced);

@@ -103,20 +103,50 @@ TEST_CASE("the table: the job line, then a row a rank") {
     "median_step_time": 0.1,
     "ranks": [
       {"rank": 2, "local_rank": 0, "pid": 4242, "state": "running", "running": true, "hung": false,
-       "last_beat_age": 0.05, "step": 1210, "steps_per_second": 9.987, "since_last_step": 0.04},
+       "last_beat_age": 0.05, "step": 1210, "steps_per_second": 9.987, "since_last_step": 0.04,
+       "step_time": 0.1001},
       {"rank": 3, "local_rank": 1, "pid": 4243, "state": "running", "running": true, "hung": true,
-       "last_beat_age": 31.2, "step": 1202, "steps_per_second": 6.66, "since_last_step": 31.2},
+       "last_beat_age": 31.2, "step": 1202, "steps_per_second": 5.0, "since_last_step": 31.2,
+       "step_time": 0.2},
       {"rank": 4, "local_rank": 2, "pid": -1, "state": "starting", "running": false, "hung": false,
-       "last_beat_age": null, "step": null, "steps_per_second": null, "since_last_step": null}
+       "last_beat_age": null, "step": null, "steps_per_second": null, "since_last_step": null,
+       "step_time": null}
     ]})");
   const std::string expected =
       "job: running, round 3, attempt 1, restarts 1 (2 left), node node3 (1 of 2), NOT healthy, hang timeout 30 s; "
       "2412 steps in all, slowest rank 3, stragglers: 3\n"
       "rank  node    pid  state     steps  steps/s  since last step  hung?\n"
       "   2  node3  4242  running    1210     9.99            0.0 s  no\n"
-      "   3  node3  4243  running    1202     6.66           31.2 s  HUNG\n"
+      "   3  node3  4243  running    1202     5.00           31.2 s  HUNG\n"
       "   4  node3    -1  starting      -        -                -  no\n";
-  CHECK(format_status(status) == expected);
+  CHECK(format_status({status}) == expected);
+}
+
+TEST_CASE("the table of several nodes: the job's ranks by rank, the pace of all of them") {
+  const auto node = [](const char* host, int node_rank, const char* phase, bool healthy, nlohmann::json ranks) {
+    return nlohmann::json{{"phase", phase}, {"attempt", 0}, {"round", 2}, {"restart_count", 0}, {"restarts_left", 0},
+                          {"host", host}, {"node_rank", node_rank}, {"nodes", 2}, {"hang_timeout", nullptr},
+                          {"healthy", healthy}, {"ranks", ranks}};
+  };
+  const auto rank = [](int r, int step, double rate) {
+    return nlohmann::json{{"rank", r}, {"pid", 100 + r}, {"state", "running"}, {"running", true}, {"hung", false},
+                          {"step", step}, {"steps_per_second", rate}, {"since_last_step", 0.5},
+                          {"step_time", 1 / rate}};
+  };
+  // Node b answered first; rank 1 (on node b) is the straggler of the job, not of its node alone.
+  const std::vector<nlohmann::json> nodes = {
+      node("b", 1, "running", true, {rank(3, 100, 10.0), rank(1, 60, 5.0)}),
+      node("a", 0, "stopping", false, {rank(0, 100, 10.0), rank(2, 100, 10.0)}),
+  };
+  const std::string expected =
+      "job: running/stopping, round 2, attempt 0, restarts 0 (0 left), nodes b (1 of 2), a (0 of 2), NOT healthy; "
+      "360 steps in all, slowest rank 1, stragglers: 1\n"
+      "rank  node  pid  state    steps  steps/s  since last step  hung?\n"
+      "   0  a     100  running    100    10.00            0.5 s  no\n"
+      "   1  b     101  running     60     5.00            0.5 s  no\n"
+      "   2  a     102  running    100    10.00            0.5 s  no\n"
+      "   3  b     103  running    100    10.00            0.5 s  no\n";
+  CHECK(format_status(nodes) == expected);
 }
 
 TEST_CASE("`ddprun status` against a real status server, and where none listens") {
@@ -136,6 +166,9 @@ TEST_CASE("`ddprun status` against a real status server, and where none listens"
   CHECK(status_command({std::to_string(server.port())}, out) == 0);
   CHECK(out.str().rfind("job: running, round -1, attempt -1", 0) == 0);
   CHECK(out.str().find("\n   0  here  4242  running      7") != std::string::npos);
+  std::ostringstream twice;
+  CHECK(status_command({std::to_string(server.port()), "127.0.0.1:" + std::to_string(server.port())}, twice) == 0);
+  CHECK(twice.str().find("nodes here (0 of 1), here (0 of 1)") != std::string::npos);
 
   // A port that was free a moment ago: refused, one line, exit 69.
   int closed = 0;
@@ -152,7 +185,9 @@ TEST_CASE("`ddprun status` against a real status server, and where none listens"
   const std::vector<Row> table = {
       {{"127.0.0.1:" + std::to_string(closed)}, ddprun::exit_code::kRendezvous, "running there?"},
       {{}, ddprun::exit_code::kUsage, "no [HOST:]PORT given"},
-      {{"1", "2"}, ddprun::exit_code::kUsage, "more than one"},
+      {{std::to_string(server.port()), "127.0.0.1:" + std::to_string(closed)}, ddprun::exit_code::kRendezvous,
+       "running there?"},  // one node of two gone
+      {{std::to_string(server.port()), "node3:"}, ddprun::exit_code::kUsage, "node3:"},
       {{"--bogus", "1"}, ddprun::exit_code::kUsage, "unknown option --bogus"},
       {{"no.such.host.invalid:1"}, ddprun::exit_code::kRendezvous, "cannot resolve"},
   };

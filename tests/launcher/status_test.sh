@@ -88,7 +88,7 @@ expect_eq "$RC" 0 "exit code of the stepping job"
 run_ddprun gone status "$port"
 expect_eq "$RC" 69 "exit code of ddprun status when the job is gone"
 expect_in "$T/gone.err" "^ddprun: error: status 127\.0\.0\.1:$port: .* \(is a ddprun with --status_port=$port running there\?\)$"
-for args in "" "nonsense" "host:" "70000" "1 2" "--bogus 1"; do
+for args in "" "nonsense" "host:" "70000" "$port host:" "--bogus 1"; do
   # shellcheck disable=SC2086  # each case is a list of arguments
   run_ddprun bad status $args
   expect_eq "$RC" 64 "exit code of ddprun status $args"
@@ -113,7 +113,45 @@ for args in "-- status" "--nproc_per_node=1 status"; do
 done
 ok "a program named status runs as ./status, after --, or after an option"
 
-# 5. Restarts, rounds, hangs and failures by kind: rank 1 dies of SIGSEGV in the first round,
+# 5. Two nodes (on 127.0.0.2 and .3), two ranks each: each ddprun shows its own ranks; `ddprun
+#    status` given both makes one table of the job's four ranks, and rank 2 (node 1) the straggler.
+rm -f "$T/stop"
+master=$(( 20000 + RANDOM % 20000 ))
+common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$master --status_port=0
+        --progress_pattern="$pattern")
+"$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$T/stepper" >"$T/b.out" 2>"$T/b.err" &
+pid_b=$!
+"$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 "$T/stepper" >"$T/a.out" 2>"$T/a.err" &
+pid_a=$!
+url_a=$(status_url "$T/a.err")
+url_b=$(status_url "$T/b.err")
+two_nodes_shown() {
+  "$DDPRUN" status "$url_a" "$url_b" >"$T/nodes.out" 2>"$T/nodes.err" &&
+    grep -Eq '^job: running, .*, nodes [^ ]+ \(0 of 2\), [^ ]+ \(1 of 2\), healthy; [0-9]+ steps in all, slowest rank 2, stragglers: 2$' "$T/nodes.out" &&
+    [[ $(grep -Ec '^ +[0-3] +[^ ]+ +[0-9]+ +running +[0-9]+ +[0-9]+\.[0-9]{2} ' "$T/nodes.out") == 4 ]]
+}
+deadline=$((SECONDS + 90))
+until two_nodes_shown; do
+  (( SECONDS < deadline )) || { touch "$T/stop"; wait $pid_a $pid_b || true; cat "$T/nodes.out" "$T/nodes.err" >&2; fail "ddprun status of two nodes"; }
+  sleep 0.1
+done
+expect_eq "$(sed -n '3,6s/^ *\([0-9]\).*/\1/p' "$T/nodes.out" | tr -d '\n')" 0123 "ranks of the two nodes, in order"
+python3 - "$url_b" <<'PY' || { touch "$T/stop"; wait $pid_a $pid_b || true; fail "node 1's /status and /metrics"; }
+import json, sys, urllib.request
+url = sys.argv[1]
+s = json.load(urllib.request.urlopen(url + "/status"))
+assert [r["rank"] for r in s["ranks"]] == [2, 3] and s["nodes"] == 2 and s["node_rank"] == 1, s
+text = urllib.request.urlopen(url + "/metrics").read().decode().splitlines()
+for line in ["ddprun_nodes 2", "ddprun_node_rank 1", "ddprun_world_size 4"]:
+    assert line in text, (line, text)
+PY
+touch "$T/stop"
+rc_a=0; wait $pid_a || rc_a=$?
+rc_b=0; wait $pid_b || rc_b=$?
+expect_eq "$rc_a/$rc_b" 0/0 "exit codes of the two nodes"
+ok "two nodes: each shows its ranks; ddprun status of both, one table of four ranks, straggler rank 2"
+
+# 6. Restarts, rounds, hangs and failures by kind: rank 1 dies of SIGSEGV in the first round,
 #    exits 3 in the second, hangs (prints nothing) in the third, and steps in the fourth.
 worker failing <<'SH'
 #!/bin/bash

@@ -131,6 +131,7 @@ TEST_CASE("/status: each rank's state and pace, the job's progress") {
     } else {
       CHECK(r["steps_per_second"].get<double>() == doctest::Approx(row.rate.get<double>()));
       CHECK(r["since_last_step"].get<double>() == doctest::Approx(0.0));
+      CHECK(r["step_time"].get<double>() == doctest::Approx(1 / row.rate.get<double>()));
     }
   }
   CHECK(j["total_steps"] == 907);
