@@ -13,6 +13,7 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
@@ -268,7 +269,12 @@ int status_command(const std::vector<std::string>& args, std::ostream& out) {
                                     : fmt::format("{}:{}", target.host, target.port);
       nodes.push_back(status_from_response(fetch(target, where), where));
     }
-    const std::string table = format_status(nodes);
+    std::string table;
+    try {
+      table = format_status(nodes);
+    } catch (const nlohmann::json::exception&) {  // a field of another type than ddprun writes
+      throw unavailable(fmt::format("status {}: the answer is not ddprun's /status JSON", fmt::join(targets, " ")));
+    }
     // On a terminal each view replaces the last (cursor home, clear the screen).
     out << (watch && terminal ? "\x1b[H\x1b[2J" : "") << table << std::flush;
     if (!watch) return exit_code::kSuccess;

@@ -30,7 +30,8 @@ StatusTarget parse_status_target(std::string_view text);
 
 // The table of the nodes' /status answers: the job line, then one row a rank, by rank (rank,
 // node, pid, state, steps, steps/s, since last step, hung?); "-" where /status has no value.
-// Lines end in '\n'.
+// Lines end in '\n'. Throws nlohmann::json::exception where a field has another type than
+// ddprun writes (status_command() says so in one line).
 std::string format_status(const std::vector<nlohmann::json>& nodes);
 
 // The body of an HTTP/1.1 response to GET /status: throws ddprun::UserError (exit 69) when it is

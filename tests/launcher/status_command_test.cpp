@@ -149,6 +149,11 @@ TEST_CASE("the table of several nodes: the job's ranks by rank, the pace of all 
   CHECK(format_status(nodes) == expected);
 }
 
+TEST_CASE("an answer with fields of other types than ddprun writes is refused, not drawn") {
+  const auto odd = nlohmann::json::parse(R"({"ranks": [{"rank": "zero", "running": "yes"}]})");
+  CHECK_THROWS_AS(format_status({odd}), nlohmann::json::exception);
+}
+
 TEST_CASE("`ddprun status` against a real status server, and where none listens") {
   StatusServer server("127.0.0.1", 0);
   JobView view;
