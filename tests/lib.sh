@@ -46,6 +46,13 @@ wait_for() {
   done
 }
 
+# status_url FILE: the URL (http://HOST:PORT) of the status server ddprun announced in FILE (its
+# stderr), once it has.
+status_url() {
+  wait_for 60 grep -qs "status at http://" "$1"
+  sed -n 's|.*status at \(http://[^ ]*\)/status.*|\1|p' "$1"
+}
+
 # Processes of this test still alive (zombies excluded).
 # ps runs alone first, so the filter's own command line (which names $T) is never listed.
 leftovers() {

@@ -110,8 +110,7 @@ ok "auto: a program that never beats is not judged; ddprun says so once"
 rm -f "$T/stop"
 "$DDPRUN" --nproc_per_node=2 --hang_timeout=30 --status_port=0 "$T/beater" >"$T/status.out" 2>"$T/status.err" &
 pid=$!
-wait_for 30 grep -q "status at http://" "$T/status.err"
-url=$(sed -n 's|.*status at \(http://[^ ]*\)/status.*|\1|p' "$T/status.err")
+url=$(status_url "$T/status.err")
 wait_for 30 test -e "$T/lastbeat.1"
 python3 - "$url" <<'PY' || { touch "$T/stop"; wait $pid || true; fail "status server answers"; }
 import json, sys, time, urllib.request

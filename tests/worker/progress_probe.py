@@ -9,6 +9,9 @@
 #       heartbeat code: its progress is what ddprun's module counts.
 #   progress_probe.py collective OUT   all_reduce only (no model, no optimizer), every 200 ms;
 #       rank 1 blocks before the all_reduce of step 3 while rank 0 waits in it.
+#   progress_probe.py steady OUT       DDP on gloo, a 50 ms step, until stopped (a signal: ending
+#       on its own, PyTorch 2.11's gloo sometimes aborts a rank in its shutdown, with or without
+#       ddprun's module).
 import json
 import os
 import sys
@@ -129,5 +132,19 @@ def collective(out):
         time.sleep(0.2)
 
 
+def steady(out):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    while True:
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        time.sleep(0.05)
+
+
 if __name__ == "__main__":
-    {"probe": probe, "train": train, "collective": collective}[sys.argv[1]](*sys.argv[2:])
+    {"probe": probe, "train": train, "collective": collective, "steady": steady}[sys.argv[1]](*sys.argv[2:])
