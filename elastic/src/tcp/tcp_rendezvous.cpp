@@ -44,7 +44,7 @@ TcpRendezvous::~TcpRendezvous() {
 }
 
 void TcpRendezvous::join(Handlers handlers) {
-  if (!start_joining(std::move(handlers), config_.agent_store)) return;
+  if (!start_joining(std::move(handlers), config_)) return;
   auth_.secret = config_.secret;
   if (!config_.munge_scope.empty()) {
     try {
@@ -172,6 +172,8 @@ void TcpRendezvous::retry_connect(const std::string& error) {
 void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
   join_timer_.cancel();
   channel_ = std::make_shared<Channel>(std::move(socket), config_.timeouts, endpoint_text_);
+  // Before anything is sent: the server then knows this connection as its host's own.
+  if (server_) server_->expect_own_connection(channel_->local_endpoint());
   channel_->start([this](const nlohmann::json& message) { on_message(message); },
                   [this](const std::string& why) {
                     channel_.reset();
