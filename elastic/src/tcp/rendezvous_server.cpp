@@ -12,6 +12,7 @@
 #include "ddprun/input_limits.hpp"
 #include "ddprun/system.hpp"
 #include "core/rendezvous_protocol.hpp"
+#include "store/tcpstore_greeting.hpp"
 
 namespace ddprun::elastic {
 
@@ -127,6 +128,9 @@ void RendezvousServer::accept_next() {
         send_host_finish_when_others_closed();
       });
       if (auth_.required()) channel->hold_heartbeats_until_authenticated();
+      channel->answer_tcpstore_clients([this, node](const std::string& greeting) {
+        turn_away_torchrun(node, !is_ddprun_probe(greeting));
+      });
       channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
                      [this, node](const std::string& why) { on_closed(node, why); });
     }
@@ -328,6 +332,20 @@ void RendezvousServer::refuse(NodeId node, Connection& connection, const std::st
   refusal.exit_code = exit_code::kRendezvous;
   refusal.error = why;
   send_finish(node, connection, refusal);
+}
+
+// A TCPStore client got the answer to its ping from the channel: a torchrun node then fails on
+// its next query, and this host says so once; a ddprun node asking whether this is a torchrun
+// rendezvous learns that it is not. The connection is forgotten when it closes.
+void RendezvousServer::turn_away_torchrun(NodeId node, bool from_torchrun) {
+  const auto it = connections_.find(node);
+  if (it == connections_.end()) return;
+  it->second.finished = true;
+  if (!from_torchrun || torchrun_reported_) return;
+  torchrun_reported_ = true;
+  say_(fmt::format("ddprun: a torchrun node (a PyTorch TCPStore client) at {} reached this ddprun rendezvous and was "
+                   "turned away; start every node of the job with ddprun, or every node with torchrun\n",
+                   it->second.channel->peer()));
 }
 
 void RendezvousServer::report_refusal(const Connection& connection, const std::string& why) {

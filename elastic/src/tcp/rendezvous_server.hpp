@@ -73,6 +73,7 @@ class RendezvousServer {
   void authenticate(NodeId node, Connection& connection, const std::string& type, const nlohmann::json& message);
   void refuse(NodeId node, Connection& connection, const std::string& why);
   void report_refusal(const Connection& connection, const std::string& why);
+  void turn_away_torchrun(NodeId node, bool from_torchrun);
   void join(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_message(NodeId node, const nlohmann::json& message);
   void handle(NodeId node, Connection& connection, const nlohmann::json& message);
@@ -107,6 +108,7 @@ class RendezvousServer {
   int refusals_reported_ = 0;
   bool fd_limit_reported_ = false;
   bool cap_reported_ = false;
+  bool torchrun_reported_ = false;
   Lifetime lifetime_;
 };
 
