@@ -172,6 +172,12 @@ TEST_CASE("a peer's failure, assignment and outcome are checked before anything 
       {failure(1, -9, 0), "a failure's signal -9 is out of range"},
       {failure(1, 0, 2), "a failure's local rank 2 is out of range"},
       {failure(1, 0, -1), "a failure's local rank -1 is out of range"},
+      {[&] {
+         WorkerFailure f = failure(1, 0, 0);
+         f.host = "h2\x1b[2J";  // would clear every node's terminal
+         return f;
+       }(),
+       "a failure's host 'h2?[2J' is not a host name"},
   };
   for (const FailureCase& c : failures) {
     CAPTURE(c.error);

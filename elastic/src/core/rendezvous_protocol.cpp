@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ddprun/input_limits.hpp"
+
 namespace ddprun::elastic {
 
 using nlohmann::json;
@@ -87,6 +89,11 @@ void check_failure(const WorkerFailure& failure, int nproc) {
   expect(failure.exit_code >= 1 && failure.exit_code <= 255, "a failure's exit code", failure.exit_code);
   expect(failure.signal >= 0 && failure.signal <= 64, "a failure's signal", failure.signal);
   expect(failure.local_rank >= 0 && failure.local_rank < nproc, "a failure's local rank", failure.local_rank);
+  const bool control = std::any_of(failure.host.begin(), failure.host.end(),
+                                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (control || failure.host.size() > kMaxHostChars) {
+    throw std::invalid_argument(fmt::format("a failure's host '{}' is not a host name", shown(failure.host)));
+  }
 }
 
 void check_assignment(const RoundAssignment& a, int nproc) {

@@ -62,7 +62,8 @@ bool is_protocol_version(const nlohmann::json& version);
 
 // A peer's reports, checked before anything acts on them; each throws std::invalid_argument
 // naming the field. A failure: exit code 1 to 255 (the job's exit code on every node: 256
-// would exit 0), signal 0 to 64, local rank 0 to nproc - 1.
+// would exit 0), signal 0 to 64, local rank 0 to nproc - 1, a host name without control
+// characters (it is shown on every node's console).
 void check_failure(const WorkerFailure& failure, int nproc);
 // What a node takes from its host: group rank and ranks inside the world, MASTER_PORT a port,
 // MASTER_ADDR given; `nproc`: this node's workers.

@@ -245,10 +245,17 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
   }
 }
 
+// A join or hello of another version than this host's is refused, naming it as it was sent.
+bool RendezvousServer::refused_other_version(NodeId node, Connection& connection, const nlohmann::json& message) {
+  if (is_protocol_version(message.at("version"))) return false;
+  refuse(node, connection, version_mismatch(message["version"]));
+  return true;
+}
+
 // A refused node is told why, and so is this host's console; it never counts as joined, so
 // that it holds up nothing (the host's own finish waits only for the nodes of the job).
 void RendezvousServer::join(NodeId node, Connection& connection, const nlohmann::json& message) {
-  if (!is_protocol_version(message.at("version"))) return refuse(node, connection, version_mismatch(message["version"]));
+  if (refused_other_version(node, connection, message)) return;
   const NodeSpec spec = message.at("node");
   const Joiner joiner = own_source_ && same_source(connection.source, *own_source_) ? Joiner::kHost : Joiner::kPeer;
   const Messages out = coordinator_.join(node, spec, joiner, monotonic_seconds());
@@ -283,7 +290,7 @@ void RendezvousServer::authenticate(NodeId node, Connection& connection, const s
                                 peer_uses_munge ? "MUNGE" : "a secret", kSameSecret));
     }
     if (type == "join") {
-      if (!is_protocol_version(message.at("version"))) return refuse(node, connection, version_mismatch(message["version"]));
+      if (refused_other_version(node, connection, message)) return;
       return refuse(node, connection,
                     auth_.munge ? fmt::format("the rendezvous authenticates its nodes with MUNGE ({}) and this node "
                                               "does not; {}",
@@ -310,7 +317,7 @@ void RendezvousServer::authenticate(NodeId node, Connection& connection, const s
                                   kSameSecret));
       }
       nlohmann::json challenge = connection.handshake->on_hello(message);
-      if (!is_protocol_version(message["version"])) return refuse(node, connection, version_mismatch(message["version"]));
+      if (refused_other_version(node, connection, message)) return;
       if (!credential.empty()) challenge["munge"] = std::move(credential);
       return connection.channel->send(challenge);
     }

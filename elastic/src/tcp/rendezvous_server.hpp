@@ -75,6 +75,7 @@ class RendezvousServer {
   void report_refusal(const Connection& connection, const std::string& why);
   void turn_away_torchrun(NodeId node, bool from_torchrun);
   void join(NodeId node, Connection& connection, const nlohmann::json& message);
+  bool refused_other_version(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_message(NodeId node, const nlohmann::json& message);
   void handle(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_closed(NodeId node, const std::string& why);
