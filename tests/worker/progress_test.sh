@@ -4,11 +4,12 @@
 #  1. the program sees what it sees without ddprun: its argv, __main__, sys.path, PYTHONPATH
 #     (unset, or a user's), the sitecustomize it would have run (Debian's, or a user's own first
 #     on PYTHONPATH), its exit code and its traceback; DataLoader workers started by spawn load
-#     nothing of ddprun's, and those started by fork never beat;
+#     nothing of ddprun's, and those started by fork never beat; a DDP model through torch.compile
+#     (2.x) trains alike, and the module counts its optimizer steps;
 #  2. --progress=off: ddprun's module is not even loaded;
 #  3. rank 1 blocks before a forward while rank 0 waits in the all-reduce: --hang_timeout finds
 #     rank 1 hung from the progress that ddprun's module counted (without it no rank ever beats,
-#     and --hang_timeout waits for --hang_startup, 600 s).
+#     and --hang_timeout waits for --hang_startup, 600 s), and names its last optimizer step.
 #  4. the same with the interpreter named as the program (--no_python python3 probe.py): the
 #     module loads and the stacks are Python's (py-spy, where installed);
 #  5. collectives only: rank 1 sleeps before an all_reduce that rank 0 waits in. Rank 0 beat
@@ -56,6 +57,9 @@ same("argv (without the folder)", d["argv"][:1] + d["argv"][2:], a["argv"][:1] +
 for key in ("main", "sys_path", "PYTHONPATH", "sitecustomize", "user_sitecustomize_ran"):
     same(key, d[key], a[key])
 same("ddprun's module loaded", d["progress_module"], progress)
+same("the losses of a (compiled) DDP model", d["compiled_losses"], a["compiled_losses"])
+same("the optimizer steps ddprun's module counted", d["steps_counted"],
+     (0 if d["compiled_losses"] is None else 3) if progress else None)
 same("ddprun's module beats for this process", d["progress_owner"], progress)
 for method in ("fork", "spawn"):
     for child in d["loader_" + method]:
@@ -72,11 +76,13 @@ PY
 probe unset 0 -
 probe users 3 "$T/user"
 probe off 0 "$T/user" --progress=off
-ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat; --progress=off loads nothing"
+ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat, a (compiled) DDP model trains alike and its steps are counted; --progress=off loads nothing"
 
 probe raise raise "$T/user"
 # The traceback, line for line, with the rank's prefix.
+# (PyTorch's own log lines, stamped with a time and a pid, differ from run to run: not compared.)
 while IFS= read -r line; do
+  [[ $line =~ ^(\[rank[0-9]+\]:)?[IWE][0-9]{4}\ [0-9:.]+\ [0-9]+\  ]] && continue
   grep -qxF "[rank0]: $line" "$T/raise.err" || { cat "$T/raise.err"; fail "traceback line missing under ddprun: $line"; }
 done < "$T/raise.alone.err"
 expect_in "$T/raise.alone.err" "^ValueError: the probe's own error$"
@@ -89,6 +95,8 @@ run_ddprun train --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs" --event
 expect_eq "$RC" 124 "exit code of the hung DDP script ($(cat "$T/train.err"))"
 expect_in "$T/train.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
 expect_in "$T/train.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+# Its optimizer steps, from the module's progress record: steps 0-4 done, blocked in the 6th.
+expect_in "$T/train.err" "^    error: no progress for [0-9.]+ s \(hang timeout 5\.0 s; last step 5\)"
 delay=$(hang_delay "$T/train.jsonl" 1 "$T/train/step.1")
 within 4.5 12 "$delay" || fail "rank 1 found hung ${delay} s after its last step (timeout 5 s)"
 if command -v py-spy >/dev/null; then
