@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/rendezvous.hpp"
+#include "hangs/culprit.hpp"
 #include "hangs/file_timer_server.hpp"
 #include "hangs/hang_policy.hpp"
 #include "hangs/stack_dump.hpp"
@@ -75,6 +77,11 @@ class HangResponse {
     std::function<std::optional<int>()> running_round;  // the round whose workers run, if they do
     std::function<bool(int round)> still_current;       // whether stacks of `round` still matter
     std::function<void(const elastic::WorkerFailure&)> failed;  // a hung rank, its stacks collected
+    // Optional, both or neither: what `local_rank`'s progress record says of its collectives
+    // (rank is filled in here), and where the hang policy sees it (silence, last step). With
+    // them, the ranks others wait for are reported rather than the waiting ones (culprit.hpp).
+    std::function<RankCollectives(int local_rank)> collectives;
+    std::function<HungRank(int local_rank)> standing;
   };
 
   // `stack_timeout`: how long the stack tools may take for all workers together. `logs_root`:
@@ -89,7 +96,9 @@ class HangResponse {
   bool reported() const { return reported_; }
 
   // `hung` ranks made no progress (`why`: the cause, when the hang has one of its own). Once a
-  // round, while the workers run: collects the stacks, then calls `failed` for each hung rank.
+  // round, while the workers run: collects the stacks, then calls `failed` for each hung rank,
+  // or, when the progress records show that ranks wait in a collective that others of this node
+  // have not entered, for each of those others instead (culprit.hpp), whatever their silence.
   void ranks_hung(const std::vector<HungRank>& hung, const std::string& why);
 
   // torchelastic's timer of `expired.pid` expired: a hang of the worker that holds it, or of the
@@ -101,7 +110,18 @@ class HangResponse {
   bool child_exited(pid_t pid);
 
  private:
+  // The ranks reported for a hang, and what they are told.
+  struct Blame {
+    std::vector<HungRank> ranks;        // the culprits, else the hung ranks
+    std::string why;                    // their failures' message ("" : their silence says it)
+    std::optional<double> waited_since; // wall clock: when the first rank began to wait for the culprits
+    std::string note;                   // a line for the user when no rank here is the culprit
+  };
+  Blame blame(const std::vector<HungRank>& hung, const std::string& why) const;
+  std::vector<RankCollectives> collectives() const;
   void stacks_collected(int round, const std::vector<StackDumper::Target>& targets);
+  // Says what the stacks of `targets` lack (a tool not installed), each once a run.
+  void say_missing_tools(const std::vector<StackDumper::Target>& targets);
 
   const WorkerGroup& group_;
   std::unique_ptr<StackDumper> stacks_;
@@ -110,6 +130,7 @@ class HangResponse {
   int attempt_ = 0;
   bool reported_ = false;
   std::vector<elastic::WorkerFailure> pending_;  // the hung ranks, until their stacks are collected
+  std::set<std::string> said_missing_;           // the missing tools said so far, in any round
 };
 
 }  // namespace ddprun::launcher

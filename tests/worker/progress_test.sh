@@ -13,6 +13,9 @@
 #     module loads and the stacks are Python's (py-spy, where installed);
 #  5. collectives only: rank 1 sleeps before an all_reduce that rank 0 waits in. Rank 0 beat
 #     when it entered, so rank 1, silent longer, is the root cause (not the victim, rank 0).
+#  6. a shell wrapper that runs the interpreter as a child (ddprun does not know the program is
+#     Python, so its module is not loaded: the hang is found after --hang_startup): the stacks
+#     are still Python's, those of the wrapper's python child (py-spy, where installed).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 "$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
@@ -125,3 +128,24 @@ if command -v py-spy >/dev/null; then
 fi
 wait_for 20 no_leftovers
 ok "collectives only: rank 1, which never entered the all_reduce, is the root cause$stacks"
+
+# 6. A shell wrapper that starts Python as a child: the stacks of that child, Python's.
+mkdir "$T/wrapped"
+worker wrapper <<SH
+#!/bin/bash
+"$TORCH_PYTHON" -u "$probe" train "$T/wrapped"
+exit \$?
+SH
+run_ddprun wrapped --nproc_per_node=2 --hang_timeout=5 --hang_startup=8 --log_dir="$T/wrapped_logs" "$T/wrapper"
+expect_eq "$RC" 124 "exit code of the hung DDP script under a shell wrapper ($(cat "$T/wrapped.err"))"
+for r in 0 1; do
+  expect_in "$T/wrapped_logs/attempt_0/rank_$r/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+"
+done
+stacks=" (no py-spy: stacks not checked)"
+if command -v py-spy >/dev/null; then
+  expect_in "$T/wrapped_logs/attempt_0/rank_1/stacks.txt" "stuck_before_forward"
+  expect_in "$T/wrapped.err" "^        (stuck_before_forward|.*all_reduce|.*backward|.*wait)"
+  stacks=", rank 1's Python stack in stuck_before_forward"
+fi
+wait_for 20 no_leftovers
+ok "a bash wrapper that runs the probe as a child: found hung$stacks"
