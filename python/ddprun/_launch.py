@@ -17,12 +17,14 @@ def py_spy() -> str:
     """The program of the installed py-spy distribution ("" if none): pip puts it in the scripts
     folder of the scheme it installed into (a virtual environment's bin/, ~/.local/bin with
     --user), which need not be next to sys.executable nor in PATH. Its record says where."""
-    try:
-        files = distribution("py-spy").files or []
-    except PackageNotFoundError:
-        return ""
-    programs = [f for f in files if f.name == "py-spy"]
-    return str(programs[0].locate().resolve()) if programs else ""
+    for name in ("py-spy", "py_spy"):  # Python 3.8 and 3.9 do not normalize the name themselves
+        try:
+            files = distribution(name).files or []
+        except PackageNotFoundError:
+            continue
+        programs = [f for f in files if f.name == "py-spy"]
+        return str(programs[0].locate().resolve()) if programs else ""
+    return ""
 
 
 def main() -> None:
