@@ -1,5 +1,8 @@
 #include "hangs/watchdog.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 
 #include "ddprun/clocks.hpp"
@@ -14,7 +17,7 @@ Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, double qui
   // mark reaper (an SRCU grace period), 12 ms of ddprun's exit under strace on the loaded 2-core
   // VM. The quiet warning is on by default (--hang_timeout off), so a default run pays it.
   if (policy_.enabled() || policy_.warns_quiet() || beats_shown) {
-    files_ = std::make_unique<HeartbeatFiles>(io, [this](int local_rank) { beat(local_rank); });
+    files_ = std::make_unique<HeartbeatFiles>(io, [this](int local_rank) { file_beat(local_rank); });
   }
   if (!timer_file.empty()) {
     file_timers_ = std::make_unique<FileTimerServer>(io, timer_file, [this](const ExpiredTimer& expired) {
@@ -25,6 +28,7 @@ Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, double qui
 
 void Watchdog::start_round(const std::vector<std::string>& heartbeat_files) {
   policy_.start_round(static_cast<int>(heartbeat_files.size()), monotonic_seconds());
+  heartbeat_files_ = heartbeat_files;
   for (size_t i = 0; files_ && i < heartbeat_files.size(); ++i) files_->watch(static_cast<int>(i), heartbeat_files[i]);
   judging_ = true;
   arm();
@@ -32,6 +36,7 @@ void Watchdog::start_round(const std::vector<std::string>& heartbeat_files) {
 
 void Watchdog::end_round() {
   judging_ = false;
+  heartbeat_files_.clear();
   if (files_) files_->clear();
   if (file_timers_) file_timers_->clear();
   timer_.cancel();
@@ -46,7 +51,32 @@ std::optional<double> Watchdog::deadline(int local_rank) const {
   return now - policy_.silent_for(local_rank, now) + timeout;
 }
 
-void Watchdog::progress(int local_rank, std::optional<long long> step) { beat(local_rank, step); }
+void Watchdog::progress(int local_rank, std::optional<long long> step) {
+  if (step) pattern_steps_ = true;
+  beat(local_rank, step);
+}
+
+ProgressRecord Watchdog::record(int local_rank) const {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= heartbeat_files_.size()) return {};
+  const int fd = ::open(heartbeat_files_[local_rank].c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  const auto read = [fd] {
+    std::string content(kProgressRecordBytes, '\0');
+    const ssize_t n = ::pread(fd, content.data(), content.size(), 0);
+    content.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return content;
+  };
+  auto record = read_stable(read);
+  ::close(fd);
+  return record.value_or(ProgressRecord{});
+}
+
+std::optional<long long> Watchdog::recorded_step(int local_rank) const {
+  if (pattern_steps_) return std::nullopt;
+  return record(local_rank).step;
+}
+
+void Watchdog::file_beat(int local_rank) { beat(local_rank, recorded_step(local_rank)); }
 
 void Watchdog::beat(int local_rank, std::optional<long long> step) {
   if (!judging_) return;
@@ -86,8 +116,18 @@ void Watchdog::check() {
   if (!judging_) return;
   const double now = monotonic_seconds();
   if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(policy_.silent_for(0, now));  // no rank beat: the time since the start
-  if (auto quiet = policy_.quiet(now); !quiet.empty() && handlers_.quiet) handlers_.quiet(quiet);
+  // A rank's last step is in its record now, which may be past what its last beat said (beats
+  // are at most every 100 ms; the record keeps every step).
+  if (auto quiet = policy_.quiet(now); !quiet.empty() && handlers_.quiet) {
+    for (auto& q : quiet) {
+      if (const auto step = recorded_step(q.local_rank)) q.last_step = step;
+    }
+    handlers_.quiet(quiet);
+  }
   auto hung = policy_.hung(now);
+  for (auto& h : hung) {
+    if (const auto step = recorded_step(h.local_rank)) h.last_step = step;
+  }
   if (!hung.empty()) {
     judging_ = false;
     handlers_.hung(hung);

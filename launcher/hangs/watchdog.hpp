@@ -13,6 +13,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "ddprun/launch_config.hpp"
+#include "ddprun/progress_record.hpp"
 #include "hangs/file_timer_server.hpp"
 #include "hangs/hang_policy.hpp"
 #include "hangs/heartbeat_files.hpp"
@@ -49,6 +50,11 @@ class Watchdog {
   // `step` if the pattern gave one.
   void progress(int local_rank, std::optional<long long> step);
 
+  // What `local_rank`'s worker last wrote in its heartbeat file's progress record
+  // (ddprun/progress_record.hpp): every field unknown when it keeps none, the round is over, or
+  // the record kept changing while read.
+  ProgressRecord record(int local_rank) const;
+
   const HangPolicy& policy() const { return policy_; }
   // When `local_rank` will count as hung (monotonic_seconds()), if it can now (not while its
   // output is held back).
@@ -56,6 +62,10 @@ class Watchdog {
 
  private:
   void beat(int local_rank, std::optional<long long> step = std::nullopt);
+  void file_beat(int local_rank);
+  // `local_rank`'s step in its progress record; nullopt when it keeps none, or when a
+  // --progress_pattern gave steps (the user's own numbering wins).
+  std::optional<long long> recorded_step(int local_rank) const;
   void arm();
   void check();
 
@@ -65,6 +75,8 @@ class Watchdog {
   Handlers handlers_;
   std::unique_ptr<HeartbeatFiles> files_;  // none when no beat is used
   std::unique_ptr<FileTimerServer> file_timers_;
+  std::vector<std::string> heartbeat_files_;  // this round's, by local rank
+  bool pattern_steps_ = false;                 // a --progress_pattern gave a step
   bool judging_ = false;
 };
 

@@ -7,20 +7,33 @@ DDPRUN_HEARTBEAT_FILE (one utime), the file ddprun's hang detection watches (--h
 the C++ worker library does. Only the worker's own process beats: a forked
 child (a DataLoader worker) inherits the hooks but not the right to beat. Without
 DDPRUN_HEARTBEAT_FILE it does nothing, and it never imports torch itself.
+
+It also keeps the file's progress record (config/include/ddprun/progress_record.hpp): the
+number of optimizer steps, and the collectives entered (how many, the last one's name, whether
+the rank is inside it), so that ddprun shows steps and, when a job hangs, which rank did not
+reach the collective the others wait in. The record is written through an mmap of the file:
+no system call, nobody woken; ddprun reads it at each beat and when it finds a hang.
 """
 import functools
 import importlib
 import importlib.util
+import mmap
 import os
 import sys
 import time
 
 INTERVAL = 0.1  # seconds between two beats, at most
+RECORD_BYTES = 128  # kProgressRecordBytes
 
 _file = None
 _owner = None
 _next_beat = 0.0
 _handles = []  # of the hooks registered
+_record = None  # the mmap of the file's record, once the first step or collective came (False: none)
+_steps = 0
+_collectives = 0
+_inside = False
+_op = ""
 
 
 def _beat(*_):
@@ -37,6 +50,43 @@ def _beat(*_):
     return None
 
 
+def _open_record():
+    """Sizes the heartbeat file for the record and maps it; False when it cannot (the round is
+    over, or no space). Done at the first step or collective, not at start-up: sizing the file
+    is a write, which ddprun counts as a beat, and starting is not progress."""
+    try:
+        fd = os.open(_file, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, RECORD_BYTES)
+            return mmap.mmap(fd, RECORD_BYTES)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return False
+
+
+def _write_record():
+    global _record
+    if os.getpid() != _owner:
+        return  # a forked child (a DataLoader worker) shares the mapping, not the record
+    if _record is None:
+        _record = _open_record()
+    if not _record:
+        return
+    line = f"step={_steps}" if _steps else ""  # no step yet: unknown, not "step 0"
+    if _collectives:
+        line += f" coll={_collectives} in={int(_inside)} op={_op}"
+    if len(line) < RECORD_BYTES:
+        _record[:] = (line.ljust(RECORD_BYTES - 1) + "\n").encode()
+
+
+def _step(*_):
+    global _steps
+    _steps += 1
+    _write_record()
+    _beat()
+
+
 # The collectives of torch.distributed: entering one is progress (a rank that waits in one
 # beat when it entered; the rank that never came did not).
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_to_all",
@@ -45,11 +95,39 @@ COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather
                "scatter_object_list", "send", "recv", "isend", "irecv")
 
 
-def _beating(function):
+def _stepping(function):
+    """`function` (1.13's Optimizer._optimizer_step_code), counting a step after each call."""
+
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
+        result = function(*args, **kwargs)
+        _step()
+        return result
+
+    wrapper._ddprun_beats = True
+    return wrapper
+
+
+def _collective(function, name):
+    """`function`, the collective `name`: entering it is progress, and the record says the rank
+    is inside it (the `name` of a rank's `coll`-th collective) until it returns or raises. Only
+    the outermost counts: all_gather_object calls all_gather and broadcast through the wrapped
+    names, and the user called all_gather_object."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        global _collectives, _inside, _op
+        if _inside:
+            return function(*args, **kwargs)
+        _collectives += 1
+        _inside, _op = True, name
+        _write_record()
         _beat()
-        return function(*args, **kwargs)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _inside = False
+            _write_record()
 
     wrapper._ddprun_beats = True
     return wrapper
@@ -79,9 +157,9 @@ def _on_torch(torch):
     # itself is in sys.modules.
     step_hook = getattr(sys.modules.get("torch.optim.optimizer"), "register_optimizer_step_post_hook", None)
     if step_hook is not None:
-        _handles.append(step_hook(_beat))
+        _handles.append(step_hook(_step))
     elif hasattr(torch.optim.Optimizer, "_optimizer_step_code"):
-        torch.optim.Optimizer._optimizer_step_code = _beating(torch.optim.Optimizer._optimizer_step_code)
+        torch.optim.Optimizer._optimizer_step_code = _stepping(torch.optim.Optimizer._optimizer_step_code)
     # Collectives, where torch.distributed is built in.
     c10d = sys.modules.get("torch.distributed.distributed_c10d")
     dist = sys.modules.get("torch.distributed")
@@ -90,7 +168,7 @@ def _on_torch(torch):
             original = getattr(c10d, name, None)
             if original is None or getattr(original, "_ddprun_beats", False):
                 continue
-            wrapper = _beating(original)
+            wrapper = _collective(original, name)
             setattr(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapper)

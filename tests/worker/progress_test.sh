@@ -8,7 +8,7 @@
 #  2. --progress=off: ddprun's module is not even loaded;
 #  3. rank 1 blocks before a forward while rank 0 waits in the all-reduce: --hang_timeout finds
 #     rank 1 hung from the progress that ddprun's module counted (without it no rank ever beats,
-#     and --hang_timeout waits for --hang_startup, 600 s).
+#     and --hang_timeout waits for --hang_startup, 600 s), and names its last optimizer step.
 #  4. the same with the interpreter named as the program (--no_python python3 probe.py): the
 #     module loads and the stacks are Python's (py-spy, where installed);
 #  5. collectives only: rank 1 sleeps before an all_reduce that rank 0 waits in. Rank 0 beat
@@ -92,6 +92,8 @@ run_ddprun train --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs" --event
 expect_eq "$RC" 124 "exit code of the hung DDP script ($(cat "$T/train.err"))"
 expect_in "$T/train.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
 expect_in "$T/train.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+# Its optimizer steps, from the module's progress record: steps 0-4 done, blocked in the 6th.
+expect_in "$T/train.err" "^    error: no progress for [0-9.]+ s \(hang timeout 5\.0 s; last step 5\)"
 delay=$(hang_delay "$T/train.jsonl" 1 "$T/train/step.1")
 within 4.5 12 "$delay" || fail "rank 1 found hung ${delay} s after its last step (timeout 5 s)"
 if command -v py-spy >/dev/null; then
