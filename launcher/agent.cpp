@@ -446,6 +446,12 @@ class Agent::Impl {
       o.failure = f;
       dispatch(std::move(o));
     };
+    // Which ranks the others wait for: from the progress records (hangs/culprit.hpp).
+    h.collectives = [this](int local_rank) {
+      const ProgressRecord r = watchdog_->record(local_rank);
+      return RankCollectives{0, r.collectives, r.in_collective.value_or(false), r.collective};
+    };
+    h.standing = [this](int local_rank) { return watchdog_->policy().standing(local_rank, monotonic_seconds()); };
     return h;
   }
 

@@ -22,10 +22,12 @@ ok "built $wheel"
 V=$T/venv/bin
 site=$("$V/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$TORCH_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$site/torch2.pth"
-# With its dependency, py-spy, from the wheels that scripts/install-deps.sh --torch2 keeps.
+# With its dependency, py-spy, from the wheels that scripts/install-deps.sh --torch2 keeps
+# (--ignore-installed: the 2.x venv seen through torch2.pth has a py-spy of its own).
 source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
 ls "$TORCH2_WHEELS"/py_spy-*.whl >/dev/null 2>&1 || skip "no py-spy wheel in $TORCH2_WHEELS (scripts/install-deps.sh --torch2)"
-"$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" "${wheels[0]}"
+"$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" --ignore-installed \
+  "${wheels[0]}"
 "$V/python" - "${wheels[0]}" <<'PY' || fail "the wheel does not depend on py-spy"
 import sys, zipfile
 wheel = zipfile.ZipFile(sys.argv[1])
