@@ -1,6 +1,7 @@
 // Where a hang becomes a worker failure. HangResponse, told by the watchdog that ranks made no
-// progress (or that a torchelastic timer expired), collects every worker's stacks, the hung
-// first, and then hands the agent one failure per hung rank, with where it was stuck; the agent
+// progress (or that a torchelastic timer expired), blames the ranks the others wait for when the
+// progress records show some (culprit.hpp), else the hung ranks, collects every worker's stacks,
+// the blamed first, and then hands the agent one failure per blamed rank, with where it was stuck; the agent
 // reports it like any other failure, and the supervisor and the rendezvous turn it into a restart
 // or exit 124. The decisions on the way are pure functions, tested as tables: which failures
 // (hung_failure), what the user is told (hang_announcement), whose stacks (stack_targets), and

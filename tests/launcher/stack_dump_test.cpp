@@ -39,6 +39,41 @@ std::string descendant_header(pid_t worker, pid_t python) {
          ": the stacks below are its ==\n";
 }
 
+// A process that sleeps 30 s, for a tool to dump; stop() ends it.
+pid_t sleeper() {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::execl("/bin/sleep", "sleep", "30", nullptr);
+    ::_exit(127);
+  }
+  return child;
+}
+
+void stop(pid_t child) {
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
+// Runs `io`, reaping the dump's tool processes, until `done` (at most 10 s).
+void reap_until(asio::io_context& io, StackDumper& dumper, const bool& done) {
+  run_until(io, [&] {
+    for (;;) {
+      int status;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      dumper.child_exited(pid);
+    }
+    return done;
+  });
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 TEST_CASE("top frames: Python's main thread when py-spy ran, else the native main thread") {
@@ -69,32 +104,16 @@ TEST_CASE("stack dump of a real process, by whichever tool is installed") {
   }
   asio::io_context io;
   const std::string dir = temp_dir();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::execl("/bin/sleep", "sleep", "30", nullptr);
-    ::_exit(127);
-  }
+  const pid_t child = sleeper();
   StackDumper dumper(io, tools, {"PATH=/usr/bin:/bin"}, 30);
   bool done = false;
   REQUIRE(dumper.dump({{0, child, dir + "/stacks.txt"}}, [&] { done = true; }));
   CHECK_FALSE(dumper.dump({{0, child, dir + "/other.txt"}}, [] {}));  // one at a time
-  run_until(io, [&] {
-    for (;;) {
-      int status;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      dumper.child_exited(pid);
-    }
-    return done;
-  });
+  reap_until(io, dumper, done);
   CHECK(done);
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
-  std::ifstream in(dir + "/stacks.txt");
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto frames = top_frames(text.str(), child, 10);
-  CHECK_MESSAGE(!frames.empty(), text.str());
+  stop(child);
+  const std::string stacks = file_text(dir + "/stacks.txt");
+  CHECK_MESSAGE(!top_frames(stacks, child, 10).empty(), stacks);
   std::filesystem::remove_all(dir);
 }
 
@@ -169,16 +188,8 @@ TEST_CASE("a worker that runs Python in a descendant: its stacks, said so first"
   asio::io_context io;
   const std::string dir = temp_dir();
   // Two processes stand for the worker and its Python child; the dump reads only their pids.
-  const pid_t worker = ::fork();
-  if (worker == 0) {
-    ::execl("/bin/sleep", "sleep", "30", nullptr);
-    ::_exit(127);
-  }
-  const pid_t python = ::fork();
-  if (python == 0) {
-    ::execl("/bin/sleep", "sleep", "30", nullptr);
-    ::_exit(127);
-  }
+  const pid_t worker = sleeper();
+  const pid_t python = sleeper();
   StackTools no_py_spy = tools;
   no_py_spy.python.clear();
   no_py_spy.python_missing = "no Python stacks: py-spy is not in PATH";
@@ -187,24 +198,11 @@ TEST_CASE("a worker that runs Python in a descendant: its stacks, said so first"
   StackDumper::Target target{0, worker, dir + "/stacks.txt", python};
   CHECK(target.stacked() == python);
   REQUIRE(dumper.dump({target}, [&] { done = true; }));
-  run_until(io, [&] {
-    for (;;) {
-      int status;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      dumper.child_exited(pid);
-    }
-    return done;
-  });
+  reap_until(io, dumper, done);
   CHECK(done);
-  for (pid_t pid : {worker, python}) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  std::ifstream in(dir + "/stacks.txt");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string stacks = text.str();
+  stop(worker);
+  stop(python);
+  const std::string stacks = file_text(dir + "/stacks.txt");
   CHECK_MESSAGE(stacks.rfind(descendant_header(worker, python) + "== no Python stacks: py-spy is not in PATH ==\n", 0) == 0,
                 stacks);
   CHECK_MESSAGE(stacks.find(" -p " + std::to_string(python)) != std::string::npos, stacks);
