@@ -139,6 +139,7 @@ HangResponse::Blame HangResponse::blame(const std::vector<HungRank>& hung, const
   if (!culprits) return b;
   if (culprits->ranks.empty()) {
     b.note = culprits->why;
+    b.victims = true;
     return b;
   }
   const double now = wall_seconds();
@@ -166,9 +167,11 @@ void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::stri
     const WorkerProcess* w = group_.by_local_rank(h.local_rank);
     if (w == nullptr || !w->alive) continue;
     failures.push_back(hung_failure(handlers_.identity(*w), h, blamed.why, wall_seconds()));
-    // The culprit failed at the latest when the others began to wait for it: on every node it
-    // comes before them (failures are ordered by time).
+    // Failures are ordered by time on every node. The culprit failed at the latest when the
+    // others began to wait for it; ranks that only wait, for a rank of another node, failed when
+    // found (their last beats, up to 100 ms apart, would race with the culprit's).
     if (blamed.waited_since) failures.back().timestamp = std::min(failures.back().timestamp, *blamed.waited_since);
+    if (blamed.victims) failures.back().timestamp = wall_seconds();
     handlers_.event("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
                              {"silent_for", h.silent_for}, {"hang_timeout", h.timeout},
                              {"last_step", h.last_step ? nlohmann::json(*h.last_step) : nlohmann::json()},

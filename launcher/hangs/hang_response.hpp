@@ -117,6 +117,7 @@ class HangResponse {
     std::string why;                    // their failures' message ("" : their silence says it)
     std::optional<double> waited_since; // wall clock: when the first rank began to wait for the culprits
     std::string note;                   // a line for the user when no rank here is the culprit
+    bool victims = false;               // every rank here waits for a rank elsewhere: dated when found
   };
   Blame blame(const std::vector<HungRank>& hung, const std::string& why) const;
   std::vector<RankCollectives> collectives() const;

@@ -8,7 +8,10 @@
 #     all_reduces: "rank 1 hung: rank 0 waits in all_reduce #N; rank 1 has not entered it: last
 #     in all_reduce #N-1", rank 1 the root cause, its stack where it sleeps (py-spy, if installed);
 #  2. --hang_timeout=10 alone, rank 1 asleep before its first all_reduce: found within the 10 s
-#     of rank 0's wait (not after --hang_startup's 600 s), rank 1 named.
+#     of rank 0's wait (not after --hang_startup's 600 s), rank 1 named;
+#  3. two nodes of 2 ranks: node 0 names rank 1; on node 1 ranks 2 and 3 both wait, so it says
+#     the rank they wait for is elsewhere; both nodes give rank 1 as the root cause (its failure
+#     is dated no later than the first wait began, before the waiting ranks of node 1).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "$TORCH_PYTHON has no torch.distributed"
@@ -68,3 +71,20 @@ delay=$(hang_delay "$T/first.jsonl" 1 "$T/first/waiting")
 within 9.5 16 "$delay" || fail "rank 1 named ${delay} s after rank 0 began to wait (--hang_timeout=10)"
 wait_for 20 no_leftovers
 ok "--hang_timeout=10 alone: rank 1, which never beat, named ${delay} s after rank 0 began to wait"
+
+# 3. Two nodes: only node 0 sees rank 1's record; both agree on the root cause.
+mkdir "$T/nodes"
+port=$(( 20000 + RANDOM % 20000 ))
+common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$port --hang_timeout=5)
+"$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$T/sleeper.py" "$T/nodes" 11 >"$T/b.out" 2>"$T/b.err" &
+pid_b=$!
+"$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 "$T/sleeper.py" "$T/nodes" 11 >"$T/a.out" 2>"$T/a.err" &
+pid_a=$!
+rc_a=0; wait $pid_a || rc_a=$?
+rc_b=0; wait $pid_b || rc_b=$?
+expect_eq "$rc_a/$rc_b" 124/124 "exit codes of the two nodes"
+expect_in "$T/a.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+"
+expect_in "$T/b.err" "^ddprun: ranks 2, 3 wait in all_reduce #[0-9]+; every rank on this node entered it"
+for n in a b; do expect_in "$T/$n.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"; done
+wait_for 20 no_leftovers
+ok "two nodes: node 0 names rank 1, node 1 says its ranks wait for another node's, both give rank 1 as the root cause"
