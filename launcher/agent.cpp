@@ -112,6 +112,7 @@ class Agent::Impl {
                                            env::kEnableFileTimer));
     }
     timer_file_ = timer_file;
+    for (const char* kind : kFailureKinds) failures_by_kind_[kind] = 0;
     // A worker waiting on a slow console is not hung.
     group_.output_paused = [this](int local_rank, bool paused) {
       watchdog_->output_paused(local_rank, paused);
@@ -198,8 +199,10 @@ class Agent::Impl {
       job_finished_ = true;
       outcome_ = o.outcome;
     }
+    if (o.event == Event::kWorkerFailed) ++failures_by_kind_[failure_kind(o.failure)];
     if (o.event == Event::kRoundStarted) {
       round_ = o.assignment;
+      round_assigned_ = true;
       events_.set_round(round_.group_rank, attempts_started_);
       events_.write("round_started", {{"round", round_.round},
                                       {"restart_count", round_.restart_count},
@@ -400,7 +403,7 @@ class Agent::Impl {
 
   Watchdog::Handlers watchdog_handlers() {
     Watchdog::Handlers h;
-    h.hung = [this](const std::vector<HungRank>& hung) { hangs_->ranks_hung(hung, ""); };
+    h.hung = [this](const std::vector<HungRank>& hung) { count_hang([&] { hangs_->ranks_hung(hung, ""); }); };
     h.beat = [this](int local_rank, double at) {
       if (!status_) return;
       const auto deadline = watchdog_->deadline(local_rank);
@@ -427,8 +430,18 @@ class Agent::Impl {
                       "touch the file at each step)\n", after));
       events_.write("heartbeats_missing", {{"after", after}});
     };
-    h.timer_expired = [this](const ExpiredTimer& expired) { hangs_->timer_expired(expired); };
+    h.timer_expired = [this](const ExpiredTimer& expired) { count_hang([&] { hangs_->timer_expired(expired); }); };
     return h;
+  }
+
+  // Counts the hang `respond` reports, if it is the round's first (/metrics' ddprun_hangs_total).
+  template <typename Respond>
+  void count_hang(Respond&& respond) {
+    const bool before = hangs_->reported();
+    respond();
+    if (before || !hangs_->reported()) return;
+    ++hangs_found_;
+    publish_status();
   }
 
   HangResponse::Handlers hang_handlers() {
@@ -468,6 +481,15 @@ class Agent::Impl {
     view.world_size = round_.world_size;
     view.hang_timeout = watchdog_->policy().timeout();
     view.hung = hung_text(phase_, hangs_->reported());
+    view.host = host_;
+    view.run_id = round_assigned_ ? round_.run_id : config_.rdzv_id;
+    if (round_assigned_) {
+      view.nodes = round_.group_world_size;
+      view.node_rank = round_.group_rank;
+    }
+    view.rounds_started = attempts_started_;
+    view.hangs_found = hangs_found_;
+    view.failures = failures_by_kind_;
     for (const auto& w : group_.workers()) {
       RankView r;
       r.rank = w->rank;
@@ -530,6 +552,9 @@ class Agent::Impl {
   int attempts_started_ = 0;
   int attempt_ = 0;
   std::vector<elastic::WorkerFailure> further_failures_;
+  bool round_assigned_ = false;
+  int hangs_found_ = 0;
+  std::map<std::string, int> failures_by_kind_;  // this node's worker failures (/metrics)
   std::deque<Occurrence> queue_;
   bool dispatching_ = false;
   int exit_code_ = exit_code::kInternal;

@@ -25,7 +25,8 @@ constexpr const char* kDescription =
 class Formatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: ddprun [options] PROGRAM [ARGS...]\n";
+    return "Usage: ddprun [options] PROGRAM [ARGS...]\n"
+           "       ddprun status [--watch] [HOST:]PORT...   (the live view of a run with --status_port)\n";
   }
 };
 

@@ -25,6 +25,7 @@ packages=(
   libmunge-dev                     # munge.h: the rendezvous authenticated by MUNGE under SLURM
   libcurl4-openssl-dev             # the etcd rendezvous: etcd's v3 JSON gateway over HTTP(S)
   etcd-server etcd-client          # a real etcd (3.4) and etcdctl for the etcd rendezvous tests
+  prometheus                       # Prometheus 2.42 and promtool: the /metrics tests start their own server on a free port
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks

@@ -131,4 +131,10 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
   return out;
 }
 
+const char* failure_kind(const elastic::WorkerFailure& failure) {
+  if (failure.hung) return "hang";
+  if (failure.signal != 0) return "signal";
+  return "exit_code";
+}
+
 }  // namespace ddprun::launcher

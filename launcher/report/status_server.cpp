@@ -124,6 +124,7 @@ std::string StatusServer::respond(const std::string& head) {
 
 void StatusServer::publish(JobView view) {
   std::lock_guard<std::mutex> lock(mutex_);
+  keep_step_histories(view, view_);
   view_ = std::move(view);
 }
 

@@ -1,8 +1,10 @@
 // --status_port: a small HTTP/1.1 server on Asio, on its own thread, with the job's live view.
 //   GET /healthz  200 "ok" while every worker made progress within the hang timeout (always,
 //                 without --hang_timeout), 503 with the reason otherwise: a liveness probe.
-//   GET /status   JSON: attempt, round, restarts left, phase, hang timeout, and per rank its pid,
-//                 whether it runs, and the age of its last heartbeat.
+//   GET /status   JSON: attempt, round, restarts left, phase, hang timeout, this node, the job's
+//                 progress (total steps, slowest rank, stragglers), and per rank its pid, state,
+//                 the age of its last heartbeat, its step, steps per second, time since its last step.
+//   GET /metrics  the same in Prometheus' text format (metrics.hpp).
 // One request per connection (each response closes it). The event loop publishes a JobView
 // (status_view.hpp, which also makes the responses); the server's thread reads it under a mutex
 // and never touches the agent.
@@ -26,6 +28,7 @@ class StatusServer {
   StatusServer& operator=(const StatusServer&) = delete;
 
   int port() const { return port_; }
+  // Replaces the view, keeping the step histories of the workers still in it.
   void publish(JobView view);
   // Applies `change` to the published view (for small updates such as one beat).
   template <typename Change>

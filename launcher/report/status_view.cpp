@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "report/metrics.hpp"
+
 namespace ddprun::launcher {
 
 const char* phase_name(Phase phase) {
@@ -29,14 +31,25 @@ void record_beat(JobView& view, int local_rank, double at, std::optional<long lo
     r.last_beat = at;
     r.step = step;
     r.deadline = deadline;
+    if (step) r.steps.add(at, *step);
   }
   view.hang_timeout = hang_timeout;
 }
 
+void keep_step_histories(JobView& fresh, const JobView& old) {
+  for (auto& r : fresh.ranks) {
+    for (const auto& o : old.ranks) {
+      if (o.local_rank == r.local_rank && o.pid == r.pid) r.steps = o.steps;
+    }
+  }
+}
+
+bool rank_hung(const RankView& rank, double now) { return rank.running && rank.deadline && now >= *rank.deadline; }
+
 std::pair<int, std::string> healthz_response(const JobView& view, double now) {
   if (!view.hung.empty()) return {503, view.hung + "\n"};
   for (const auto& r : view.ranks) {
-    if (r.running && r.deadline && now >= *r.deadline) {
+    if (rank_hung(r, now)) {
       const double since = now - r.last_beat.value_or(*r.deadline - view.hang_timeout);
       return {503, fmt::format("rank {}: no progress for {:.1f} s (hang timeout {:.1f} s)\n", r.rank, since,
                                view.hang_timeout)};
@@ -45,18 +58,38 @@ std::pair<int, std::string> healthz_response(const JobView& view, double now) {
   return {200, "ok\n"};
 }
 
+namespace {
+
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
+}
+
+// What /status calls a rank's state: running, exited, or starting (no process yet).
+const char* rank_state(const RankView& r) { return r.running ? "running" : r.pid > 0 ? "exited" : "starting"; }
+
+}  // namespace
+
 std::string status_json(const JobView& view, double now) {
   nlohmann::json ranks = nlohmann::json::array();
+  std::vector<PacedRank> paced;
   for (const auto& r : view.ranks) {
+    const RankPace pace = rank_pace(r.steps, now);
+    paced.push_back({r.rank, r.running, pace});
     ranks.push_back({
         {"rank", r.rank},
         {"local_rank", r.local_rank},
         {"pid", r.pid},
+        {"state", rank_state(r)},
         {"running", r.running},
+        {"hung", rank_hung(r, now)},
         {"last_beat_age", r.last_beat ? nlohmann::json(now - *r.last_beat) : nlohmann::json()},
         {"step", r.step ? nlohmann::json(*r.step) : nlohmann::json()},
+        {"steps_per_second", optional_json(pace.steps_per_second)},
+        {"since_last_step", optional_json(pace.since_last_step)},
+        {"step_time", optional_json(pace.step_time)},
     });
   }
+  const JobPace job = job_pace(paced);
   const auto [code, health] = healthz_response(view, now);
   nlohmann::json j = {
       {"phase", view.phase},
@@ -65,8 +98,15 @@ std::string status_json(const JobView& view, double now) {
       {"restart_count", view.restart_count},
       {"restarts_left", std::max(0, view.max_restarts - view.restart_count)},
       {"world_size", view.world_size},
+      {"host", view.host},
+      {"node_rank", view.node_rank >= 0 ? nlohmann::json(view.node_rank) : nlohmann::json()},
+      {"nodes", view.nodes > 0 ? nlohmann::json(view.nodes) : nlohmann::json()},
       {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},
       {"healthy", code == 200},
+      {"total_steps", job.total_steps},
+      {"slowest_rank", job.slowest_rank ? nlohmann::json(*job.slowest_rank) : nlohmann::json()},
+      {"stragglers", job.stragglers},
+      {"median_step_time", optional_json(job.median_step_time)},
       {"ranks", ranks},
   };
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -95,8 +135,11 @@ std::string http_response(std::string_view head, const JobView& view, double now
     } else if (target == "/status") {
       std::tie(code, body) = std::pair(200, status_json(view, now));
       type = "application/json";
+    } else if (target == "/metrics") {
+      std::tie(code, body) = std::pair(200, metrics_text(view, now));
+      type = kMetricsContentType;
     } else {
-      std::tie(code, body) = std::pair(404, "not found: ddprun serves /status and /healthz\n");
+      std::tie(code, body) = std::pair(404, "not found: ddprun serves /status, /healthz and /metrics\n");
     }
   }
   const char* reason = code == 200 ? "OK" : code == 503 ? "Service Unavailable" : code == 404 ? "Not Found"

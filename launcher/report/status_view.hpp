@@ -1,16 +1,19 @@
 // The job's live view, as --status_port publishes it: the agent builds a JobView on the event
-// loop (after each event, and updates it at each beat); GET /status and GET /healthz answer from
-// it (pure, tested as a table). The server (status_server.hpp) only holds and serves it.
+// loop (after each event, and updates it at each beat); GET /status, GET /healthz and GET
+// /metrics (metrics.hpp) answer from it (pure, tested as tables). The server
+// (status_server.hpp) only holds and serves it. The view is of one node: its own ranks.
 #pragma once
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "report/step_rates.hpp"
 #include "supervisor.hpp"
 
 namespace ddprun::launcher {
@@ -22,7 +25,8 @@ struct RankView {
   bool running = false;
   std::optional<double> last_beat;   // monotonic seconds (ddprun::monotonic_seconds())
   std::optional<double> deadline;    // monotonic seconds after which it counts as hung
-  std::optional<long long> step;     // its last step, when a --progress_pattern gave one
+  std::optional<long long> step;     // its last step, when its beats or a --progress_pattern gave one
+  StepHistory steps;                 // its steps over the last minute, from the beats
 };
 
 struct JobView {
@@ -34,6 +38,13 @@ struct JobView {
   int world_size = 0;
   double hang_timeout = 0;           // 0: none in force
   std::string hung;                  // why the job counts as hung, "" when it does not
+  std::string host;                  // this node's host name
+  std::string run_id;
+  int nodes = 0;                     // in the job this round (GROUP_WORLD_SIZE); 0 before the first round
+  int node_rank = -1;                // this node's (GROUP_RANK); -1 before the first round
+  int rounds_started = 0;            // rounds in which this node started its workers
+  int hangs_found = 0;               // rounds in which this node found a hang
+  std::map<std::string, int> failures;  // this node's worker failures by kind (failure_kind())
   std::vector<RankView> ranks;
 };
 
@@ -49,13 +60,20 @@ std::string hung_text(Phase phase, bool hang_reported);
 void record_beat(JobView& view, int local_rank, double at, std::optional<long long> step,
                  std::optional<double> deadline, double hang_timeout);
 
+// A view the agent built afresh takes the step histories of `old`'s ranks that are the same
+// workers (local rank and pid): the agent knows only the last step, the view the last minute.
+void keep_step_histories(JobView& fresh, const JobView& old);
+
+// Whether `rank` counts as hung at `now`: it runs and its deadline has passed.
+bool rank_hung(const RankView& rank, double now);
+
 // The responses, from a view at `now` (monotonic seconds): status code and body.
 std::pair<int, std::string> healthz_response(const JobView& view, double now);
 std::string status_json(const JobView& view, double now);
 
 // The whole HTTP/1.1 response (status line, headers, body) to a request whose head (request
-// line and headers, up to the empty line) is `head`: GET or HEAD of /healthz or /status (a query
-// string is ignored) answer from the view; another path 404, another method 405, a first line
+// line and headers, up to the empty line) is `head`: GET or HEAD of /healthz, /status or
+// /metrics (a query string is ignored) answer from the view; another path 404, another method 405, a first line
 // that is not "METHOD TARGET HTTP/1.x" 400. Every response closes the connection.
 std::string http_response(std::string_view head, const JobView& view, double now);
 

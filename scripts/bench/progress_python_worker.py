@@ -46,7 +46,7 @@ def hooks(on):
     if on:
         progress._handles.append(model.register_forward_pre_hook(progress._beat))
         if step_hook is not None:
-            progress._handles.append(step_hook(progress._beat))
+            progress._handles.append(step_hook(progress._step))
 
 
 for _ in range(20):

@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include "report/failure_report.hpp"
 
@@ -156,4 +158,30 @@ TEST_CASE("the error file's path is shown only when it outlives ddprun") {
     CHECK(summary_of(root).find("error file") == std::string::npos);
   }
   ::unlink(path.c_str());
+}
+
+TEST_CASE("the kind of a failure, as /metrics counts it") {
+  struct Row {
+    int exit_code;
+    int signal;
+    bool hung;
+    const char* kind;
+  };
+  const Row table[] = {
+      {1, 0, false, "exit_code"},
+      {127, 0, false, "exit_code"},  // could not start
+      {139, SIGSEGV, false, "signal"},
+      {137, SIGKILL, false, "signal"},
+      {124, 0, true, "hang"},
+  };
+  for (const auto& row : table) {
+    CAPTURE(std::string(row.kind));
+    elastic::WorkerFailure f;
+    f.exit_code = row.exit_code;
+    f.signal = row.signal;
+    f.hung = row.hung;
+    CHECK(std::string(launcher::failure_kind(f)) == row.kind);
+    CHECK(std::find_if(std::begin(launcher::kFailureKinds), std::end(launcher::kFailureKinds),
+                       [&](const char* k) { return std::string(k) == row.kind; }) != std::end(launcher::kFailureKinds));
+  }
 }

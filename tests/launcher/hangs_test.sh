@@ -31,10 +31,11 @@ expect_eq "$RC" 124 "exit code of a hung job"
 expect_in "$T/fixed.err" "rank 1 hung: no progress for 2\.[0-9] s \(hang timeout 2\.0 s\); collecting the stacks of 2 workers"
 expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
 expect_in "$T/fixed.err" "^    where:"
-expect_in "$T/fixed.err" "stacks of every worker: $T/logs/attempt_0/rank_\*/stacks.txt"
+run=$(run_dir "$T/logs")
+expect_in "$T/fixed.err" "stacks of every worker: $run/attempt_0/rank_\*/stacks.txt"
 for r in 0 1; do
-  expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"
-  expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "(main|_start|__libc_start)"
+  expect_in "$run/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"
+  expect_in "$run/attempt_0/rank_$r/stacks.txt" "(main|_start|__libc_start)"
 done
 delay=$(hang_delay "$T/fixed.jsonl" 1 "$T/lastbeat.1")
 within 1.9 6 "$delay" || fail "rank 1 found hung ${delay}s after its last beat, with a 2 s timeout"
@@ -110,8 +111,7 @@ ok "auto: a program that never beats is not judged; ddprun says so once"
 rm -f "$T/stop"
 "$DDPRUN" --nproc_per_node=2 --hang_timeout=30 --status_port=0 "$T/beater" >"$T/status.out" 2>"$T/status.err" &
 pid=$!
-wait_for 30 grep -q "status at http://" "$T/status.err"
-url=$(sed -n 's|.*status at \(http://[^ ]*\)/status.*|\1|p' "$T/status.err")
+url=$(status_url "$T/status.err")
 wait_for 30 test -e "$T/lastbeat.1"
 python3 - "$url" <<'PY' || { touch "$T/stop"; wait $pid || true; fail "status server answers"; }
 import json, sys, time, urllib.request

@@ -11,6 +11,21 @@
 
 using namespace ddprun::launcher;
 
+namespace {
+
+// Rank `rank` (local rank the same) with process `pid`, which counts as hung after `deadline`.
+RankView rank_view(int rank, pid_t pid, bool running, std::optional<double> deadline = std::nullopt) {
+  RankView r;
+  r.rank = rank;
+  r.local_rank = rank;
+  r.pid = pid;
+  r.running = running;
+  r.deadline = deadline;
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("the phase as /status names it, and when the job counts as hung") {
   struct Row {
     Phase phase;
@@ -43,6 +58,96 @@ TEST_CASE("a beat updates its rank's last beat and deadline, and the timeout in 
   CHECK(!view.ranks[1].step);
   CHECK(view.ranks[1].last_beat == 6.0);
   CHECK(!view.ranks[1].deadline);
+}
+
+TEST_CASE("beats with steps make each rank's history; a new view keeps those of the same workers") {
+  JobView view;
+  view.ranks = {rank_view(0, 100, true), rank_view(1, 101, true)};
+  record_beat(view, 0, 1.0, 10, std::nullopt, 0);
+  record_beat(view, 0, 2.0, 20, std::nullopt, 0);
+  record_beat(view, 0, 3.0, std::nullopt, std::nullopt, 0);  // a beat without a step
+  record_beat(view, 1, 2.0, 5, std::nullopt, 0);
+  CHECK(view.ranks[0].steps.samples().size() == 2);
+  CHECK(view.ranks[1].steps.samples().size() == 1);
+  struct Row {
+    const char* what;
+    int local_rank;
+    pid_t pid;
+    std::size_t samples;
+  };
+  const std::vector<Row> table = {
+      {"the same worker keeps its history", 0, 100, 2},
+      {"a new process of the local rank (a restart) starts afresh", 0, 200, 0},
+      {"another local rank with that pid is another worker", 1, 100, 0},
+  };
+  for (const auto& row : table) {
+    CAPTURE(std::string(row.what));
+    JobView fresh;
+    RankView r;
+    r.local_rank = row.local_rank;
+    r.pid = row.pid;
+    fresh.ranks = {r};
+    keep_step_histories(fresh, view);
+    CHECK(fresh.ranks[0].steps.samples().size() == row.samples);
+  }
+}
+
+TEST_CASE("/status: each rank's state and pace, the job's progress") {
+  JobView view;
+  view.phase = "running";
+  view.host = "node3";
+  view.nodes = 2;
+  view.node_rank = 1;
+  view.hang_timeout = 100;
+  view.ranks = {rank_view(0, 100, true, 200.0), rank_view(1, 101, true, 50.0), rank_view(2, 102, false),
+                rank_view(3, -1, false)};
+  for (int t = 0; t <= 60; ++t) {
+    record_beat(view, 0, t, t * 10, 200.0, 100);  // 10 steps a second
+    record_beat(view, 1, t, t * 5, 50.0, 100);    // 5: a straggler, and hung at 60 (past its deadline)
+  }
+  record_beat(view, 2, 0, 7, std::nullopt, 100);
+  const auto j = nlohmann::json::parse(status_json(view, 60.0));
+  struct Row {
+    int rank;
+    const char* state;
+    bool hung;
+    nlohmann::json step;
+    nlohmann::json rate;
+  };
+  const std::vector<Row> table = {
+      {0, "running", false, 600, 10.0},
+      {1, "running", true, 300, 5.0},
+      {2, "exited", false, 7, nullptr},
+      {3, "starting", false, nullptr, nullptr},
+  };
+  for (const auto& row : table) {
+    CAPTURE(row.rank);
+    const auto& r = j["ranks"][row.rank];
+    CHECK(r["state"] == row.state);
+    CHECK(r["hung"] == row.hung);
+    CHECK(r["step"] == row.step);
+    if (row.rate.is_null()) {
+      CHECK(r["steps_per_second"].is_null());
+    } else {
+      CHECK(r["steps_per_second"].get<double>() == doctest::Approx(row.rate.get<double>()));
+      CHECK(r["since_last_step"].get<double>() == doctest::Approx(0.0));
+      CHECK(r["step_time"].get<double>() == doctest::Approx(1 / row.rate.get<double>()));
+    }
+  }
+  CHECK(j["total_steps"] == 907);
+  CHECK(j["slowest_rank"] == 1);
+  CHECK(j["stragglers"] == nlohmann::json::array({1}));
+  CHECK(j["median_step_time"].get<double>() == doctest::Approx(0.15));
+  CHECK(j["host"] == "node3");
+  CHECK(j["nodes"] == 2);
+  CHECK(j["node_rank"] == 1);
+  CHECK(j["healthy"] == false);
+  const auto before = nlohmann::json::parse(status_json(JobView{}, 0));
+  CHECK(before["nodes"].is_null());
+  CHECK(before["node_rank"].is_null());
+  CHECK(before["slowest_rank"].is_null());
+  CHECK(before["stragglers"] == nlohmann::json::array());
+  CHECK(before["total_steps"] == 0);
 }
 
 TEST_CASE("/healthz and /status from a job view") {
@@ -85,7 +190,7 @@ TEST_CASE("the HTTP response to a request's head") {
       {"GET /healthz?verbose=1 HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK", true},
       {"HEAD /healthz HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", false},
       {"GET /status HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", true},
-      {"GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found", true},
+      {"GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", true},
       {"GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 404 Not Found", true},
       {"POST /status HTTP/1.1\r\nContent-Length: 2\r\n\r\n", "HTTP/1.1 405 Method Not Allowed", true},
       {"GET /status\r\n\r\n", "HTTP/1.1 400 Bad Request", true},

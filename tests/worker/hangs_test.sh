@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hang detection with the worker library and with PyTorch (issue 15), in this build's libtorch:
 #  1. a C++ DDP worker (rank_driver hang) that stops stepping: the library's own beats, no user
-#     code; the summary names rank 1 and the frame it is stuck in;
+#     code; the summary names rank 1, its last step and the frame it is stuck in;
 #  2. a Python worker (TORCH_PYTHON) stuck in a blocking call while rank 0 waits in an
 #     all_reduce: its Python stack by py-spy, when installed;
 #  3. torchelastic's FileTimerClient with TORCHELASTIC_ENABLE_FILE_TIMER=1: the timer expires.
@@ -19,7 +19,7 @@ py_spy=$(command -v py-spy || true)
 common_checks() {
   expect_eq "$RC" 124 "$1: exit code"
   expect_in "$T/$1.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
-  for r in 0 1; do expect_in "$T/logs_$1/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"; done
+  for r in 0 1; do expect_in "$(run_dir "$T/logs_$1")/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"; done
   expect_in "$T/$1.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"rank":1'
   wait_for 20 no_leftovers
 }
@@ -30,8 +30,10 @@ run_ddprun cpp --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/logs_cpp" --eve
 common_checks cpp
 # Rank 0 entered the next backward a moment after rank 1's last step: on a loaded machine both
 # may be past the timeout when it is checked; rank 1, silent longest, comes first.
-expect_in "$T/cpp.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s\)"
+expect_in "$T/cpp.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s \(hang timeout 5\.0 s; last step 3\)"
 expect_in "$T/cpp.err" "^        .*stuck_loading_batch"
+# Its steps, from the library's progress record: three synchronised backward passes done.
+expect_in "$T/cpp.err" "^    error: no progress for [0-9.]+ s \(hang timeout 5\.0 s; last step 3\)"
 delay=$(hang_delay "$T/cpp.jsonl" 1 "$T/cpp/lastbeat.1")
 within 4.5 12 "$delay" || fail "C++ rank 1 found hung ${delay}s after its last step, with a 5 s timeout"
 ok "C++ worker: found ${delay} s after its last step (timeout 5 s), stuck in stuck_loading_batch, exit 124"
@@ -55,7 +57,7 @@ delay=$(hang_delay "$T/py.jsonl" 1 "$T/py/lastbeat.1")
 within 4.5 12 "$delay" || fail "Python rank 1 found hung ${delay}s after its last beat, with a 5 s timeout"
 if [[ -n "$py_spy" ]]; then
   expect_in "$T/py.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)"
-  expect_in "$T/logs_py/attempt_0/rank_0/stacks.txt" "all_reduce"
+  expect_in "$(run_dir "$T/logs_py")/attempt_0/rank_0/stacks.txt" "all_reduce"
   ok "Python worker: found ${delay} s after its last beat (timeout 5 s), Python stacks: rank 1 in stuck_in_data_loader, rank 0 in all_reduce"
 else
   expect_in "$T/py.err" "no Python stacks: py-spy is not in PATH"
@@ -79,5 +81,5 @@ print("%.2f" % (e["time"] - float(open(sys.argv[2]).read())))
 PY
 )
 within 1.9 8 "$delay" || fail "the 2 s timer was enforced ${delay}s after it was acquired"
-[[ ! -e "$T/logs_timer/watchdog_timer" ]] || fail "the timer pipe was left in the log folder"
+[[ ! -e "$(run_dir "$T/logs_timer")/watchdog_timer" ]] || fail "the timer pipe was left in the log folder"
 ok "FileTimerClient: the 2 s timer expired ${delay} s after it was acquired; rank 1 reported hung, exit 124"

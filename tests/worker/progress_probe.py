@@ -1,12 +1,17 @@
 # A Python worker for tests/worker/progress_test.sh: what a program sees of its interpreter.
 #   progress_probe.py probe OUT [EXIT]  writes OUT/probe.json: sys.argv, __main__'s file, sys.path,
 #       PYTHONPATH, the sitecustomize that ran, ddprun's module (loaded? whose?), the same from
-#       DataLoader workers started by fork and by spawn; then exits with EXIT (or raises, "raise")
+#       DataLoader workers started by fork and by spawn, the losses of three steps of a DDP model
+#       (one rank, gloo) compiled by torch.compile (2.x) or not (1.13), and the optimizer steps
+#       ddprun's module counted; then exits with EXIT (or raises, "raise")
 #   progress_probe.py train OUT        DDP on gloo, a 200 ms step; rank 1 blocks before the
 #       forward of step 5 while rank 0 waits in the all-reduce of that step's backward. No
 #       heartbeat code: its progress is what ddprun's module counts.
 #   progress_probe.py collective OUT   all_reduce only (no model, no optimizer), every 200 ms;
 #       rank 1 blocks before the all_reduce of step 3 while rank 0 waits in it.
+#   progress_probe.py steady OUT       DDP on gloo, a 50 ms step, until stopped (a signal: ending
+#       on its own, PyTorch 2.11's gloo sometimes aborts a rank in its shutdown, with or without
+#       ddprun's module).
 import json
 import os
 import sys
@@ -36,12 +41,46 @@ class Seen(torch.utils.data.Dataset):
         return json.dumps(seen())
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def compiled_steps():
+    """Three steps of a one-rank DDP model, through torch.compile where PyTorch has it (dynamo
+    traces the model's forward pre-hooks, ddprun's among them): the losses."""
+    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(name, value)
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = free_port()
+    torch.distributed.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    run = torch.compile(model, backend="eager") if hasattr(torch, "compile") else model
+    losses = []
+    for _ in range(3):
+        optimizer.zero_grad()
+        loss = run(torch.ones(2, 4)).square().sum()
+        loss.backward()
+        optimizer.step()
+        losses.append(round(loss.item(), 6))
+    torch.distributed.destroy_process_group()
+    return losses
+
+
 def probe(out, exit_code="0"):
     report = seen()
     report.update(argv=sys.argv[1:], main=os.path.abspath(sys.modules["__main__"].__file__), sys_path=sys.path)
     for method in ("fork", "spawn"):
         loader = torch.utils.data.DataLoader(Seen(), num_workers=1, multiprocessing_context=method, batch_size=None)
         report["loader_" + method] = [json.loads(item) for item in loader]
+    # (Not before raising: torch.distributed 2.x then prefixes the traceback with the rank, which
+    # the traceback comparison of progress_test.sh does not expect.)
+    report["compiled_losses"] = compiled_steps() if exit_code != "raise" else None
+    report["steps_counted"] = getattr(sys.modules.get("_ddprun_progress"), "_steps", None)
     with open(os.path.join(out, "probe.json"), "w") as f:
         json.dump(report, f)
     if exit_code == "raise":
@@ -93,5 +132,19 @@ def collective(out):
         time.sleep(0.2)
 
 
+def steady(out):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    while True:
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        time.sleep(0.05)
+
+
 if __name__ == "__main__":
-    {"probe": probe, "train": train, "collective": collective}[sys.argv[1]](*sys.argv[2:])
+    {"probe": probe, "train": train, "collective": collective, "steady": steady}[sys.argv[1]](*sys.argv[2:])

@@ -4,7 +4,8 @@
 #  1. the program sees what it sees without ddprun: its argv, __main__, sys.path, PYTHONPATH
 #     (unset, or a user's), the sitecustomize it would have run (Debian's, or a user's own first
 #     on PYTHONPATH), its exit code and its traceback; DataLoader workers started by spawn load
-#     nothing of ddprun's, and those started by fork never beat;
+#     nothing of ddprun's, and those started by fork never beat; a DDP model through torch.compile
+#     (2.x) trains alike, and the module counts its optimizer steps;
 #  2. --progress=off: ddprun's module is not even loaded;
 #  3. rank 1 blocks before a forward while rank 0 waits in the all-reduce: --hang_timeout finds
 #     rank 1 hung from the progress that ddprun's module counted (without it no rank ever beats,
@@ -59,6 +60,9 @@ same("argv (without the folder)", d["argv"][:1] + d["argv"][2:], a["argv"][:1] +
 for key in ("main", "sys_path", "PYTHONPATH", "sitecustomize", "user_sitecustomize_ran"):
     same(key, d[key], a[key])
 same("ddprun's module loaded", d["progress_module"], progress)
+same("the losses of a (compiled) DDP model", d["compiled_losses"], a["compiled_losses"])
+same("the optimizer steps ddprun's module counted", d["steps_counted"],
+     (0 if d["compiled_losses"] is None else 3) if progress else None)
 same("ddprun's module beats for this process", d["progress_owner"], progress)
 for method in ("fork", "spawn"):
     for child in d["loader_" + method]:
@@ -75,11 +79,13 @@ PY
 probe unset 0 -
 probe users 3 "$T/user"
 probe off 0 "$T/user" --progress=off
-ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat; --progress=off loads nothing"
+ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat, a (compiled) DDP model trains alike and its steps are counted; --progress=off loads nothing"
 
 probe raise raise "$T/user"
 # The traceback, line for line, with the rank's prefix.
+# (PyTorch's own log lines, stamped with a time and a pid, differ from run to run: not compared.)
 while IFS= read -r line; do
+  [[ $line =~ ^(\[rank[0-9]+\]:)?[IWE][0-9]{4}\ [0-9:.]+\ [0-9]+\  ]] && continue
   grep -qxF "[rank0]: $line" "$T/raise.err" || { cat "$T/raise.err"; fail "traceback line missing under ddprun: $line"; }
 done < "$T/raise.alone.err"
 expect_in "$T/raise.alone.err" "^ValueError: the probe's own error$"

@@ -52,19 +52,6 @@ class C10dPendingOp : public PendingOp {
   Clock::time_point started_;
 };
 
-const char* kind_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kBroadcastTensors: return "broadcast_tensors";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kAllGatherBytes: return "all_gather_bytes";
-    case CollectiveKind::kBarrier: return "barrier";
-    case CollectiveKind::kDdpBackward: return "DistributedDataParallel backward";
-  }
-  return "unknown collective";
-}
-
 const char* reduce_op_name(int64_t op) {
   switch (static_cast<ReduceOp>(op)) {
     case ReduceOp::kSum: return "sum";
@@ -92,6 +79,19 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+const char* kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kBroadcastTensors: return "broadcast_tensors";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kAllGatherBytes: return "all_gather_bytes";
+    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kDdpBackward: return "DistributedDataParallel backward";
+  }
+  return "unknown collective";
+}
 
 std::optional<std::string> describe_disagreement(const std::vector<CollectiveCall>& calls) {
   std::vector<std::pair<CollectiveCall, std::vector<int>>> groups;

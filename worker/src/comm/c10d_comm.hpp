@@ -71,6 +71,9 @@ class C10dComm : public Comm, public std::enable_shared_from_this<C10dComm> {
   std::string first_error_;
 };
 
+// The collective's name in messages (all_reduce, broadcast, ...).
+const char* kind_name(CollectiveKind kind);
+
 // The message of a failed collective: which operation, which rank, how long it ran, the
 // timeout and its knob, and the backend's own words. `timed_out` selects the wording for a
 // hung peer over the one for a dead peer.

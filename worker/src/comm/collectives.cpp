@@ -11,21 +11,28 @@
 #include <cstring>
 #include <map>
 
-#include "ddprun/heartbeat.hpp"
+#include "c10d_comm.hpp"
+#include "run/progress.hpp"
 
 namespace ddprun {
 namespace {
 
-// Every collective starts here: a beat (this rank reached it), then the agreement check.
-void begin_collective(Comm& comm, const CollectiveCall& call) {
-  heartbeat();
-  comm.check_agreement(call);
-}
+// Every collective starts with one: a beat and the progress record's "inside it" (this rank
+// reached it), then the agreement check, until the collective returns.
+class Collective {
+ public:
+  Collective(Comm& comm, const CollectiveCall& call) : progress_(detail::kind_name(call.kind)) {
+    comm.check_agreement(call);
+  }
+
+ private:
+  detail::CollectiveProgress progress_;
+};
 
 }  // namespace
 
 void all_reduce(Comm& comm, at::Tensor& tensor, ReduceOp op) {
-  begin_collective(comm, {CollectiveKind::kAllReduce, tensor.numel(), tensor.scalar_type(), static_cast<int64_t>(op)});
+  const Collective collective(comm, {CollectiveKind::kAllReduce, tensor.numel(), tensor.scalar_type(), static_cast<int64_t>(op)});
   at::Tensor flat = tensor.contiguous();
   comm.start_all_reduce(flat, op)->wait();
   if (!flat.is_same(tensor)) {
@@ -45,7 +52,7 @@ void reduce_mean(Comm& comm, at::Tensor& tensor) {
 }
 
 void broadcast(Comm& comm, at::Tensor& tensor, int root) {
-  begin_collective(comm, {CollectiveKind::kBroadcast, tensor.numel(), tensor.scalar_type(), root});
+  const Collective collective(comm, {CollectiveKind::kBroadcast, tensor.numel(), tensor.scalar_type(), root});
   at::Tensor flat = tensor.contiguous();
   comm.broadcast(flat, root);
   if (!flat.is_same(tensor)) {
@@ -58,7 +65,7 @@ void broadcast_tensors(Comm& comm, const std::vector<at::Tensor>& tensors, int r
                        std::size_t chunk_bytes) {
   int64_t total = 0;
   for (const auto& t : tensors) total += t.numel();
-  begin_collective(comm, {CollectiveKind::kBroadcastTensors, total, c10::ScalarType::Undefined, root});
+  const Collective collective(comm, {CollectiveKind::kBroadcastTensors, total, c10::ScalarType::Undefined, root});
   at::NoGradGuard no_grad;
   // Group by dtype, keeping the given order inside each group so that every rank packs the
   // same tensors into the same chunks.
@@ -101,12 +108,12 @@ void broadcast_tensors(Comm& comm, const std::vector<at::Tensor>& tensors, int r
 }
 
 std::vector<at::Tensor> all_gather(Comm& comm, const at::Tensor& tensor) {
-  begin_collective(comm, {CollectiveKind::kAllGather, tensor.numel(), tensor.scalar_type(), 0});
+  const Collective collective(comm, {CollectiveKind::kAllGather, tensor.numel(), tensor.scalar_type(), 0});
   return comm.all_gather(tensor.contiguous());
 }
 
 std::vector<std::string> all_gather_bytes(Comm& comm, std::string_view bytes) {
-  begin_collective(comm, {CollectiveKind::kAllGatherBytes});
+  const Collective collective(comm, {CollectiveKind::kAllGatherBytes});
   const auto on_device = at::TensorOptions().device(comm.device());
   const auto lengths_t =
       comm.all_gather(at::tensor({static_cast<int64_t>(bytes.size())}, on_device.dtype(at::kLong)));
@@ -128,7 +135,7 @@ std::vector<std::string> all_gather_bytes(Comm& comm, std::string_view bytes) {
 }
 
 void barrier(Comm& comm) {
-  begin_collective(comm, {CollectiveKind::kBarrier});
+  const Collective collective(comm, {CollectiveKind::kBarrier});
   comm.barrier();
 }
 

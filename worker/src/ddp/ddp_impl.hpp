@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "ddprun/comm.hpp"
 #include "ddprun/comm_hook.hpp"
 #include "ddprun/ddp.hpp"
+#include "run/progress.hpp"
 
 namespace ddprun {
 
@@ -61,6 +63,8 @@ struct DDPRUN_NO_EXPORT DistributedDataParallel::Impl {
   bool sync = true;
   // True between the first hook of a synchronised backward pass and its end.
   bool armed = false;
+  // Meanwhile the progress record says the rank is in it (a "ddp_backward" collective).
+  std::optional<detail::CollectiveProgress> backward_progress;
   std::size_t next_launch = 0;
   std::vector<char> ready;
   // From the graph walk after forward (find_unused_parameters): parameters backward will not reach.

@@ -129,7 +129,8 @@ void DistributedDataParallel::Impl::on_grad_ready(std::size_t index) {
 void DistributedDataParallel::Impl::arm() {
   // Before any bucket goes out: a rank that is not in a backward pass now (one more backward on
   // another rank, a reduce_mean here) gets an error naming both, not mixed-up buckets.
-  heartbeat();
+  backward_progress.reset();  // the last pass failed: it is over
+  backward_progress.emplace("ddp_backward");  // beats
   comm->check_agreement(backward_call);
   armed = true;
   backward_seen = true;
@@ -253,7 +254,9 @@ void DistributedDataParallel::Impl::finalize() {
     used_op = comm->start_all_reduce(used, ReduceOp::kMax);
   }
   for (auto& b : buckets) b.wait();
-  heartbeat();  // the step's communication is done: progress, whatever comes next
+  // The step's communication is done: a step (and a beat), whatever comes next.
+  backward_progress.reset();
+  step();
   std::vector<char> keep_undefined(params.size(), 0);
   if (used_op) {
     used_op->wait();
