@@ -464,7 +464,7 @@ class Agent::Impl {
       const ProgressRecord r = watchdog_->record(local_rank);
       return RankCollectives{0, r.collectives, r.in_collective.value_or(false), r.collective};
     };
-    h.standing = [this](int local_rank) { return watchdog_->policy().standing(local_rank, monotonic_seconds()); };
+    h.standing = [this](int local_rank) { return watchdog_->standing(local_rank); };
     return h;
   }
 

@@ -31,6 +31,12 @@ elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank&
   return f;
 }
 
+std::string culprit_message(const std::string& why, const HungRank& culprit) {
+  if (!culprit.ever_beat) return fmt::format("{}; no progress since it started {:.1f} s ago", why, culprit.silent_for);
+  return fmt::format("{}; no progress for {:.1f} s (hang timeout {:.1f} s{})", why, culprit.silent_for, culprit.timeout,
+                     culprit.last_step ? fmt::format("; last step {}", *culprit.last_step) : "");
+}
+
 std::string quiet_warning(int rank, const QuietRank& quiet) {
   return fmt::format("ddprun: rank {} made no progress for {:.0f} s{}; with --hang_timeout off ddprun only warns, "
                      "once (--hang_timeout=auto would stop the job and restart it)\n",
@@ -166,7 +172,8 @@ void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::stri
   for (const auto& h : blamed.ranks) {
     const WorkerProcess* w = group_.by_local_rank(h.local_rank);
     if (w == nullptr || !w->alive) continue;
-    failures.push_back(hung_failure(handlers_.identity(*w), h, blamed.why, wall_seconds()));
+    failures.push_back(hung_failure(handlers_.identity(*w), h,
+                                    blamed.waited_since ? culprit_message(blamed.why, h) : blamed.why, wall_seconds()));
     // Failures are ordered by time on every node. The culprit failed at the latest when the
     // others began to wait for it; ranks that only wait, for a rank of another node, failed when
     // found (their last beats, up to 100 ms apart, would race with the culprit's).

@@ -43,6 +43,11 @@ inline constexpr int kSummaryFrames = 6;
 elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank& hung, const std::string& why,
                                     double now);
 
+// The message of a rank that others wait for: `why` (culprit.hpp's sentence), then its own
+// silence and last step: "rank 0 waits in all_reduce #12; rank 1 has not entered it: last in
+// all_reduce #11; no progress for 10.2 s (hang timeout 10.0 s; last step 40)".
+std::string culprit_message(const std::string& why, const HungRank& culprit);
+
 // A torchelastic timer that expired at `expired_at` (wall clock), as a hung rank at `now`.
 HungRank timer_hang(int local_rank, double expired_at, double now);
 

@@ -7,8 +7,9 @@
 #  1. the issue's command line, --hang_timeout=10 (--hang_startup=60 rather than its 10: torch
 #     2.11's import alone took longer on the loaded CI VM, and a rank that has not started yet
 #     cannot be told from one that hangs; both ranks beat long before either limit), rank 1
-#     asleep after 11 all_reduces: "rank 1 hung: rank 0 waits in all_reduce #N; rank 1 has not entered it: last
-#     in all_reduce #N-1", rank 1 the root cause, its stack where it sleeps (py-spy, if installed);
+#     asleep after 11 all_reduces: "rank 1 hung: rank 0 waits in all_reduce #N; rank 1 has not
+#     entered it: last in all_reduce #N-1; no progress for ...", rank 1 the root cause, its stack
+#     where it sleeps (py-spy, if installed);
 #  2. --hang_timeout=10 alone, rank 1 asleep before its first all_reduce: found within the 10 s
 #     of rank 0's wait (not after --hang_startup's 600 s), rank 1 named;
 #  3. two nodes of 2 ranks: node 0 names rank 1; on node 1 ranks 2 and 3 both wait, so it says
@@ -48,7 +49,7 @@ mkdir "$T/late"
 run_ddprun late --nproc_per_node=2 --hang_timeout=10 --hang_startup=60 --event_log="$T/late.jsonl" \
   "$T/sleeper.py" "$T/late" 11
 expect_eq "$RC" 124 "exit code ($(cat "$T/late.err"))"
-expect_in "$T/late.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+; collecting the stacks of 2 workers$"
+expect_in "$T/late.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+; no progress for [0-9.]+ s \(hang timeout 10\.0 s\); collecting the stacks of 2 workers$"
 waited=$(sed -nE 's/.*rank 0 waits in all_reduce #([0-9]+);.*/\1/p' "$T/late.err" | head -1)
 last=$(sed -nE 's/.*last in all_reduce #([0-9]+);.*/\1/p' "$T/late.err" | head -1)
 expect_eq "$last" "$((waited - 1))" "the collective rank 1 was last in, against the one rank 0 waits in"
@@ -67,7 +68,7 @@ ok "--hang_timeout=10 --hang_startup=60: rank 1 named (rank 0 waits in all_reduc
 mkdir "$T/first"
 run_ddprun first --nproc_per_node=2 --hang_timeout=10 --event_log="$T/first.jsonl" "$T/sleeper.py" "$T/first" 0
 expect_eq "$RC" 124 "exit code ($(cat "$T/first.err"))"
-expect_in "$T/first.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: (no collective entered yet|last in [a-z_]+ #[0-9]+); collecting"
+expect_in "$T/first.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: (no collective entered yet; no progress since it started [0-9.]+ s ago|last in [a-z_]+ #[0-9]+; no progress for [0-9.]+ s .*); collecting"
 expect_in "$T/first.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
 delay=$(hang_delay "$T/first.jsonl" 1 "$T/first/waiting")
 within 9.5 16 "$delay" || fail "rank 1 named ${delay} s after rank 0 began to wait (--hang_timeout=10)"
