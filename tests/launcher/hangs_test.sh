@@ -189,14 +189,14 @@ for how in no_python sh_exec child; do
   if PATH=$with_py_spy command -v py-spy >/dev/null; then
     expect_in "$T/py_$how.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
     expect_not_in "$T/py_$how.err" "no Python stacks"
-    expect_in "$T/logs_$how/attempt_0/rank_1/stacks.txt" "^== '.*py-spy' dump --pid"
+    expect_in "$(run_dir "$T/logs_$how")/attempt_0/rank_1/stacks.txt" "^== '.*py-spy' dump --pid"
     shown="Python frames"
   else
     expect_in "$T/py_$how.err" "no Python stacks: py-spy is not in PATH"
     shown="native frames (no py-spy: Python frames not checked)"
   fi
   if [[ $how == child ]]; then
-    expect_in "$T/logs_$how/attempt_0/rank_1/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+: the stacks below are its ==$"
+    expect_in "$(run_dir "$T/logs_$how")/attempt_0/rank_1/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+: the stacks below are its ==$"
   fi
   wait_for 10 no_leftovers
   ok "a Python worker started as $how: hung, found, $shown"

@@ -98,7 +98,7 @@ rc=$?
 set -e
 expect_eq "$rc" 124 "exit code of the hung worker"
 expect_in "$T/hang.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
-expect_in "$T/logs/attempt_0/rank_0/stacks.txt" "^== '$T/venv/bin/py-spy' dump --pid"
+expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/venv/bin/py-spy' dump --pid"
 ok "a hung Python worker's Python stack, by the py-spy the wheel brought, with PATH=/usr/bin:/bin"
 
 # pip install --prefix: the package and its py-spy away from the venv's Python; the console
@@ -116,5 +116,5 @@ rc=$?
 set -e
 expect_eq "$rc" 124 "exit code of the hung worker (--prefix install)"
 expect_in "$T/prefix.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
-expect_in "$T/logs/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
+expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
 ok "pip install --prefix: the py-spy of the package's own scripts folder"

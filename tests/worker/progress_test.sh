@@ -151,12 +151,12 @@ run_ddprun wrapped --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/wrapped_log
 expect_eq "$RC" 124 "exit code of the hung script under a shell wrapper ($(cat "$T/wrapped.err"))"
 expect_in "$T/wrapped.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
 for r in 0 1; do
-  expect_in "$T/wrapped_logs/attempt_0/rank_$r/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+"
+  expect_in "$(run_dir "$T/wrapped_logs")/attempt_0/rank_$r/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+"
 done
 stacks=" (no py-spy: stacks not checked)"
 if command -v py-spy >/dev/null; then
   expect_in "$T/wrapped.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)"
-  expect_in "$T/wrapped_logs/attempt_0/rank_0/stacks.txt" "all_reduce"
+  expect_in "$(run_dir "$T/wrapped_logs")/attempt_0/rank_0/stacks.txt" "all_reduce"
   stacks=", rank 1's Python stack in stuck_in_data_loader, rank 0's in all_reduce"
 fi
 wait_for 20 no_leftovers
