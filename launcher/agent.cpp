@@ -127,12 +127,16 @@ class Agent::Impl {
     };
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
-    hangs_ = std::make_unique<HangResponse>(
-        // Python stacks also for an interpreter named as the program (--no_python python3 x.py).
-        io_, group_,
-        find_stack_tools(search_path(environ_), config_.python_workers(),
-                         config_.runs_python() ? python_.program : config_.program),
-        std::move(environ_list), kStackDumpTimeout, paths_.logs_root, hang_handlers());
+    // py-spy is looked for whatever the program: a worker runs Python when its process tree
+    // does (a shell script that runs python3), which is found only when it hangs.
+    const std::string python = config_.runs_python()      ? python_.program
+                               : config_.python_workers() ? config_.program
+                                                          : config::python_interpreter(environ_).program;
+    const auto setting = environ_.find(env::kPySpy);
+    const auto py_spy = py_spy_places(setting != environ_.end() ? setting->second : "", python, search_path(environ_));
+    hangs_ = std::make_unique<HangResponse>(io_, group_, find_stack_tools(search_path(environ_), py_spy),
+                                            std::move(environ_list), kStackDumpTimeout, paths_.logs_root,
+                                            hang_handlers());
   }
 
   int run() {
@@ -553,6 +557,12 @@ class Agent::Impl {
       o.failure = f;
       dispatch(std::move(o));
     };
+    // Which ranks the others wait for: from the progress records (hangs/culprit.hpp).
+    h.collectives = [this](int local_rank) {
+      const ProgressRecord r = watchdog_->record(local_rank);
+      return RankCollectives{0, r.collectives, r.in_collective.value_or(false), r.collective};
+    };
+    h.standing = [this](int local_rank) { return watchdog_->standing(local_rank); };
     return h;
   }
 

@@ -20,6 +20,7 @@
 
 #include "ddprun/system.hpp"
 #include "ddprun/worker_env.hpp"
+#include "process/process_tree.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -60,30 +61,6 @@ std::vector<pid_t> read_pids(const std::string& file) {
   pid_t pid;
   while (in >> pid) pids.push_back(pid);
   return pids;
-}
-
-// The processes whose parent is ddprun.
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return out;
-  while (const dirent* entry = ::readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-    std::string text;
-    std::getline(stat, text);
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
-    const auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 1));
-    char state;
-    long ppid;
-    if (rest >> state >> ppid && ppid == parent && state != 'Z') out.push_back(static_cast<pid_t>(pid));
-  }
-  ::closedir(proc);
-  return out;
 }
 
 // Calls `visit` with every cgroup below `path`, deepest first, then with `path` itself.

@@ -47,6 +47,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
                                             const WorkerFiles& files) {
   std::map<std::string, std::string> vars = base;
   vars.erase(env::kDefaultPython);  // a ddprun started by a worker makes its own choice
+  vars.erase(env::kPySpy);
   vars.erase(env::kRdzvSecret);     // the launchers' secret, not the workers'
   const int rank = round.base_rank + local_rank;
   vars[env::kRank] = std::to_string(rank);

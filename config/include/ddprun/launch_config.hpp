@@ -11,6 +11,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -135,6 +136,10 @@ struct LaunchConfig {
   // The argv each worker execs. `python` is python_interpreter()'s.
   std::vector<std::string> worker_argv(const std::string& python) const;
 };
+
+// Whether a program's file name (no folder) is a Python interpreter's: "python", "python3",
+// "python3.11" ("python" and digits and dots), not "python-config" nor "ipython".
+bool python_interpreter_name(std::string_view file_name);
 
 // The interpreter that runs a Python PROGRAM, and where that choice came from (for messages):
 // PYTHON_EXEC; else DDPRUN_DEFAULT_PYTHON, the Python the pip-installed ddprun belongs to; else

@@ -51,6 +51,10 @@ inline constexpr const char* kPythonExec = "PYTHON_EXEC";      // interpreter fo
 // The interpreter when PYTHON_EXEC is unset: the pip-installed `ddprun` command sets it to the
 // Python it was installed with, as torchrun uses its own. Not passed on to the workers.
 inline constexpr const char* kDefaultPython = "DDPRUN_DEFAULT_PYTHON";
+// The py-spy that takes hung Python workers' stacks, before any other (beside ddprun, next to
+// the workers' Python, in PATH): the pip-installed `ddprun` command sets it to the py-spy its
+// package depends on. Not passed on to the workers.
+inline constexpr const char* kPySpy = "DDPRUN_PY_SPY";
 inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
 // For tests only: seconds, instead of 600, of silence after progress before ddprun warns when
 // --hang_timeout is off (launcher/hangs/hang_policy.hpp, kQuietWarning).

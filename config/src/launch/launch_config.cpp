@@ -174,11 +174,12 @@ bool LaunchConfig::runs_python() const {
   return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
 }
 
+bool python_interpreter_name(std::string_view file_name) {
+  return file_name.compare(0, 6, "python") == 0 && file_name.find_first_not_of("0123456789.", 6) == std::string::npos;
+}
+
 bool LaunchConfig::python_workers() const {
-  if (runs_python()) return true;
-  const std::string name = program.substr(program.rfind('/') + 1);
-  return name.compare(0, 6, "python") == 0 &&
-         name.find_first_not_of("0123456789.", 6) == std::string::npos;
+  return runs_python() || python_interpreter_name(std::string_view(program).substr(program.rfind('/') + 1));
 }
 
 std::vector<std::string> LaunchConfig::worker_argv(const std::string& python) const {
