@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-VERSION = 5
+VERSION = 6
 
 
 def mac(key, data):
