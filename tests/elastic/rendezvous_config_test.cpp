@@ -106,6 +106,12 @@ TEST_CASE("--rdzv_conf") {
                        "--rdzv_conf spares=2 needs --nnodes of 2 or more: a job of one node has no rendezvous to keep "
                        "spares in",
                        RendezvousConfigError);
+  c.min_nodes = c.max_nodes = 2;
+  c.backend = Backend::kStatic;
+  CHECK_THROWS_WITH_AS(validate(c),
+                       "--rdzv_conf spares=2 needs --rdzv_backend=c10d or etcd: the static backend gives every node a "
+                       "--node_rank below --nnodes, and a spare has none",
+                       RendezvousConfigError);
 
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=-1", c),
                        "--rdzv_conf join_timeout=-1: expected a positive number of seconds, at most 1000000000 "

@@ -288,6 +288,12 @@ void validate(const RendezvousConfig& c) {
         "--rdzv_conf spares={} needs --nnodes of 2 or more: a job of one node has no rendezvous to keep spares in",
         c.spares));
   }
+  if (c.spares > 0 && c.backend == Backend::kStatic) {
+    throw RendezvousConfigError(fmt::format(
+        "--rdzv_conf spares={} needs --rdzv_backend=c10d or etcd: the static backend gives every node a --node_rank "
+        "below --nnodes, and a spare has none",
+        c.spares));
+  }
   if (c.max_restarts < 0) {
     throw RendezvousConfigError(fmt::format("--max_restarts={} must not be negative", c.max_restarts));
   }
