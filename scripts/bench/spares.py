@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from benchlib import ROOT, compile_worker, free_port, written_stamps
+from benchlib import ROOT, compile_worker, free_port, terminate_all, written_stamps
 from rendezvous import local_etcd
 
 
@@ -68,11 +68,7 @@ def one_run(ddprun, worker, rdzv, mode, conf, run_id):
                        "the next round's workers")
             return max(t for t in written_stamps(d) if t > killed) - killed
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            for p in procs:
-                p.wait(timeout=60)
+            terminate_all(procs)
 
 
 def main():
