@@ -162,17 +162,24 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
                                   const std::map<std::string, std::string>& vars) {
   launcher::RunPaths paths;
   const std::string tmp = get(vars, "TMPDIR", "/tmp");
-  const auto make_temp = [&](const std::string& stem) {
-    std::string pattern = tmp + "/" + stem + "-XXXXXX";
+  // A new folder in `parent` whose name starts with `stem` (mkdtemp's six random characters
+  // follow); `setting` names where `parent` came from in the error.
+  const auto make_unique = [](const std::string& parent, const std::string& stem, const std::string& setting) {
+    std::string pattern = parent + "/" + stem + "XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
-      throw config::UsageError(
-          fmt::format("TMPDIR={}: cannot create a folder there ({})", shown(tmp), std::strerror(errno)));
+      throw config::UsageError(fmt::format("{}: cannot create a folder there ({})", setting, std::strerror(errno)));
     }
     return pattern;
   };
+  const auto make_temp = [&](const std::string& stem) {
+    return make_unique(tmp, stem + "-", fmt::format("TMPDIR={}", shown(tmp)));
+  };
   if (!cfg.log_dir.empty()) {
-    paths.logs_root = cfg.log_dir;
+    // One folder per run, <run id>_<random>/ as torchrun 2.x makes it: a second run with the
+    // same --log_dir never overwrites the logs of the first.
+    paths.logs_root = make_unique(cfg.log_dir, path_safe(run_id) + "_", fmt::format("--log_dir={}", shown(cfg.log_dir)));
     paths.log_everything = true;
+    std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else if (cfg.redirects.any() || cfg.tee.any()) {
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);

@@ -73,3 +73,11 @@ run_ddprun() {
 
 # worker NAME <<'EOF' ... EOF: writes an executable sh script $T/NAME.
 worker() { cat >"$T/$1"; chmod +x "$T/$1"; }
+
+# run_dir LOG_DIR: the folder of the one run that ddprun made under --log_dir=LOG_DIR
+# (<run id>_<random>/, as torchrun 2.x makes it); fails unless there is exactly one.
+run_dir() {
+  local dirs=("$1"/*/)
+  [[ ${#dirs[@]} == 1 && -d ${dirs[0]} ]] || fail "expected one run's folder in $1, found: $(ls -A "$1" 2>&1)"
+  echo "${dirs[0]%/}"
+}

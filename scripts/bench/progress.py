@@ -10,14 +10,42 @@ nothing, in the same process: a loaded machine drifts more between runs than the
 Each row: the median over rounds of each kind's median time per step, and of the median
 difference between adjacent blocks (the cost a step). Both
 PyTorch versions: Debian's 1.13 and the 2.x venv (scripts/install-deps.sh --torch2).
+
+Then the module's own calls alone (timeit, the best of 5 repeats of 200,000 calls, the record
+in a real heartbeat file in a temporary folder): what a step adds (_step: the progress record's
+write through the mmap and the throttled beat), what a collective adds (its wrapper around a
+function that does nothing: two record writes) and a throttled beat. These are below the
+resolution of the first table on a loaded machine.
 """
 import argparse
 import os
 import re
 import statistics
 import subprocess
+import tempfile
 
 from benchlib import BENCH_DIR, PYTHON_113, ROOT, torch2_python
+
+# Times the module's calls in a Python of its own; prints "step_us collective_us beat_us".
+CALLS = """
+import os, sys, timeit
+import _ddprun_progress as p
+p._file, p._owner = sys.argv[1], os.getpid()
+def best(call):
+    return min(timeit.repeat(call, number=200000, repeat=5)) / 200000 * 1e6
+collective = p._collective(lambda: None, "all_reduce")
+print("%.2f %.2f %.2f" % (best(p._step), best(collective), best(p._beat)))
+"""
+
+
+def calls(ddprun, python):
+    bootstrap = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ddprun))), "share", "ddprun", "python")
+    with tempfile.TemporaryDirectory() as tmp:
+        heartbeat = os.path.join(tmp, "heartbeat")
+        open(heartbeat, "w").close()
+        out = subprocess.run([python, "-c", CALLS, heartbeat], env=dict(os.environ, PYTHONPATH=bootstrap),
+                             check=True, capture_output=True, text=True).stdout
+    return [float(x) for x in out.split()]
 
 # (label, layers, width, batch): a short step and a longer one (2 and 20-40 ms on the 2-core VM).
 SHAPES = [("20 x Linear(64) + ReLU, batch 32", 20, 64, 32), ("20 x Linear(256) + ReLU, batch 256", 20, 256, 256)]
@@ -52,6 +80,12 @@ def main():
             on = statistics.median(r[1] for r in runs)
             cost = statistics.median(r[2] for r in runs)
             print(f"| {version} | {shape[0]} | {off:.0f} us | {on:.0f} us | {cost:+.1f} us ({cost / off * 100:+.2f} %) |")
+    print()
+    print("| PyTorch | a step (_step) | a collective (wrapper) | a throttled beat |")
+    print("|---|---|---|---|")
+    for version, python in pythons:
+        step, collective, beat = calls(args.ddprun, python)
+        print(f"| {version} | {step:.2f} us | {collective:.2f} us | {beat:.2f} us |")
 
 
 if __name__ == "__main__":

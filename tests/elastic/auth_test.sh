@@ -151,6 +151,43 @@ done
 unset FAIL_AFTER
 ok "300 idle connections at ulimit -n 64: no busy loop, idle ones closed, the worker restarts"
 
+# 7. Claims to host the rendezvous: the host knows its own connection (it made it, in its own
+# process) and takes no node's word for it. A stranger in an open job and an insider that knows
+# the job's secret each join saying they host it, with the job's run id and --nnodes, and stay
+# connected: both are refused with the reason (before, the host gave its own finish to the
+# stranger's connection and hung), the host says so, and the real job ends normally, in one
+# round. A version of 2^32+5 is refused as that version, not read as 5.
+for variant in stranger insider; do
+  next_port; rm -f "$T"/env.* "$T/starts"
+  job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=claimed)
+  peer_secret=()
+  if [[ $variant == insider ]]; then export DDPRUN_RDZV_SECRET=the-jobs-secret; peer_secret=(--secret=the-jobs-secret); fi
+  export WAIT_RELEASE=1  # the workers run until the claims are done
+  node 127.0.0.2 a "${job[@]}" "$T/dump"
+  node 127.0.0.3 b "${job[@]}" "$T/dump"
+  wait_for 20 test -e "$T/env.3"
+  "${peer[@]}" stranger 127.0.0.2 $port "${peer_secret[@]}" --claim-host --run-id=claimed --nnodes=2 --wait=30 \
+    > "$T/claim.out" 2>&1 &
+  claimer=$!
+  wait_for 20 grep -qs '"type":"finish"' "$T/claim.out"
+  "${peer[@]}" stranger 127.0.0.2 $port "${peer_secret[@]}" --version=4294967301 --run-id=claimed --nnodes=2 \
+    > "$T/version.out" 2>&1
+  touch "$T/release"
+  finish_within 30 a; finish_within 30 b
+  kill $claimer 2>/dev/null || true; wait $claimer || true
+  unset WAIT_RELEASE DDPRUN_RDZV_SECRET; rm "$T/release"
+  expect_eq "$RC_a $RC_b" "0 0" "the job with a claim to host it ($variant; $(show a b; cat "$T/claim.out"))"
+  expect_eq "$(cat "$T"/env.* | sort | tr '\n' ' ')" "0 4 127.0.0.2 claimed 1 4 127.0.0.2 claimed 2 4 127.0.0.2 claimed 3 4 127.0.0.2 claimed " "ranks and MASTER_ADDR ($variant)"
+  expect_eq "$(wc -l < "$T/starts")" 4 "worker starts (one round, no restart; $variant)"
+  [[ $variant == insider ]] && expect_in "$T/claim.out" "server proof ok: True"
+  expect_in "$T/claim.out" "this node says it hosts the rendezvous, but the rendezvous runs in the launcher of"
+  expect_eq "$(grep -cE "refused a rendezvous connection from 127\.0\.0\.[0-9]+:[0-9]+: this node says it hosts the rendezvous" "$T/a.err")" 1 \
+    "the host's lines about the claim ($variant)"
+  expect_in "$T/version.out" "this node speaks rendezvous protocol version 4294967301 but the rendezvous host speaks version [0-9]+"
+  expect_in "$T/a.err" "refused a rendezvous connection from .*protocol version 4294967301"
+done
+ok "a stranger (no secret) and an insider (with it) claiming to host are refused; the job ends normally; version 2^32+5 refused"
+
 # libcrypto is opened only by a run that authenticates: where it cannot be loaded (hidden by
 # /dev/null bound over it in a mount namespace of this command alone), a run with a secret ends
 # at once with one line and exit 69; runs without a secret never need it. Root only.

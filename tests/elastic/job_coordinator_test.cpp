@@ -44,7 +44,10 @@ std::string render(const Message& message) {
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
-//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host] [agent_store]
+//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host] [claims_host]
+//          [agent_store] [port=P] [addr=A]
+//        host: the transport knows N as the launcher the coordinator runs in (Joiner::kHost),
+//        and N says so; claims_host: N says it hosts, the transport does not know it so
 //   fail N ROUND [exit=E] [at=T] [rank=R] [tb]    worker_failed (tb: with a traceback)
 //   stopped N ROUND [fail=RANK:EXIT:AT[:tb]]...    workers_stopped
 //   succeeded N ROUND
@@ -70,7 +73,8 @@ class Script {
       NodeId node = 0;
       in >> node;
       if (word == "join") {
-        out = coordinator_.join(node, spec(node, in), now_);
+        const NodeSpec joining = spec(node, in);
+        out = coordinator_.join(node, joining, host_ ? Joiner::kHost : Joiner::kPeer, now_);
       } else if (word == "fail") {
         int round = 0;
         in >> round;
@@ -106,7 +110,8 @@ class Script {
   const JobCoordinator& coordinator() const { return coordinator_; }
 
  private:
-  NodeSpec spec(NodeId node, std::istringstream& in) const {
+  NodeSpec spec(NodeId node, std::istringstream& in) {
+    host_ = false;
     NodeSpec s;
     s.run_id = settings_.run_id;
     s.min_nodes = settings_.min_nodes;
@@ -121,8 +126,11 @@ class Script {
       std::sscanf(option.c_str(), "nproc=%d", &s.nproc);
       std::sscanf(option.c_str(), "nnodes=%d:%d", &s.min_nodes, &s.max_nodes);
       std::sscanf(option.c_str(), "max_restarts=%d", &s.max_restarts);
+      std::sscanf(option.c_str(), "port=%d", &s.master_port);
       if (option.rfind("run=", 0) == 0) s.run_id = option.substr(4);
-      if (option == "host") s.hosts_rendezvous = true;
+      if (option.rfind("addr=", 0) == 0) s.addr = option.substr(5);
+      if (option == "host") host_ = s.hosts_rendezvous = true;
+      if (option == "claims_host") s.hosts_rendezvous = true;
       if (option == "agent_store") s.agent_store = true;
     }
     return s;
@@ -147,6 +155,7 @@ class Script {
   JobSettings settings_;
   JobCoordinator coordinator_;
   double now_ = 0;
+  bool host_ = false;  // the node of the join being read is the host's own (option host)
 };
 
 struct Step {
@@ -572,7 +581,7 @@ TEST_CASE("nodes that do not fit the job are refused with the flag to fix") {
       {"join 2 rank=3", "--node_rank=3 is out of range for --nnodes=3 (0 to 2)"},
       {"join 2 rank=1", "--node_rank=1 is already taken by node h1 (10.0.0.1) in rendezvous 'job'; give each node its "
                         "own --node_rank"},
-      {"join 2 nproc=0", "--nproc_per_node=0 is not a positive number"},
+      {"join 2 nproc=0", "--nproc_per_node=0 is out of range (1 to 1048576)"},
       {"join 1", "this node joined twice"},
   };
   for (const Case& c : cases) {
@@ -612,6 +621,85 @@ TEST_CASE("many nodes: each event is counted, not found by a walk; the round end
   // Success only when the last node succeeded.
   for (int n = 1; n < kNodes; ++n) REQUIRE(s.run(fmt::format("succeeded {} 2", n)).empty());
   CHECK(s.run(fmt::format("succeeded {} 2", kNodes)).size() == kNodes);
+}
+
+TEST_CASE("only the transport says which node hosts the rendezvous; a peer's claim is refused") {
+  const std::string kClaim =
+      "error=this node says it hosts the rendezvous, but the rendezvous runs in the launcher of ";
+  const std::string kTail = "; a node hosts it only in its own process (give one node alone --rdzv_conf is_host=1, "
+                            "or the endpoint's address)";
+  struct Case {
+    std::string name;
+    std::vector<Step> steps;
+  };
+  const std::vector<Case> cases = {
+      {"the host's own node is rank 0 though its hostname sorts last",
+       {{"join 9 host", {}},
+        {"join 1", {"n9 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.9:1009",
+                    "n1 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.9:1009"}}}},
+      {"a stranger claiming to host before the host joined: refused, then the job starts",
+       {{"join 1 claims_host", {"n1 finish exit=69 restarts=0 " + kClaim + "another node" + kTail}},
+        {"join 9 host", {}},
+        {"join 2", {"n9 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.9:1009",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.9:1009"}}}},
+      {"an insider claiming to host after the host joined: refused, named, and the job goes on",
+       {{"join 9 host", {}},
+        {"join 1 claims_host", {"n1 finish exit=69 restarts=0 " + kClaim + "h9 (10.0.0.9)" + kTail}},
+        {"join 2", {"n9 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.9:1009",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.9:1009"}}}},
+      {"a claim with node_rank 0 is refused too: rank 0 is not taken",
+       {{"join 9 host rank=1", {}},
+        {"join 1 claims_host rank=0", {"n1 finish exit=69 restarts=0 " + kClaim + "h9 (10.0.0.9)" + kTail}},
+        {"join 2 rank=0", {"n2 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.2:1002",
+                           "n9 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.2:1002"}}}},
+      {"a second connection of the host is refused",
+       {{"join 9 host", {}},
+        {"join 8 host",
+         {"n8 finish exit=69 restarts=0 error=the rendezvous host joined a second time, while h9 (10.0.0.9) is its "
+          "first connection"}}}},
+      {"once the host is gone, it may join again",
+       {{"join 9 host", {}}, {"gone 9", {}}, {"join 8 host", {}},
+        {"join 2", {"n8 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.8:1008",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.8:1008"}}}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    play(job(2, 2), c.steps);
+  }
+}
+
+TEST_CASE("a peer's fields out of range are refused, one line each, and the job goes on") {
+  struct Case {
+    std::string join;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"join 1 rank=-2", "--node_rank=-2 is out of range for --nnodes=2 (0 to 1)"},
+      {"join 1 rank=2", "--node_rank=2 is out of range for --nnodes=2 (0 to 1)"},
+      {"join 1 nproc=0", "--nproc_per_node=0 is out of range (1 to 1048576)"},
+      {"join 1 nproc=1048577", "--nproc_per_node=1048577 is out of range (1 to 1048576)"},
+      {"join 1 port=0", "this node's MASTER_PORT 0 is not a TCP port (1 to 65535)"},
+      {"join 1 port=65536", "this node's MASTER_PORT 65536 is not a TCP port (1 to 65535)"},
+      {"join 1 addr=10.0.0.1;reboot", "this node's address '10.0.0.1;reboot' is not a host name or IP address"},
+      {"join 1 addr=", "this node's address '' is not a host name or IP address"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.join);
+    play(job(2, 2), {{c.join, {"n1 finish exit=69 restarts=0 error=" + c.error}},
+                     {"join 2 addr=fe80::1%eth0", {}},
+                     {"join 3 addr=node-3.example",
+                      {"n2 assign round=1 restarts=0 group=0/2 ranks=0/4 master=fe80::1%eth0:1002",
+                       "n3 assign round=1 restarts=0 group=1/2 ranks=2/4 master=fe80::1%eth0:1002"}}});
+  }
+}
+
+TEST_CASE("the world size never overflows: a node that would make it more than 2^31-1 workers is refused") {
+  Script script(job(4096, 4096));
+  for (int n = 1; n <= 2047; ++n) REQUIRE(script.run(fmt::format("join {} nproc=1048576", n)).empty());
+  CHECK(script.run("join 2048 nproc=1048576") ==
+        Lines{"n2048 finish exit=69 restarts=0 error=--nproc_per_node=1048576 would make the job more than "
+              "2147483647 workers, with the 2146435072 of the nodes joined"});
+  CHECK(script.run("join 2049 nproc=1048575").empty());
 }
 
 TEST_CASE("group rank order") {

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """A hand-driven rendezvous peer for the authentication tests (standard library only).
 
-  rdzv_peer.py stranger HOST PORT [--secret S]   joins (with a secret: tries to authenticate
-                                                 with it); prints every line it receives
+  rdzv_peer.py stranger HOST PORT [--secret S] [--claim-host] [--version V]
+                                                 joins (with a secret: tries to authenticate
+                                                 with it), saying it hosts the rendezvous with
+                                                 --claim-host, in hello and join with version V;
+                                                 prints every line it receives
   rdzv_peer.py forge HOST PORT --secret S --run-id ID --nnodes MIN:MAX
                                                  joins properly, then reports a failure of a
                                                  worker of another node; prints what follows
@@ -10,7 +13,7 @@
                                                  its own secret; prints each message received
   rdzv_peer.py flood HOST PORT N SECONDS         holds N connections that only send heartbeats;
                                                  prints how many the host closed
-The wire format is elastic/include/ddprun/rendezvous_protocol.hpp and elastic/src/rendezvous_auth.hpp.
+The wire format is elastic/src/core/rendezvous_protocol.hpp and elastic/src/auth/rendezvous_auth.hpp.
 """
 import argparse
 import hashlib
@@ -83,9 +86,9 @@ def connect(host, port):
             time.sleep(0.05)
 
 
-def authenticate(c, secret):
+def authenticate(c, secret, version=VERSION):
     nonce = os.urandom(32).hex()
-    c.send({"type": "hello", "version": VERSION, "nonce": nonce})
+    c.send({"type": "hello", "version": version, "nonce": nonce})
     challenge = c.recv(10)
     if not challenge or challenge.get("type") != "challenge":
         return False
@@ -100,14 +103,14 @@ def spec(args, addr):
     lo, _, hi = args.nnodes.partition(":")
     return {"run_id": args.run_id, "min_nodes": int(lo), "max_nodes": int(hi or lo), "max_restarts": args.max_restarts,
             "node_rank": -1, "nproc": 1, "addr": addr, "hostname": "zz-forger", "master_port": 1,
-            "hosts_rendezvous": False, "agent_store": True}
+            "hosts_rendezvous": args.claim_host, "agent_store": True}
 
 
 def stranger(args):
     c = connect(args.host, args.port)
-    if args.secret and not authenticate(c, args.secret):
+    if args.secret and not authenticate(c, args.secret, args.version):
         return
-    c.send({"type": "join", "version": VERSION, "node": spec(args, "127.0.0.9")})
+    c.send({"type": "join", "version": args.version, "node": spec(args, "127.0.0.9")})
     while c.recv(args.wait) is not None:
         pass
 
@@ -195,6 +198,8 @@ def main():
     p.add_argument("--nnodes", default="2")
     p.add_argument("--max-restarts", type=int, default=0)
     p.add_argument("--wait", type=float, default=3)
+    p.add_argument("--claim-host", action="store_true")
+    p.add_argument("--version", type=int, default=VERSION)
     args = p.parse_args()
     {"stranger": stranger, "forge": forge, "squat": squat, "flood": flood}[args.mode](args)
 

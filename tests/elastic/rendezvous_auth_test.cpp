@@ -47,7 +47,6 @@ TEST_CASE("the same secret on both sides: each proves itself, both get the same 
   CHECK(hello["version"] == kVersion);
   CHECK(hello.dump().find("s3cret") == std::string::npos);
   const nlohmann::json challenge = p.server.on_hello(hello);
-  CHECK(p.server.peer_version() == kVersion);
   CHECK_FALSE(p.server.done());
   const nlohmann::json proof = p.client.on_challenge(challenge);
   CHECK(p.client.done());

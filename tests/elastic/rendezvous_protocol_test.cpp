@@ -2,6 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace ddprun::elastic {
 namespace {
 
@@ -103,6 +106,128 @@ TEST_CASE("parse_message takes objects with a string type, nested a few levels")
   CHECK_FALSE(parse_message(R"({"type":"stop","round":1e400})"));  // overflows a double: no throw either
   CHECK(parse_message(R"({"type":"stop","round":2.0})"));
   CHECK(parse_message(R"({"type":"worker_failed","failure":{"timestamp":4e9}})"));
+}
+
+TEST_CASE("every integer from a peer is range-checked before it is narrowed to an int") {
+  struct Case {
+    const char* line;
+    bool accepted;
+  };
+  const std::vector<Case> cases = {
+      {R"({"type":"stop","round":2147483647})", true},
+      {R"({"type":"stop","round":-2147483648})", true},
+      {R"({"type":"stop","round":2147483648})", false},
+      {R"({"type":"stop","round":-2147483649})", false},
+      {R"({"type":"stop","round":4294967301})", false},  // 2^32+5: was read as 5
+      {R"({"type":"stop","round":18446744073709551615})", false},
+      {R"({"type":"stop","round":2.5})", false},  // was read as 2
+      {R"({"type":"join","node":{"nproc":4294967297}})", false},
+      {R"({"type":"finish","outcome":{"failures":[{"exit_code":4294967297}]}})", false},
+      {R"({"type":"worker_failed","failure":{"timestamp":1e300}})", true},
+      // A version is compared unnarrowed (is_protocol_version), so that the peer is told.
+      {R"({"type":"hello","version":4294967301})", true},
+      {R"({"type":"hello","version":18446744073709551615})", true},
+      {R"({"type":"hello","version":5.5})", false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.line);
+    CHECK(parse_message(c.line).has_value() == c.accepted);
+  }
+  CHECK(parse_peer_json(R"({"rounds":3,"restarts":1})"));
+  CHECK_FALSE(parse_peer_json(R"({"rounds":4294967299})"));
+  CHECK_FALSE(parse_peer_json("{"));
+}
+
+TEST_CASE("a version is the protocol's only when it is that integer") {
+  using nlohmann::json;
+  CHECK(is_protocol_version(json(kProtocolVersion)));
+  CHECK(is_protocol_version(json(static_cast<std::uint64_t>(kProtocolVersion))));
+  CHECK_FALSE(is_protocol_version(json::parse("4294967301")));  // 2^32+5
+  CHECK_FALSE(is_protocol_version(json::parse("18446744073709551615")));
+  CHECK_FALSE(is_protocol_version(json::parse("-4294967291")));  // -(2^32)+5
+  CHECK_FALSE(is_protocol_version(json(std::to_string(kProtocolVersion))));
+  CHECK_FALSE(is_protocol_version(json(kProtocolVersion + 1.0)));
+  CHECK_FALSE(is_protocol_version(json()));
+}
+
+TEST_CASE("a peer's failure, assignment and outcome are checked before anything acts on them") {
+  const auto failure = [](int exit_code, int signal, int local_rank) {
+    WorkerFailure f;
+    f.exit_code = exit_code;
+    f.signal = signal;
+    f.local_rank = local_rank;
+    return f;
+  };
+  struct FailureCase {
+    WorkerFailure failure;
+    std::string error;  // empty: accepted
+  };
+  const std::vector<FailureCase> failures = {
+      {failure(1, 0, 0), ""},
+      {failure(137, 9, 1), ""},
+      {failure(255, 64, 1), ""},
+      {failure(256, 0, 0), "a failure's exit code 256 is out of range"},  // would exit 0 on every node
+      {failure(0, 0, 0), "a failure's exit code 0 is out of range"},
+      {failure(-1, 0, 0), "a failure's exit code -1 is out of range"},
+      {failure(1, 65, 0), "a failure's signal 65 is out of range"},
+      {failure(1, -9, 0), "a failure's signal -9 is out of range"},
+      {failure(1, 0, 2), "a failure's local rank 2 is out of range"},
+      {failure(1, 0, -1), "a failure's local rank -1 is out of range"},
+      {[&] {
+         WorkerFailure f = failure(1, 0, 0);
+         f.host = "h2\x1b[2J";  // would clear every node's terminal
+         return f;
+       }(),
+       "a failure's host 'h2?[2J' is not a host name"},
+  };
+  for (const FailureCase& c : failures) {
+    CAPTURE(c.error);
+    if (c.error.empty()) {
+      CHECK_NOTHROW(check_failure(c.failure, 2));
+    } else {
+      CHECK_THROWS_WITH_AS(check_failure(c.failure, 2), c.error.c_str(), std::invalid_argument);
+    }
+  }
+
+  const RoundAssignment good{3, 1, 1, 2, 2, 4, "10.0.0.1", 4567, "job", true};
+  struct AssignmentCase {
+    void (*change)(RoundAssignment&);
+    std::string error;
+  };
+  const std::vector<AssignmentCase> assignments = {
+      {[](RoundAssignment&) {}, ""},
+      {[](RoundAssignment& a) { a.round = 0; }, "the round 0 is out of range"},
+      {[](RoundAssignment& a) { a.restart_count = -1; }, "the restart count -1 is out of range"},
+      {[](RoundAssignment& a) { a.group_world_size = 0; }, "the number of nodes 0 is out of range"},
+      {[](RoundAssignment& a) { a.group_rank = 2; }, "the group rank 2 is out of range"},
+      {[](RoundAssignment& a) { a.group_rank = -1; }, "the group rank -1 is out of range"},
+      {[](RoundAssignment& a) { a.base_rank = 3; }, "the first rank 3 is out of range"},  // ranks 3, 4 of 4
+      {[](RoundAssignment& a) { a.base_rank = -2; }, "the first rank -2 is out of range"},
+      {[](RoundAssignment& a) { a.world_size = 3; }, "the first rank 2 is out of range"},
+      {[](RoundAssignment& a) { a.master_port = 0; }, "MASTER_PORT 0 is out of range"},
+      {[](RoundAssignment& a) { a.master_port = 65536; }, "MASTER_PORT 65536 is out of range"},
+      {[](RoundAssignment& a) { a.master_addr.clear(); }, "MASTER_ADDR is empty"},
+  };
+  for (const AssignmentCase& c : assignments) {
+    CAPTURE(c.error);
+    RoundAssignment a = good;
+    c.change(a);
+    if (c.error.empty()) {
+      CHECK_NOTHROW(check_assignment(a, 2));
+    } else {
+      CHECK_THROWS_WITH_AS(check_assignment(a, 2), c.error.c_str(), std::invalid_argument);
+    }
+  }
+
+  JobOutcome outcome;
+  CHECK_NOTHROW(check_outcome(outcome));
+  outcome.exit_code = 255;
+  CHECK_NOTHROW(check_outcome(outcome));
+  outcome.exit_code = 256;
+  CHECK_THROWS_WITH_AS(check_outcome(outcome), "the job's exit code 256 is out of range", std::invalid_argument);
+  outcome.exit_code = 1;
+  outcome.restarts = -1;
+  CHECK_THROWS_WITH_AS(check_outcome(outcome), "the job's restarts -1 is out of range", std::invalid_argument);
 }
 
 }  // namespace ddprun::elastic

@@ -22,12 +22,12 @@ void rendezvous_line(std::string_view line) {
   if (!message) return;
   try {
     decode<NodeSpec>(*message, "node");
-    decode<RoundAssignment>(*message, "assignment");
-    decode<JobOutcome>(*message, "outcome");
-    decode<WorkerFailure>(*message, "failure");
+    if (message->contains("assignment")) check_assignment(message->at("assignment").get<RoundAssignment>(), 1);
+    if (message->contains("outcome")) check_outcome(message->at("outcome").get<JobOutcome>());
+    if (message->contains("failure")) check_failure(message->at("failure").get<WorkerFailure>(), 1);
     decode<std::vector<WorkerFailure>>(*message, "failures");
     decode<int>(*message, "round");
-    decode<int>(*message, "version");
+    if (message->contains("version")) (void)is_protocol_version(message->at("version"));
     if (message->contains("reason")) parse_stop_reason(message->at("reason").get<std::string>());
     (void)message->dump();
   } catch (const nlohmann::json::exception&) {

@@ -54,6 +54,8 @@ ok "every bad input is one line, exit 64, nothing started"
 # Issue 16's fault sweep: values that crashed ddprun (std::regex recursion, JSON nested 100,000
 # deep), exited 70 for the user's own mistake, or wrapped a timeout around to zero.
 digits=$(head -c 100000 /dev/zero | tr '\0' 9)
+# 100,000 of one letter: bash's pattern substitution takes seconds of CPU on a string this long.
+letters() { head -c 100000 /dev/zero | tr '\0' "$1"; }
 long_list=$(head -c 30000 /dev/zero | sed 's/\x0/0:1,/g')x
 check "--nnodes=9{80}\.\.\.: expected 1 or more nodes" --nnodes="$digits" "$T/marker"
 check "--redirects=(0:1,){20}\.\.\.: expected 0 \(none\)" --redirects="$long_list" "$T/marker"
@@ -64,13 +66,13 @@ for value in inf nan 1e308 1e10 -1; do
     --shutdown_timeout=$value "$T/marker"
 done
 check "--hang_timeout=inf: expected" --hang_timeout=inf "$T/marker"
-check "--master_addr=h{80}\.\.\.: expected a host name" --master_addr="${digits//9/h}" "$T/marker"
-check "--rdzv_id=j{80}\.\.\.: expected a job id" --rdzv_id="${digits//9/j}" "$T/marker"
+check "--master_addr=h{80}\.\.\.: expected a host name" --master_addr="$(letters h)" "$T/marker"
+check "--rdzv_id=j{80}\.\.\.: expected a job id" --rdzv_id="$(letters j)" "$T/marker"
 check "--rdzv_conf join_timeout=1e300: expected a positive number of seconds, at most 1000000000" \
   --rdzv_conf=join_timeout=1e300 "$T/marker"
 check "--rdzv_conf heartbeat_timeout=1e300: expected" --rdzv_conf=heartbeat_timeout=1e300 "$T/marker"
-check "--rdzv_conf: unknown key 'x{80}\.\.\.'" --rdzv_conf="${digits//9/x}=1" "$T/marker"
-check "unknown option --y{78}\.\.\." "--${digits//9/y}" "$T/marker"
+check "--rdzv_conf: unknown key 'x{80}\.\.\.'" --rdzv_conf="$(letters x)=1" "$T/marker"
+check "unknown option --y{78}\.\.\." "--$(letters y)" "$T/marker"
 
 # --config files: too deep, too large, wrong types, a folder, unreadable.
 head -c 100000 /dev/zero | tr '\0' '[' > "$T/deep.json"
@@ -102,7 +104,7 @@ PET_SHUTDOWN_TIMEOUT=inf check "PET_SHUTDOWN_TIMEOUT=inf: expected" "$T/marker"
 PET_REDIRECTS=$long_list check "PET_REDIRECTS=(0:1,){20}" "$T/marker"
 SLURM_JOB_ID=7 SLURM_JOB_NODELIST="node[1-99999999999]" \
   check "SLURM_JOB_NODELIST: invalid hostlist \"node\[1-99999999999\]\": range" "$T/marker"
-SLURM_JOB_ID=7 SLURM_JOB_NODELIST="${digits//9/n}" \
+SLURM_JOB_ID=7 SLURM_JOB_NODELIST="$(letters n)" \
   check "SLURM_JOB_NODELIST: invalid hostlist \"n{80}\.\.\.\": host \"n{80}\.\.\.\" is longer than 255" "$T/marker"
 SLURM_JOB_ID=$digits check "SLURM_JOB_ID=\"9{80}\.\.\.\" is not a SLURM id" "$T/marker"
 ok "hostile command lines, PET_* values, --config files, paths and SLURM variables: one short line, exit 64"

@@ -31,10 +31,11 @@ expect_eq "$RC" 124 "exit code of a hung job"
 expect_in "$T/fixed.err" "rank 1 hung: no progress for 2\.[0-9] s \(hang timeout 2\.0 s\); collecting the stacks of 2 workers"
 expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
 expect_in "$T/fixed.err" "^    where:"
-expect_in "$T/fixed.err" "stacks of every worker: $T/logs/attempt_0/rank_\*/stacks.txt"
+run=$(run_dir "$T/logs")
+expect_in "$T/fixed.err" "stacks of every worker: $run/attempt_0/rank_\*/stacks.txt"
 for r in 0 1; do
-  expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"
-  expect_in "$T/logs/attempt_0/rank_$r/stacks.txt" "(main|_start|__libc_start)"
+  expect_in "$run/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"
+  expect_in "$run/attempt_0/rank_$r/stacks.txt" "(main|_start|__libc_start)"
 done
 delay=$(hang_delay "$T/fixed.jsonl" 1 "$T/lastbeat.1")
 within 1.9 6 "$delay" || fail "rank 1 found hung ${delay}s after its last beat, with a 2 s timeout"

@@ -87,8 +87,9 @@ expect_in "$T/fails.err" "^      ValueError: bad shard 17$"
 expect_not_in "$T/fails.err" "error file"
 run_ddprun fails_logs --nproc_per_node=2 --log_dir "$T/logs" "$T/fails.py"
 expect_eq "$RC" 1 "exit code of a python exception, --log_dir"
-expect_in "$T/fails_logs.err" "^    error file: $T/logs/attempt_0/rank_1/error.json$"
-expect_in "$T/logs/attempt_0/rank_1/error.json" "bad shard 17"
+run=$(run_dir "$T/logs")
+expect_in "$T/fails_logs.err" "^    error file: $run/attempt_0/rank_1/error.json$"
+expect_in "$run/attempt_0/rank_1/error.json" "bad shard 17"
 expect_in "$T/fails_logs.err" "^          raise ValueError"
 ok "@record error file shown as the root cause: message, traceback, the path only when kept"
 

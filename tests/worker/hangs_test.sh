@@ -19,7 +19,7 @@ py_spy=$(command -v py-spy || true)
 common_checks() {
   expect_eq "$RC" 124 "$1: exit code"
   expect_in "$T/$1.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
-  for r in 0 1; do expect_in "$T/logs_$1/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"; done
+  for r in 0 1; do expect_in "$(run_dir "$T/logs_$1")/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"; done
   expect_in "$T/$1.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"rank":1'
   wait_for 20 no_leftovers
 }
@@ -55,7 +55,7 @@ delay=$(hang_delay "$T/py.jsonl" 1 "$T/py/lastbeat.1")
 within 4.5 12 "$delay" || fail "Python rank 1 found hung ${delay}s after its last beat, with a 5 s timeout"
 if [[ -n "$py_spy" ]]; then
   expect_in "$T/py.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)"
-  expect_in "$T/logs_py/attempt_0/rank_0/stacks.txt" "all_reduce"
+  expect_in "$(run_dir "$T/logs_py")/attempt_0/rank_0/stacks.txt" "all_reduce"
   ok "Python worker: found ${delay} s after its last beat (timeout 5 s), Python stacks: rank 1 in stuck_in_data_loader, rank 0 in all_reduce"
 else
   expect_in "$T/py.err" "no Python stacks: py-spy is not in PATH"
@@ -79,5 +79,5 @@ print("%.2f" % (e["time"] - float(open(sys.argv[2]).read())))
 PY
 )
 within 1.9 8 "$delay" || fail "the 2 s timer was enforced ${delay}s after it was acquired"
-[[ ! -e "$T/logs_timer/watchdog_timer" ]] || fail "the timer pipe was left in the log folder"
+[[ ! -e "$(run_dir "$T/logs_timer")/watchdog_timer" ]] || fail "the timer pipe was left in the log folder"
 ok "FileTimerClient: the 2 s timer expired ${delay} s after it was acquired; rank 1 reported hung, exit 124"

@@ -161,7 +161,7 @@ nlohmann::json Handshake::on_hello(const nlohmann::json& hello) {
   if (!hello.contains("version") || !hello["version"].is_number_integer()) {
     throw AuthError("a hello without a version");
   }
-  peer_version_ = hello["version"];
+  // The caller compares the version itself, unnarrowed (is_protocol_version).
   client_nonce_ = nonce;
   step_ = 1;
   return {{"type", "challenge"}, {"nonce", server_nonce_}, {"proof", proof("ddprun-rdzv server")}};

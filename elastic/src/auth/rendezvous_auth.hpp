@@ -75,8 +75,6 @@ class Handshake {
   bool done() const { return done_; }
   // The session key; only once done().
   const std::string& session_key() const;
-  // The version the client's hello named (server side).
-  int peer_version() const { return peer_version_; }
 
  private:
   std::string proof(std::string_view label) const;
@@ -88,7 +86,6 @@ class Handshake {
   std::string client_nonce_;
   std::string server_nonce_;
   int version_;
-  int peer_version_ = 0;
   int step_ = 0;
   bool done_ = false;
   std::string session_key_;

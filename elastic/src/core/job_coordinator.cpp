@@ -6,9 +6,11 @@
 #include <cctype>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <string_view>
 
 #include "core/node_identity.hpp"
+#include "ddprun/input_limits.hpp"
 
 namespace ddprun::elastic {
 
@@ -48,6 +50,21 @@ bool natural_less(const std::string& a, const std::string& b) {
     }
   }
   return a.size() - i < b.size() - j;
+}
+
+// What --nproc_per_node accepts (launch_config.cpp).
+constexpr int kMaxNproc = 1 << 20;
+
+// An address a peer may advertise as MASTER_ADDR: an IP address (v6 with a zone, bracketed or
+// not) or a host name; nothing that a worker's environment or a console line should not hold.
+bool is_host_address(const std::string& addr) {
+  return !addr.empty() && addr.size() <= kMaxHostChars && std::all_of(addr.begin(), addr.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view(".-:_%[]").find(c) != std::string_view::npos;
+  });
+}
+
+bool has_control_characters(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 std::string nnodes(int min_nodes, int max_nodes) {
@@ -111,14 +128,23 @@ JobCoordinator::JobCoordinator(JobSettings settings, double now)
       restart_count_(settings_.restarts_used),
       join_deadline_(now + settings_.join_timeout) {}
 
-std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec) const {
+std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec, Joiner joiner) const {
   const JobSettings& s = settings_;
   if (phase_ == Phase::kFinished) {
     return fmt::format("rendezvous '{}' has already finished; start a new job with another --rdzv_id", s.run_id);
   }
+  if (joiner == Joiner::kPeer && spec.hosts_rendezvous) {
+    return fmt::format(
+        "this node says it hosts the rendezvous, but the rendezvous runs in the launcher of {}; a node hosts it "
+        "only in its own process (give one node alone --rdzv_conf is_host=1, or the endpoint's address)",
+        host_ ? node_name(*host_) : std::string("another node"));
+  }
+  if (joiner == Joiner::kHost && host_ && *host_ != node) {
+    return fmt::format("the rendezvous host joined a second time, while {} is its first connection", node_name(*host_));
+  }
   if (spec.run_id != s.run_id) {
     return fmt::format("this rendezvous endpoint serves run '{}', not '{}'; give every node the same --rdzv_id",
-                       s.run_id, spec.run_id);
+                       s.run_id, shown(spec.run_id));
   }
   if (spec.min_nodes != s.min_nodes || spec.max_nodes != s.max_nodes) {
     return fmt::format("this node has --nnodes={} but rendezvous '{}' has --nnodes={}; give every node the same --nnodes",
@@ -130,12 +156,27 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
         "--max_restarts",
         spec.max_restarts, s.run_id, s.max_restarts);
   }
-  if (spec.node_rank >= s.max_nodes) {
+  if (spec.node_rank < -1 || spec.node_rank >= s.max_nodes) {
     return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
                        nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);
   }
-  if (spec.nproc < 1) {
-    return fmt::format("--nproc_per_node={} is not a positive number", spec.nproc);
+  if (spec.nproc < 1 || spec.nproc > kMaxNproc) {
+    return fmt::format("--nproc_per_node={} is out of range (1 to {})", spec.nproc, kMaxNproc);
+  }
+  if (workers_ + spec.nproc > std::numeric_limits<int>::max()) {
+    return fmt::format("--nproc_per_node={} would make the job more than {} workers, with the {} of the nodes joined",
+                       spec.nproc, std::numeric_limits<int>::max(), workers_);
+  }
+  if (spec.master_port < 1 || spec.master_port > 65535) {
+    return fmt::format("this node's MASTER_PORT {} is not a TCP port (1 to 65535)", spec.master_port);
+  }
+  // The host's own address and name come from its command line, already checked.
+  if (joiner == Joiner::kPeer && !is_host_address(spec.addr)) {
+    return fmt::format("this node's address '{}' is not a host name or IP address", shown(spec.addr));
+  }
+  if (joiner == Joiner::kPeer && (spec.hostname.size() > kMaxHostChars || has_control_characters(spec.hostname))) {
+    return fmt::format("this node's host name '{}' has control characters or more than {} characters", shown(spec.hostname),
+                       kMaxHostChars);
   }
   if (nodes_.count(node) != 0) return std::string("this node joined twice");
   if (s.spares >= 0 && nodes_.size() >= static_cast<std::size_t>(s.max_nodes) + s.spares) {
@@ -167,13 +208,16 @@ std::string JobCoordinator::present_nodes() const {
   return fmt::format("{}{}", nodes_.size(), list);
 }
 
-Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, double now) {
+Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, Joiner joiner, double now) {
   Messages out;
-  if (auto why = refusal(node, spec)) {
+  if (auto why = refusal(node, spec, joiner)) {
     out.push_back(Finish{node, rendezvous_failure(*why, restart_count_)});
     return out;
   }
-  nodes_.emplace(node, Node{spec, joins_++, 0});
+  Node& joined = nodes_.emplace(node, Node{spec, joins_++, 0}).first->second;
+  joined.spec.hosts_rendezvous = joiner == Joiner::kHost;
+  if (joiner == Joiner::kHost) host_ = node;
+  workers_ += spec.nproc;
   if (spec.node_rank >= 0) node_ranks_.emplace(spec.node_rank, node);
   switch (phase_) {
     case Phase::kGathering:
@@ -259,6 +303,8 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
   const std::string name = describe_node(node);
   const int node_rank = nodes_.at(node).spec.node_rank;
   if (node_rank >= 0) node_ranks_.erase(node_rank);
+  if (host_ == node) host_.reset();
+  workers_ -= nodes_.at(node).spec.nproc;
   nodes_.erase(node);
   const auto part = parts_.find(node);
   switch (phase_) {

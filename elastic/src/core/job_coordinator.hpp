@@ -75,11 +75,18 @@ struct NodeSpec {
   std::string addr;      // advertised address, MASTER_ADDR when this node gets group rank 0
   std::string hostname;  // for messages
   int master_port = 0;   // a port it holds free on addr, MASTER_PORT when it gets group rank 0
+  // What the node says; the coordinator believes only its transport (Joiner), and refuses a
+  // peer that says so.
   bool hosts_rendezvous = false;
   bool agent_store = false;  // it serves the workers' store on master_port when it gets group rank 0
 };
 
 using NodeId = std::uint64_t;
+
+// Who a joining node is, as the transport knows it without asking the node: the launcher the
+// coordinator runs in (the TCP server's own connection, made in its process; the single node
+// in process), or any other node. Never taken from the node's message.
+enum class Joiner { kPeer, kHost };
 
 struct Assign {
   NodeId node;
@@ -127,9 +134,19 @@ class JobCoordinator {
  public:
   JobCoordinator(JobSettings settings, double now);
 
-  // Refused (a Finish to `node` alone) when the run id or the job's settings differ, the
-  // node_rank is taken or out of range, or the job has finished.
-  Messages join(NodeId node, const NodeSpec& spec, double now);
+  // Refused (a Finish to `node` alone; the job goes on) when the run id or the job's settings
+  // differ, the node_rank is taken or out of range, a field is out of range (nproc, the world
+  // size it would make, master_port, addr, hostname), a peer says it hosts the rendezvous, a
+  // second host joins, or the job has finished. The host's place in the group-rank order is
+  // given by `joiner` alone.
+  Messages join(NodeId node, const NodeSpec& spec, Joiner joiner, double now);
+  // Whether `node` joined and is still in the job (false after a refusal).
+  bool has_node(NodeId node) const { return nodes_.count(node) != 0; }
+  // The workers of `node` as it joined with them; 0 when it is not in the job.
+  int nproc(NodeId node) const {
+    const auto it = nodes_.find(node);
+    return it == nodes_.end() ? 0 : it->second.spec.nproc;
+  }
   Messages worker_failed(NodeId node, int round, WorkerFailure failure, double now);
   Messages workers_stopped(NodeId node, int round, std::vector<WorkerFailure> failures, double now);
   Messages workers_succeeded(NodeId node, int round, double now);
@@ -176,7 +193,7 @@ class JobCoordinator {
   };
 
   // Every check is a lookup: joins cost O(log N), not a walk of the nodes already joined.
-  std::optional<std::string> refusal(NodeId node, const NodeSpec& spec) const;
+  std::optional<std::string> refusal(NodeId node, const NodeSpec& spec, Joiner joiner) const;
   std::string node_name(NodeId node) const;
   std::string describe_node(NodeId node) const { return "node " + node_name(node); }
   std::string present_nodes() const;
@@ -193,6 +210,8 @@ class JobCoordinator {
   Phase phase_ = Phase::kGathering;
   std::map<NodeId, Node> nodes_;  // joined and still connected: the round's nodes and those waiting
   std::map<int, NodeId> node_ranks_;  // the --node_rank of those of nodes_ that gave one
+  std::optional<NodeId> host_;        // the one of nodes_ that Joiner::kHost joined
+  std::int64_t workers_ = 0;          // the nproc of nodes_, summed: bounds every round's world size
   std::uint64_t joins_ = 0;
   int round_ = 0;
   int restart_count_ = 0;

@@ -9,10 +9,11 @@
 
 namespace ddprun::elastic {
 
-bool NodeRendezvous::start_joining(Handlers handlers, bool agent_store) {
+bool NodeRendezvous::start_joining(Handlers handlers, const RendezvousConfig& config) {
   handlers_ = std::move(handlers);
+  nproc_ = config.nproc;
   try {
-    master_port_.emplace(io_, 0, agent_store);
+    master_port_.emplace(io_, 0, config.agent_store);
   } catch (const std::system_error& e) {
     fail(fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what()));
     return false;
@@ -52,14 +53,18 @@ void NodeRendezvous::fail(const std::string& why) { end(rendezvous_failure(why, 
 void NodeRendezvous::handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish) {
   const std::string type = message.at("type");
   if (type == "assign") {
-    apply(round_.assign(message.at("assignment").get<RoundAssignment>()));
+    const RoundAssignment assignment = message.at("assignment");
+    check_assignment(assignment, nproc_);
+    apply(round_.assign(assignment));
   } else if (type == "stop") {
     apply(round_.stop(message.at("round"), parse_stop_reason(message.at("reason").get<std::string>()),
                       message.at("why")));
   } else if (type == "spare") {
     apply(round_.spare(message.at("place"), message.at("why")));
   } else if (type == "finish") {
-    finish(message.at("outcome").get<JobOutcome>());
+    JobOutcome outcome = message.at("outcome");
+    check_outcome(outcome);
+    finish(std::move(outcome));
   } else {
     throw std::invalid_argument("unknown message type '" + type + "'");
   }

@@ -13,6 +13,7 @@
 #include "core/event_loop.hpp"
 #include "core/node_round.hpp"
 #include "ddprun/rendezvous.hpp"
+#include "ddprun/rendezvous_config.hpp"
 #include "store/master_port.hpp"
 
 namespace ddprun::elastic {
@@ -27,9 +28,10 @@ class NodeRendezvous : public Rendezvous {
  protected:
   explicit NodeRendezvous(asio::io_context& io) : io_(io) {}
 
-  // The start of join(): keeps the handlers and holds a free MASTER_PORT for the job. False
-  // when no port could be held: the job has then ended for this node with that error.
-  bool start_joining(Handlers handlers, bool agent_store);
+  // The start of join(): keeps the handlers and holds a free MASTER_PORT for the job (served
+  // by the agent store when `config` says so). False when no port could be held: the job has
+  // then ended for this node with that error.
+  bool start_joining(Handlers handlers, const RendezvousConfig& config);
 
   // Carries out `actions` in order.
   void apply(NodeRound::Actions actions);
@@ -41,7 +43,8 @@ class NodeRendezvous : public Rendezvous {
 
   // A message from the coordinator (assign, stop or finish: rendezvous_protocol.hpp); a finish
   // goes to `finish`, for the backend to end the node in its own way. Throws std::exception
-  // for anything else, or a message without the fields its type needs.
+  // for anything else, a message without the fields its type needs, or one out of range
+  // (check_assignment, check_outcome).
   void handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish);
 
   // A line of ddprun's own (ending in '\n') on the launcher's console.
@@ -60,6 +63,7 @@ class NodeRendezvous : public Rendezvous {
   std::optional<MasterPort> master_port_;
   Handlers handlers_;
   bool left_ = false;  // the launcher left: no handler is called any more
+  int nproc_ = 1;      // this node's workers
   Lifetime lifetime_;
 
  private:

@@ -1,7 +1,15 @@
 #include "core/rendezvous_protocol.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "ddprun/input_limits.hpp"
 
 namespace ddprun::elastic {
 
@@ -18,33 +26,40 @@ StopReason parse_stop_reason(std::string_view name) {
 namespace {
 struct TooDeep {};
 
-// Whether every number with a fraction or an exponent fits in an int, except under
-// "timestamp" (WorkerFailure's only double). The wire's other numbers are ints, which
-// nlohmann's get<int>() converts from a double with a plain cast: undefined behaviour for
-// 1e300, found by fuzzing.
-bool floats_fit_int(const json& value, bool is_timestamp = false) {
-  if (value.is_number_float()) {
-    const double d = value.get<double>();
-    return is_timestamp || (d > -2147483649.0 && d < 2147483648.0);
-  }
+// Whether every number fits the field that holds it without narrowing (see parse_peer_json).
+// nlohmann's get<int>() casts: 2^32+5 became 5, and 1e300 was undefined behaviour (found by
+// fuzzing).
+bool numbers_fit(const json& value, std::string_view key = {}) {
   if (value.is_object()) {
-    for (const auto& [key, item] : value.items()) {
-      if (!floats_fit_int(item, key == "timestamp")) return false;
+    for (const auto& [name, item] : value.items()) {
+      if (!numbers_fit(item, name)) return false;
     }
-  } else if (value.is_array()) {
-    for (const auto& item : value) {
-      if (!floats_fit_int(item)) return false;
-    }
+    return true;
   }
-  return true;
+  if (value.is_array()) {
+    return std::all_of(value.begin(), value.end(), [](const json& item) { return numbers_fit(item); });
+  }
+  if (!value.is_number() || key == "timestamp") return true;
+  if (key == "version") return value.is_number_integer();
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>() <= std::numeric_limits<int>::max();
+  if (value.is_number_integer()) {
+    const std::int64_t i = value.get<std::int64_t>();
+    return i >= std::numeric_limits<int>::min() && i <= std::numeric_limits<int>::max();
+  }
+  const double d = value.get<double>();
+  return d > -2147483649.0 && d < 2147483648.0 && d == std::trunc(d);
+}
+
+void expect(bool ok, const char* what, long long value) {
+  if (!ok) throw std::invalid_argument(fmt::format("{} {} is out of range", what, value));
 }
 }  // namespace
 
-std::optional<json> parse_message(std::string_view line) {
-  json message;
+std::optional<json> parse_peer_json(std::string_view text) {
+  json value;
   try {
-    message = json::parse(
-        line.begin(), line.end(),
+    value = json::parse(
+        text.begin(), text.end(),
         [](int depth, json::parse_event_t, json&) {
           if (depth > kMaxMessageDepth) throw TooDeep{};
           return true;
@@ -53,9 +68,47 @@ std::optional<json> parse_message(std::string_view line) {
   } catch (const TooDeep&) {
     return std::nullopt;
   }
-  if (!message.is_object() || !message.contains("type") || !message["type"].is_string()) return std::nullopt;
-  if (!floats_fit_int(message)) return std::nullopt;
+  if (value.is_discarded() || !numbers_fit(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<json> parse_message(std::string_view line) {
+  std::optional<json> message = parse_peer_json(line);
+  if (!message || !message->is_object() || !message->contains("type") || !(*message)["type"].is_string()) {
+    return std::nullopt;
+  }
   return message;
+}
+
+bool is_protocol_version(const json& version) {
+  if (version.is_number_unsigned()) return version.get<std::uint64_t>() == kProtocolVersion;
+  return version.is_number_integer() && version.get<std::int64_t>() == kProtocolVersion;
+}
+
+void check_failure(const WorkerFailure& failure, int nproc) {
+  expect(failure.exit_code >= 1 && failure.exit_code <= 255, "a failure's exit code", failure.exit_code);
+  expect(failure.signal >= 0 && failure.signal <= 64, "a failure's signal", failure.signal);
+  expect(failure.local_rank >= 0 && failure.local_rank < nproc, "a failure's local rank", failure.local_rank);
+  const bool control = std::any_of(failure.host.begin(), failure.host.end(),
+                                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (control || failure.host.size() > kMaxHostChars) {
+    throw std::invalid_argument(fmt::format("a failure's host '{}' is not a host name", shown(failure.host)));
+  }
+}
+
+void check_assignment(const RoundAssignment& a, int nproc) {
+  expect(a.round >= 1, "the round", a.round);
+  expect(a.restart_count >= 0, "the restart count", a.restart_count);
+  expect(a.group_world_size >= 1, "the number of nodes", a.group_world_size);
+  expect(a.group_rank >= 0 && a.group_rank < a.group_world_size, "the group rank", a.group_rank);
+  expect(a.base_rank >= 0 && a.base_rank <= a.world_size - nproc, "the first rank", a.base_rank);
+  expect(a.master_port >= 1 && a.master_port <= 65535, "MASTER_PORT", a.master_port);
+  if (a.master_addr.empty()) throw std::invalid_argument("MASTER_ADDR is empty");
+}
+
+void check_outcome(const JobOutcome& outcome) {
+  expect(outcome.exit_code >= 0 && outcome.exit_code <= 255, "the job's exit code", outcome.exit_code);
+  expect(outcome.restarts >= 0, "the job's restarts", outcome.restarts);
 }
 
 namespace {

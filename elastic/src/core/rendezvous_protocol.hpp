@@ -47,10 +47,30 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_r
 // recursive destruction overflowed the stack.
 inline constexpr int kMaxMessageDepth = 32;
 
-// One line received (without its '\n') as a message: a JSON object with a string "type", nested
-// at most kMaxMessageDepth deep, whose non-integer numbers fit in an int (but "timestamp"s).
-// nullopt when it is not one; never throws.
+// A peer's JSON text (a line of the TCP rendezvous, a key's value in etcd), nested at most
+// kMaxMessageDepth deep, every number of which the structs above can hold without narrowing:
+// an int (a number with a fraction or exponent only when it is a whole one), but a "timestamp"
+// (any number, a double) and a "version" (any integer: compared unnarrowed by
+// is_protocol_version, so that 2^32+5 is not taken for 5). nullopt when it is not; never throws.
+std::optional<nlohmann::json> parse_peer_json(std::string_view text);
+
+// One line received (without its '\n') as a message: parse_peer_json's, and an object with a
+// string "type". nullopt when it is not one; never throws.
 std::optional<nlohmann::json> parse_message(std::string_view line);
+
+// Whether a peer's "version" is kProtocolVersion, compared as the integer it is.
+bool is_protocol_version(const nlohmann::json& version);
+
+// A peer's reports, checked before anything acts on them; each throws std::invalid_argument
+// naming the field. A failure: exit code 1 to 255 (the job's exit code on every node: 256
+// would exit 0), signal 0 to 64, local rank 0 to nproc - 1, a host name without control
+// characters (it is shown on every node's console).
+void check_failure(const WorkerFailure& failure, int nproc);
+// What a node takes from its host: group rank and ranks inside the world, MASTER_PORT a port,
+// MASTER_ADDR given; `nproc`: this node's workers.
+void check_assignment(const RoundAssignment& assignment, int nproc);
+// The job's outcome: an exit code 0 to 255 (a node exits with it), restarts not negative.
+void check_outcome(const JobOutcome& outcome);
 
 // Throws std::invalid_argument for a name to_string(StopReason) does not give.
 StopReason parse_stop_reason(std::string_view name);

@@ -30,10 +30,10 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
     const auto e = etcd::parse_kv(kv);
     const auto key = keys_.parse(e.key);
     if (key.kind == etcd::JobKeys::Kind::kState) {
-      const Json state = Json::parse(e.value, nullptr, false);
-      if (state.is_object()) {
-        settings.rounds_before = state.value("rounds", 0);
-        settings.restarts_used = state.value("restarts", 0);
+      const std::optional<Json> state = parse_peer_json(e.value);
+      if (state && state->is_object()) {
+        settings.rounds_before = state->value("rounds", 0);
+        settings.restarts_used = state->value("restarts", 0);
       }
     } else if (key.kind == etcd::JobKeys::Kind::kNode) {
       nodes.push_back(e);
@@ -49,17 +49,18 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
 
 void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text) {
   if (node_ids_.count(node)) return;
-  const Json spec = Json::parse(spec_text, nullptr, false);
+  const std::optional<Json> spec = parse_peer_json(spec_text);
   NodeSpec parsed;
   try {
-    parsed = spec.get<NodeSpec>();
+    if (!spec) throw std::invalid_argument("not JSON, nested too deep, or a number out of range");
+    parsed = spec->get<NodeSpec>();
   } catch (const std::exception&) {
     return;  // not a ddprun node of this version: it will time out on its own
   }
   const NodeId id = next_node_++;
   node_ids_[node] = id;
   node_names_[id] = node;
-  deliver(coordinator_->join(id, parsed, monotonic_seconds()));
+  deliver(coordinator_->join(id, parsed, Joiner::kPeer, monotonic_seconds()));
 }
 
 void EtcdRendezvous::leader_event(const std::string& node, const std::string& text) {
@@ -68,13 +69,19 @@ void EtcdRendezvous::leader_event(const std::string& node, const std::string& te
   const NodeId id = it->second;
   const double now = monotonic_seconds();
   try {
-    const Json event = Json::parse(text);
+    const std::optional<Json> parsed = parse_message(text);
+    if (!parsed) throw std::invalid_argument("not a JSON object with a \"type\", or a number out of range");
+    const Json& event = *parsed;
     const std::string type = event.at("type");
+    const int nproc = coordinator_->nproc(id);
     if (type == "worker_failed") {
-      deliver(coordinator_->worker_failed(id, event.at("round"), event.at("failure").get<WorkerFailure>(), now));
+      const WorkerFailure failure = event.at("failure");
+      check_failure(failure, nproc);
+      deliver(coordinator_->worker_failed(id, event.at("round"), failure, now));
     } else if (type == "workers_stopped") {
-      deliver(coordinator_->workers_stopped(id, event.at("round"),
-                                            event.at("failures").get<std::vector<WorkerFailure>>(), now));
+      const std::vector<WorkerFailure> failures = event.at("failures");
+      for (const WorkerFailure& failure : failures) check_failure(failure, nproc);
+      deliver(coordinator_->workers_stopped(id, event.at("round"), failures, now));
     } else if (type == "workers_succeeded") {
       deliver(coordinator_->workers_succeeded(id, event.at("round"), now));
     } else if (type == "leave") {

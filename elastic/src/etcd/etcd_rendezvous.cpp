@@ -100,7 +100,7 @@ void EtcdRendezvous::request(std::string path, Json body, std::function<void(con
 }
 
 void EtcdRendezvous::join(Handlers handlers) {
-  if (!start_joining(std::move(handlers), config_.agent_store)) return;
+  if (!start_joining(std::move(handlers), config_)) return;
   if (const std::string problem = etcd::load_libcurl(); !problem.empty()) return fail(problem);
   join_timer_.expires_after(seconds(config_.timeouts.join_timeout));
   join_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
@@ -317,8 +317,11 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
 void EtcdRendezvous::take_message(const etcd::WatchEvent& event) {
   if (event.mod_revision <= message_revision_) return;
   message_revision_ = event.mod_revision;
-  const Json message = Json::parse(event.value, nullptr, false);
-  if (!message.is_discarded()) on_message(message);
+  if (const std::optional<Json> message = parse_message(event.value)) {
+    on_message(*message);
+  } else {
+    lost_etcd("the leader wrote a message that is not a JSON object with a \"type\", or has a number out of range");
+  }
 }
 
 void EtcdRendezvous::leader_lost(const std::string& leader) {

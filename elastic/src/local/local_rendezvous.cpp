@@ -29,7 +29,8 @@ void LocalRendezvous::join(Handlers handlers) {
     }
     return deliver({Finish{kThisNode, rendezvous_failure(why, 0)}});
   }
-  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), monotonic_seconds()));
+  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), Joiner::kHost,
+                            monotonic_seconds()));
 }
 
 void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {

@@ -1,4 +1,5 @@
 #include "store/agent_store.hpp"
+#include "store/tcpstore_greeting.hpp"
 
 #include <fmt/format.h>
 
@@ -12,8 +13,6 @@
 namespace ddprun::elastic {
 
 namespace {
-
-constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
 
 // The queries of both versions under one name each.
 enum class Op {
@@ -157,10 +156,10 @@ AgentStore::Parse AgentStore::handshake(Client& client, std::string_view data, s
     client.version = Version::k1;
     return Parse::kDone;
   }
-  if (data.size() < 1 + sizeof kValidationMagic) return Parse::kIncomplete;
+  if (data.size() < 1 + sizeof kTcpStoreValidationMagic) return Parse::kIncomplete;
   std::uint32_t magic = 0;
   std::memcpy(&magic, data.data() + 1, sizeof magic);
-  if (magic == kValidationMagic) {
+  if (magic == kTcpStoreValidationMagic) {
     client.version = Version::k2;
     used = 1 + sizeof magic;
   } else {

@@ -2,14 +2,38 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/rendezvous_protocol.hpp"
 #include "core/event_loop.hpp"
+#include "store/tcpstore_greeting.hpp"
 
 namespace ddprun::elastic {
 
 namespace {
 // A line longer than this is not a rendezvous message; the peer is closed as unreadable.
 constexpr std::size_t kMaxMessageBytes = 1 << 20;
+
+// Where a read ends: at a line's end, or, on a connection that has sent nothing before, after
+// a TCPStore client's greeting (which has no newline, and waits for its answer).
+struct LineOrGreeting {
+  using result_type = std::pair<asio::buffers_iterator<asio::const_buffer>, bool>;
+  bool first;
+  template <class Iterator>
+  std::pair<Iterator, bool> operator()(Iterator begin, Iterator end) const {
+    if (first) {
+      constexpr auto kGreeting = static_cast<std::ptrdiff_t>(kTcpStoreGreetingBytes);
+      const std::string head(begin, begin + std::min<std::ptrdiff_t>(end - begin, kGreeting));
+      switch (classify_opening(head)) {
+        case Opening::kTcpStore: return {begin + kGreeting, true};
+        case Opening::kUndecided: return {begin, false};
+        case Opening::kOther: break;
+      }
+    }
+    const Iterator newline = std::find(begin, end, '\n');
+    return newline == end ? std::make_pair(end, false) : std::make_pair(newline + 1, true);
+  }
+};
 }  // namespace
 
 Channel::Channel(asio::ip::tcp::socket socket, const RendezvousTimeouts& timeouts, std::string peer)
@@ -80,13 +104,16 @@ void Channel::lost(const std::string& why) {
 }
 
 void Channel::read_next() {
+  const bool first = !received_anything_ && on_tcpstore_client_;
   asio::async_read_until(
-      socket_, asio::dynamic_buffer(in_, kMaxMessageBytes), '\n',
-      [self = shared_from_this()](const asio::error_code& ec, std::size_t length) {
+      socket_, asio::dynamic_buffer(in_, kMaxMessageBytes), LineOrGreeting{first},
+      [self = shared_from_this(), first](const asio::error_code& ec, std::size_t length) {
         if (self->closed_) return;
         if (ec == asio::error::eof) return self->lost("closed the connection");
         if (ec == asio::error::not_found) return self->lost("sent a line longer than 1 MiB");
         if (ec) return self->lost(ec.message());
+        self->received_anything_ = true;
+        if (first && classify_opening(self->in_) == Opening::kTcpStore) return self->answer_tcpstore_client();
         if (!self->sending_finished_) self->expect_message_within_timeout();
         std::string_view line(self->in_.data(), length - 1);
         if (self->auth_) {
@@ -109,6 +136,17 @@ void Channel::read_next() {
         }
         if (!self->closed_) self->read_next();
       });
+}
+
+void Channel::answer_tcpstore_client() {
+  const std::string greeting = in_.substr(0, kTcpStoreGreetingBytes);
+  in_.erase(0, kTcpStoreGreetingBytes);
+  out_.push_back(tcpstore_ping_answer(greeting));
+  if (!writing_) write_next();
+  finish_sending();
+  const auto handler = on_tcpstore_client_;  // it may close() this channel
+  handler(greeting);
+  if (!closed_) read_next();
 }
 
 void Channel::write_next() {

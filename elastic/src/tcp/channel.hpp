@@ -35,6 +35,17 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Sends no heartbeats until authenticate(): an untagged one could otherwise cross the
   // peer's switch to tagged lines. Call before start().
   void hold_heartbeats_until_authenticated() { heartbeats_held_ = true; }
+  // A connection that opens with a PyTorch TCPStore client's greeting (tcpstore_greeting.hpp:
+  // torchrun pointed at this rendezvous) gets the answer to its ping, so that the client goes
+  // on to its first real query and fails at once on the closed connection instead of retrying
+  // until its timeout; then the channel finishes sending and `handler` is called (on_message is
+  // not) with the greeting. Without it, such a connection is unreadable. Call before start().
+  void answer_tcpstore_clients(std::function<void(const std::string& greeting)> handler) {
+    on_tcpstore_client_ = std::move(handler);
+  }
+  // Whether the peer has sent anything at all (a TCPStore server, torchrun's rendezvous, waits
+  // silently for a query it understands).
+  bool received_anything() const { return received_anything_; }
   // Queues a message; ignored once the channel is closed or finish_sending() was called.
   void send(const nlohmann::json& message);
   // Sends what is queued, then closes this direction (the peer reads it all, then EOF); keeps
@@ -48,6 +59,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
  private:
   void read_next();
+  void answer_tcpstore_client();
   void write_next();
   void expect_message_within_timeout();
   void wait_for_silence();
@@ -63,6 +75,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool silence_timer_armed_ = false;
   OnMessage on_message_;
   OnClosed on_closed_;
+  std::function<void(const std::string& greeting)> on_tcpstore_client_;
+  bool received_anything_ = false;
   std::optional<MessageAuth> auth_;
   std::string in_;
   std::deque<std::string> out_;

@@ -12,6 +12,7 @@
 #include "ddprun/input_limits.hpp"
 #include "ddprun/system.hpp"
 #include "core/rendezvous_protocol.hpp"
+#include "store/tcpstore_greeting.hpp"
 
 namespace ddprun::elastic {
 
@@ -21,11 +22,22 @@ std::string describe(const asio::ip::tcp::endpoint& endpoint) {
   return fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
 }
 
-std::string version_mismatch(int version) {
+std::string version_mismatch(const nlohmann::json& version) {
   return fmt::format(
       "this node speaks rendezvous protocol version {} but the rendezvous host speaks version {}; run the same "
       "ddprun on every node",
-      version, kProtocolVersion);
+      shown(version.dump()), kProtocolVersion);
+}
+
+// The same address and port; an IPv4 peer of a dual-stack socket shows as ::ffff:a.b.c.d.
+bool same_source(const asio::ip::tcp::endpoint& a, const asio::ip::tcp::endpoint& b) {
+  const auto plain = [](const asio::ip::address& address) -> asio::ip::address {
+    if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+      return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+    }
+    return address;
+  };
+  return a.port() == b.port() && plain(a.address()) == plain(b.address());
 }
 
 // Refusals reported on the host's stderr; more are counted silently (a flood must not fill it).
@@ -42,9 +54,11 @@ bool out_of_descriptors(const asio::error_code& ec) {
   return ec == asio::error::no_descriptors || (ec.category() == asio::system_category() && ec.value() == ENFILE);
 }
 
-// A failure reported over a node's connection for its current round must be one of that node's
-// own workers (reports about other rounds change nothing in the coordinator).
+// A failure reported over a node's connection must be in range (check_failure) and, for its
+// current round, one of that node's own workers (reports about other rounds change nothing in
+// the coordinator).
 void check_own(const WorkerFailure& failure, int round_number, int nproc, const std::optional<RoundAssignment>& round) {
+  check_failure(failure, nproc);
   if (round && round_number != round->round) return;
   if (!round || failure.group_rank != round->group_rank || failure.rank < round->base_rank ||
       failure.rank >= round->base_rank + nproc) {
@@ -93,10 +107,11 @@ void RendezvousServer::accept_next() {
     } else if (!ec && !shut_down_) {
       ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
       asio::error_code ignored;
-      const std::string peer = describe(socket.remote_endpoint(ignored));
+      const asio::ip::tcp::endpoint source = socket.remote_endpoint(ignored);
       const NodeId node = next_node_++;
-      auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
+      auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, describe(source));
       Connection& connection = connections_[node];
+      connection.source = source;
       unjoined_.insert(node);
       connection.connected = monotonic_seconds();
       connection.channel = channel;
@@ -113,6 +128,9 @@ void RendezvousServer::accept_next() {
         send_host_finish_when_others_closed();
       });
       if (auth_.required()) channel->hold_heartbeats_until_authenticated();
+      channel->answer_tcpstore_clients([this, node](const std::string& greeting) {
+        turn_away_torchrun(node, !is_ddprun_probe(greeting));
+      });
       channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
                      [this, node](const std::string& why) { on_closed(node, why); });
     }
@@ -203,16 +221,7 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
   if (!connection.authenticated) return authenticate(node, connection, type, message);
   if (!connection.joined) {
     if (type != "join") throw std::invalid_argument("a node must join first");
-    const int version = message.at("version");
-    if (version != kProtocolVersion) {
-      return refuse(node, connection, version_mismatch(version));
-    }
-    const NodeSpec spec = message.at("node");
-    connection.joined = true;
-    unjoined_.erase(node);
-    connection.nproc = spec.nproc;
-    connection.hosts_rendezvous = spec.hosts_rendezvous;
-    deliver(coordinator_.join(node, spec, monotonic_seconds()));
+    join(node, connection, message);
   } else if (type == "worker_failed") {
     const int round = message.at("round");
     const WorkerFailure failure = message.at("failure");
@@ -236,6 +245,35 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
   }
 }
 
+// A join or hello of another version than this host's is refused, naming it as it was sent.
+bool RendezvousServer::refused_other_version(NodeId node, Connection& connection, const nlohmann::json& message) {
+  if (is_protocol_version(message.at("version"))) return false;
+  refuse(node, connection, version_mismatch(message["version"]));
+  return true;
+}
+
+// A refused node is told why, and so is this host's console; it never counts as joined, so
+// that it holds up nothing (the host's own finish waits only for the nodes of the job).
+void RendezvousServer::join(NodeId node, Connection& connection, const nlohmann::json& message) {
+  if (refused_other_version(node, connection, message)) return;
+  const NodeSpec spec = message.at("node");
+  const Joiner joiner = own_source_ && same_source(connection.source, *own_source_) ? Joiner::kHost : Joiner::kPeer;
+  const Messages out = coordinator_.join(node, spec, joiner, monotonic_seconds());
+  if (coordinator_.has_node(node)) {
+    connection.joined = true;
+    unjoined_.erase(node);
+    connection.nproc = spec.nproc;
+    connection.hosts_rendezvous = joiner == Joiner::kHost;
+  } else {
+    for (const Message& m : out) {
+      if (const auto* refusal = std::get_if<Finish>(&m); refusal && refusal->node == node) {
+        report_refusal(connection, refusal->outcome.error);
+      }
+    }
+  }
+  deliver(out);
+}
+
 void RendezvousServer::authenticate(NodeId node, Connection& connection, const std::string& type,
                                     const nlohmann::json& message) {
   constexpr const char* kSameSecret =
@@ -252,8 +290,7 @@ void RendezvousServer::authenticate(NodeId node, Connection& connection, const s
                                 peer_uses_munge ? "MUNGE" : "a secret", kSameSecret));
     }
     if (type == "join") {
-      const int version = message.at("version");
-      if (version != kProtocolVersion) return refuse(node, connection, version_mismatch(version));
+      if (refused_other_version(node, connection, message)) return;
       return refuse(node, connection,
                     auth_.munge ? fmt::format("the rendezvous authenticates its nodes with MUNGE ({}) and this node "
                                               "does not; {}",
@@ -280,9 +317,7 @@ void RendezvousServer::authenticate(NodeId node, Connection& connection, const s
                                   kSameSecret));
       }
       nlohmann::json challenge = connection.handshake->on_hello(message);
-      if (connection.handshake->peer_version() != kProtocolVersion) {
-        return refuse(node, connection, version_mismatch(connection.handshake->peer_version()));
-      }
+      if (refused_other_version(node, connection, message)) return;
       if (!credential.empty()) challenge["munge"] = std::move(credential);
       return connection.channel->send(challenge);
     }
@@ -299,14 +334,31 @@ void RendezvousServer::authenticate(NodeId node, Connection& connection, const s
 // Tells an unauthenticated or mismatched peer why, and nothing about the job; the connection
 // closes when the peer closes it or at the auth deadline.
 void RendezvousServer::refuse(NodeId node, Connection& connection, const std::string& why) {
-  if (refusals_reported_ < kMaxRefusalsReported) {
-    say_(fmt::format("ddprun: refused a rendezvous connection from {}: {}{}\n", connection.channel->peer(), why,
-                     ++refusals_reported_ == kMaxRefusalsReported ? " (further refusals are not reported)" : ""));
-  }
+  report_refusal(connection, why);
   JobOutcome refusal;
   refusal.exit_code = exit_code::kRendezvous;
   refusal.error = why;
   send_finish(node, connection, refusal);
+}
+
+// A TCPStore client got the answer to its ping from the channel: a torchrun node then fails on
+// its next query, and this host says so once; a ddprun node asking whether this is a torchrun
+// rendezvous learns that it is not. The connection is forgotten when it closes.
+void RendezvousServer::turn_away_torchrun(NodeId node, bool from_torchrun) {
+  const auto it = connections_.find(node);
+  if (it == connections_.end()) return;
+  it->second.finished = true;
+  if (!from_torchrun || torchrun_reported_) return;
+  torchrun_reported_ = true;
+  say_(fmt::format("ddprun: a torchrun node (a PyTorch TCPStore client) at {} reached this ddprun rendezvous and was "
+                   "turned away; start every node of the job with ddprun, or every node with torchrun\n",
+                   it->second.channel->peer()));
+}
+
+void RendezvousServer::report_refusal(const Connection& connection, const std::string& why) {
+  if (refusals_reported_ >= kMaxRefusalsReported) return;
+  say_(fmt::format("ddprun: refused a rendezvous connection from {}: {}{}\n", connection.channel->peer(), why,
+                   ++refusals_reported_ == kMaxRefusalsReported ? " (further refusals are not reported)" : ""));
 }
 
 void RendezvousServer::on_closed(NodeId node, const std::string& why) {

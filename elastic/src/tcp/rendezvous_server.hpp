@@ -41,6 +41,12 @@ class RendezvousServer {
 
   asio::ip::tcp::endpoint local_endpoint() const { return acceptor_.local_endpoint(); }
 
+  // The connection whose source is `source` (address and port) is the hosting launcher's own:
+  // its TcpRendezvous calls this once connected, before it sends anything. The server knows
+  // its host so, by where a connection comes from, never by what a node says: no other socket
+  // can have that source while this one is open.
+  void expect_own_connection(const asio::ip::tcp::endpoint& source) { own_source_ = source; }
+
   // The hosting launcher is going away: every other node gets a finish with `why` as the
   // rendezvous error, and nothing more happens.
   void shutdown(const std::string& why);
@@ -48,11 +54,12 @@ class RendezvousServer {
  private:
   struct Connection {
     std::shared_ptr<Channel> channel;
+    asio::ip::tcp::endpoint source;  // the peer's address and port
     std::optional<Handshake> handshake;  // with a secret or MUNGE, until it has authenticated
     std::shared_ptr<asio::steady_timer> auth_deadline;
     bool authenticated = false;
     bool joined = false;
-    bool hosts_rendezvous = false;  // the connection of the launcher this server runs in
+    bool hosts_rendezvous = false;  // the connection of the launcher this server runs in (own_source_)
     bool finished = false;          // got its finish; waiting for it to close
     int nproc = 0;                  // its workers, from its join
     double connected = 0;           // monotonic seconds when it was accepted
@@ -65,6 +72,10 @@ class RendezvousServer {
   void refuse_over_cap(asio::ip::tcp::socket socket);
   void authenticate(NodeId node, Connection& connection, const std::string& type, const nlohmann::json& message);
   void refuse(NodeId node, Connection& connection, const std::string& why);
+  void report_refusal(const Connection& connection, const std::string& why);
+  void turn_away_torchrun(NodeId node, bool from_torchrun);
+  void join(NodeId node, Connection& connection, const nlohmann::json& message);
+  bool refused_other_version(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_message(NodeId node, const nlohmann::json& message);
   void handle(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_closed(NodeId node, const std::string& why);
@@ -90,6 +101,7 @@ class RendezvousServer {
   // Connections refused at the cap, until the node has read why and closed.
   std::set<std::shared_ptr<Channel>> refused_;
   NodeId next_node_ = 1;
+  std::optional<asio::ip::tcp::endpoint> own_source_;  // see expect_own_connection
   // The hosting launcher's own finish waits until every other node has read its finish and
   // closed: once the host's launcher has it, it exits and takes this server with it.
   std::optional<std::pair<NodeId, JobOutcome>> host_finish_;
@@ -97,6 +109,7 @@ class RendezvousServer {
   int refusals_reported_ = 0;
   bool fd_limit_reported_ = false;
   bool cap_reported_ = false;
+  bool torchrun_reported_ = false;
   Lifetime lifetime_;
 };
 

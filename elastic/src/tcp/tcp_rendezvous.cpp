@@ -11,6 +11,7 @@
 
 #include "core/rendezvous_protocol.hpp"
 #include "ddprun/system.hpp"
+#include "store/tcpstore_greeting.hpp"
 
 namespace ddprun::elastic {
 
@@ -44,7 +45,7 @@ TcpRendezvous::~TcpRendezvous() {
 }
 
 void TcpRendezvous::join(Handlers handlers) {
-  if (!start_joining(std::move(handlers), config_.agent_store)) return;
+  if (!start_joining(std::move(handlers), config_)) return;
   auth_.secret = config_.secret;
   if (!config_.munge_scope.empty()) {
     try {
@@ -143,6 +144,7 @@ void TcpRendezvous::connect() {
 }
 
 void TcpRendezvous::connect_to(const asio::ip::tcp::endpoint& endpoint) {
+  connected_to_ = endpoint;
   asio::error_code ec;
   connecting_.close(ec);
   connecting_.open(endpoint.protocol(), ec);
@@ -172,11 +174,14 @@ void TcpRendezvous::retry_connect(const std::string& error) {
 void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
   join_timer_.cancel();
   channel_ = std::make_shared<Channel>(std::move(socket), config_.timeouts, endpoint_text_);
+  // Before anything is sent: the server then knows this connection as its host's own.
+  if (server_) server_->expect_own_connection(channel_->local_endpoint());
   channel_->start([this](const nlohmann::json& message) { on_message(message); },
                   [this](const std::string& why) {
+                    const bool heard = channel_->received_anything();
                     channel_.reset();
                     if (!round_.had_round() && !left_ && round_.state() != NodeRound::State::kDone) {
-                      return reconnect(why);
+                      return heard ? reconnect(why) : probe_for_torchrun(why);
                     }
                     fail(fmt::format("lost the rendezvous at {}: it {}", endpoint_text_, why));
                   });
@@ -210,6 +215,43 @@ void TcpRendezvous::reconnect(const std::string& why) {
   }
   arm_join_timer();
   retry_connect(fmt::format("it {} before this node joined", why));
+}
+
+// The endpoint said nothing before it closed the connection or fell silent for
+// heartbeat_timeout. A torchrun rendezvous (PyTorch's TCPStore) waits silently for a query it
+// understands: ask two pings on a new connection, as a TCPStore client would. A TCPStore
+// answers both; ddprun's host answers only the first, then closes (channel.hpp). Anything but
+// both answers within heartbeat_timeout: not torchrun, connect again.
+void TcpRendezvous::probe_for_torchrun(const std::string& why) {
+  struct Probe {
+    asio::ip::tcp::socket socket;
+    asio::steady_timer deadline;
+    std::string question = tcpstore_greeting(kDdprunProbeNonce) + tcpstore_ping(kDdprunProbeNonce + 1);
+    std::string expected = tcpstore_pong(kDdprunProbeNonce) + tcpstore_pong(kDdprunProbeNonce + 1);
+    std::string answer = std::string(expected.size(), '\0');
+  };
+  auto probe = std::make_shared<Probe>(Probe{asio::ip::tcp::socket(io_), asio::steady_timer(io_)});
+  probe->deadline.expires_after(seconds(config_.timeouts.heartbeat_timeout));
+  probe->deadline.async_wait([probe](const asio::error_code& ec) {
+    asio::error_code ignored;
+    if (!ec) probe->socket.close(ignored);
+  });
+  const auto answered = [this, probe, why, alive = lifetime_.token()](const asio::error_code& ec, std::size_t) {
+    probe->deadline.cancel();
+    if (alive.expired() || left_ || round_.state() == NodeRound::State::kDone) return;
+    if (ec || probe->answer != probe->expected) return reconnect(why);
+    fail(fmt::format("the endpoint is a torchrun rendezvous, not ddprun's: {} answers as PyTorch's TCPStore (a "
+                     "torchrun --rdzv_backend=c10d host, or its MASTER_PORT); start every node of the job with "
+                     "ddprun, or every node with torchrun",
+                     describe(connected_to_)));
+  };
+  probe->socket.async_connect(connected_to_, [probe, answered](const asio::error_code& ec) {
+    if (ec) return answered(ec, 0);
+    asio::async_write(probe->socket, asio::buffer(probe->question), [probe, answered](const asio::error_code& ec, std::size_t) {
+      if (ec) return answered(ec, 0);
+      asio::async_read(probe->socket, asio::buffer(probe->answer), answered);
+    });
+  });
 }
 
 void TcpRendezvous::send_join() {

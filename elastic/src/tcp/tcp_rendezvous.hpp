@@ -38,6 +38,7 @@ class TcpRendezvous final : public NodeRendezvous {
   void retry_connect(const std::string& error);
   void arm_join_timer();
   void reconnect(const std::string& why);
+  void probe_for_torchrun(const std::string& why);
   void on_connected(asio::ip::tcp::socket socket);
   void on_message(const nlohmann::json& message);
   void on_handshake_message(const nlohmann::json& message);
@@ -58,6 +59,7 @@ class TcpRendezvous final : public NodeRendezvous {
   asio::steady_timer retry_timer_;
   double connect_retry_;  // seconds until the next attempt to reach the endpoint
   std::string last_connect_error_;
+  asio::ip::tcp::endpoint connected_to_;  // the endpoint's address last tried
   std::shared_ptr<Channel> channel_;
   NodeAuth auth_;                       // the secret or MUNGE; neither: open
   std::optional<Handshake> handshake_;  // authenticating: from connecting until the host proved itself
