@@ -159,6 +159,13 @@ class Agent::Impl {
       dispatch(std::move(o));
     };
     handlers.say = [](const std::string& line) { say(line); };
+    handlers.spare = [this](int place, const std::string& why) {
+      // Said once, when the node becomes a spare; a new place in the queue is only logged.
+      if (spare_place_ == 0) say(fmt::format("ddprun: this node is a hot spare: {}\n", why));
+      spare_place_ = place;
+      events_.write("spare", {{"place", place}, {"why", why}});
+      publish_status();
+    };
     handlers.finish = [this](const elastic::JobOutcome& outcome) {
       Occurrence o(Event::kJobFinished);
       o.outcome = outcome;
@@ -205,6 +212,8 @@ class Agent::Impl {
     }
     if (o.event == Event::kWorkerFailed) ++failures_by_kind_[o.failure.kind];
     if (o.event == Event::kRoundStarted) {
+      if (spare_place_ > 0) say(fmt::format("ddprun: this spare joins round {}\n", o.assignment.round));
+      spare_place_ = 0;
       round_ = o.assignment;
       round_assigned_ = true;
       events_.set_round(round_.group_rank, attempts_started_);
@@ -571,7 +580,8 @@ class Agent::Impl {
   void publish_status() {
     if (!status_) return;
     JobView view;
-    view.phase = phase_name(phase_);
+    view.phase = spare_place_ > 0 ? "spare" : phase_name(phase_);
+    view.spare = spare_place_;
     view.attempt = attempts_started_ - 1;
     view.round = round_.round;
     view.restart_count = round_.restart_count;
@@ -654,6 +664,7 @@ class Agent::Impl {
   int attempt_ = 0;
   std::vector<elastic::WorkerFailure> further_failures_;
   bool round_assigned_ = false;
+  int spare_place_ = 0;  // this node waits as hot spare number N (rendezvous' spare); 0: it does not
   int hangs_found_ = 0;
   std::map<std::string, int> failures_by_kind_;  // this node's worker failures (/metrics)
   long long oom_kills_at_start_ = 0;  // memory_events() when the round's workers started

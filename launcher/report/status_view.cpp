@@ -101,6 +101,7 @@ std::string status_json(const JobView& view, double now) {
       {"host", view.host},
       {"node_rank", view.node_rank >= 0 ? nlohmann::json(view.node_rank) : nlohmann::json()},
       {"nodes", view.nodes > 0 ? nlohmann::json(view.nodes) : nlohmann::json()},
+      {"spare", view.spare > 0 ? nlohmann::json(view.spare) : nlohmann::json()},
       {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},
       {"healthy", code == 200},
       {"total_steps", job.total_steps},

@@ -40,7 +40,7 @@ struct FailureView {
 };
 
 struct JobView {
-  std::string phase = "waiting";     // waiting (for a round), running, stopping, exiting
+  std::string phase = "waiting";     // waiting (for a round), spare, running, stopping, exiting
   int attempt = -1;
   int round = -1;
   int restart_count = 0;
@@ -52,6 +52,7 @@ struct JobView {
   std::string run_id;
   int nodes = 0;                     // in the job this round (GROUP_WORLD_SIZE); 0 before the first round
   int node_rank = -1;                // this node's (GROUP_RANK); -1 before the first round
+  int spare = 0;                     // waits as hot spare number N (1: admitted next); 0: not a spare
   int rounds_started = 0;            // rounds in which this node started its workers
   int hangs_found = 0;               // rounds in which this node found a hang
   std::map<std::string, int> failures;  // this node's worker failures by kind (failure_kind.hpp)

@@ -34,6 +34,7 @@ std::string render(const Message& message) {
   if (const auto* s = std::get_if<Stop>(&message)) {
     return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
   }
+  if (const auto* p = std::get_if<Spare>(&message)) return fmt::format("n{} spare {}: {}", p->node, p->place, p->why);
   const auto& f = std::get<Finish>(message);
   std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
   for (const WorkerFailure& w : f.outcome.failures) {
@@ -196,6 +197,13 @@ void play(JobSettings settings, const std::vector<Step>& steps) {
     CHECK(script.run(step.command) == step.expect);
   }
 }
+
+std::string spare_why(int round, const std::string& nnodes, int place) {
+  return fmt::format("rendezvous 'job' runs round {} with its 3 nodes (--nnodes={}); this node waits as spare {} and "
+                     "takes the place of a node that is lost",
+                     round, nnodes, place);
+}
+const std::string kSpareOf3 = "rendezvous 'job' runs round 2 with its 3 nodes (--nnodes=2:3); this node waits as spare ";
 
 const std::string kFail2 = "worker rank 20 (local rank 0) on h2 failed with exit code 1";
 const std::string kSpent1 = "not restarting: the 1 restarts of --max_restarts are spent";
@@ -379,7 +387,7 @@ TEST_CASE("a node joining a running job is admitted in the next round, using no 
       {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
                        "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
                        "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
-      {"join 4", {}},  // full: waits, and replaces the next node lost
+      {"join 4", {"n4 spare 1: " + kSpareOf3 + "1 and takes the place of a node that is lost"}},  // full: waits, and replaces the next node lost
       {"gone 2", {"n1 stop round=2 node_lost: node h2 (10.0.0.2) was lost: it closed the connection",
                   "n3 stop round=2 node_lost: node h2 (10.0.0.2) was lost: it closed the connection"}},
       {"stopped 1 2", {}},
@@ -387,6 +395,50 @@ TEST_CASE("a node joining a running job is admitted in the next round, using no 
                        "n3 assign round=3 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
                        "n4 assign round=3 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
   });
+}
+
+TEST_CASE("hot spares: the earliest joined replaces a lost node in the next round, at full size") {
+  JobSettings settings = job(3, 3);
+  settings.spares = 2;
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {}},
+      {"join 5", {"n1 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                  "n5 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+      // The order of joining, not the node's name, orders the spares.
+      {"join 4", {"n4 spare 1: " + spare_why(1, "3", 1)}},
+      {"join 3", {"n3 spare 2: " + spare_why(1, "3", 2)}},
+      {"join 6", {"n6 finish exit=69 restarts=0 error=rendezvous 'job' already has its 3 nodes and 2 spares "
+                  "(--rdzv_conf spares=2); stop this node or give every node a larger --rdzv_conf spares"}},
+      {"gone 3", {}},  // a spare lost: the round goes on
+      {"join 3", {"n3 spare 2: " + spare_why(1, "3", 2)}},
+      {"@5 gone 2", {"n1 stop round=1 node_lost: node h2 (10.0.0.2) was lost: it closed the connection",
+                     "n5 stop round=1 node_lost: node h2 (10.0.0.2) was lost: it closed the connection"}},
+      {"@5 stopped 1 1", {}},
+      // No last call and no join timeout: the round starts as the last node reports, with the
+      // earliest-joined spare, at the same world size; the other spare moves up.
+      {"@5 stopped 5 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                          "n4 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                          "n5 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001",
+                          "n3 spare 1: " + spare_why(2, "3", 1)}},
+  });
+}
+
+TEST_CASE("spares=0 refuses a node beyond MAX; by default any number wait") {
+  JobSettings settings = job(1, 2);
+  settings.spares = 0;
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"join 3", {"n3 finish exit=69 restarts=0 error=rendezvous 'job' already has its 2 nodes and 0 spares "
+                  "(--rdzv_conf spares=0); stop this node or give every node a larger --rdzv_conf spares"}},
+  });
+  Script any(job(1, 2));
+  any.run("join 1");
+  any.run("join 2");
+  for (NodeId n = 3; n < 20; ++n) CHECK(any.run(fmt::format("join {}", n)).size() == 1);
 }
 
 TEST_CASE("quick joins and leaves are free up to max_membership_changes in a row, then cost restarts") {
@@ -458,7 +510,8 @@ TEST_CASE("success needs every node (the exit barrier); a failure elsewhere firs
         {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
                     "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
         {"succeeded 1 1", {}},
-        {"join 3 nnodes=2:2", {}},  // full
+        {"join 3 nnodes=2:2", {"n3 spare 1: rendezvous 'job' runs round 1 with its 2 nodes (--nnodes=2); this node "
+                               "waits as spare 1 and takes the place of a node that is lost"}},  // full
         {"succeeded 2 1", {"n1 finish exit=0 restarts=0", "n2 finish exit=0 restarts=0", "n3 finish exit=0 restarts=0"}},
     });
   }
@@ -496,7 +549,7 @@ TEST_CASE("success needs every node (the exit barrier); a failure elsewhere firs
                     "n3 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
         {"succeeded 3 1", {}},
         {"gone 3", {}},
-        {"join 4", {}},  // the job is ending: not admitted
+        {"join 4", {"n4 spare 1: " + spare_why(1, "2:3", 1)}},  // the job is ending: not admitted
         {"succeeded 1 1", {}},
         {"succeeded 2 1", {"n1 finish exit=0 restarts=0", "n2 finish exit=0 restarts=0", "n4 finish exit=0 restarts=0"}},
     });

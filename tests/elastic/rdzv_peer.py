@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-VERSION = 6
+VERSION = 7
 
 
 def mac(key, data):

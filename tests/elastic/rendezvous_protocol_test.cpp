@@ -70,6 +70,7 @@ TEST_CASE("server messages") {
   CHECK(to_wire(Stop{1, 4, StopReason::kNodeLost, "gone"}) ==
         nlohmann::json::parse(R"({"type":"stop","round":4,"reason":"node_lost","why":"gone"})"));
   CHECK(to_wire(Assign{1, RoundAssignment{}})["type"] == "assign");
+  CHECK(to_wire(Spare{1, 2, "full"}) == nlohmann::json::parse(R"({"type":"spare","place":2,"why":"full"})"));
   CHECK(to_wire(Finish{1, JobOutcome{}}) ==
         nlohmann::json::parse(R"({"type":"finish","outcome":{"exit_code":0,"failures":[],"error":"","restarts":0,
             "stop_reason":"","retryable":false}})"));

@@ -148,6 +148,14 @@ TEST_CASE("/status: each rank's state and pace, the job's progress") {
   CHECK(before["slowest_rank"].is_null());
   CHECK(before["stragglers"] == nlohmann::json::array());
   CHECK(before["total_steps"] == 0);
+  CHECK(before["spare"].is_null());
+  JobView spare;
+  spare.phase = "spare";
+  spare.spare = 2;
+  const auto waiting = nlohmann::json::parse(status_json(spare, 0));
+  CHECK(waiting["phase"] == "spare");
+  CHECK(waiting["spare"] == 2);
+  CHECK(waiting["healthy"] == true);
 }
 
 TEST_CASE("/healthz and /status from a job view") {

@@ -105,6 +105,10 @@ class Rendezvous {
     std::function<void(const RoundAssignment&)> start_round;
     std::function<void(StopReason, const std::string& why)> stop_round;
     std::function<void(const JobOutcome&)> finish;
+    // This node has joined (authenticated) but the round is full: it waits as hot spare number
+    // `place` (1: the next one admitted, the earliest joined), starts no workers, and takes the
+    // place of a lost node in the next round (start_round). Unset: nothing is said.
+    std::function<void(int place, const std::string& why)> spare;
     // A line of ddprun's own about the rendezvous (ending in '\n'), for the launcher's
     // console; called at once, on the loop. Unset: standard error.
     std::function<void(const std::string& line)> say;

@@ -125,6 +125,10 @@ struct RendezvousConfig {
   // --rdzv_conf max_membership_changes: rounds ended by nodes joining or leaving that cost no
   // restart; after that each costs one of --max_restarts. -1: 4 per node (--nnodes MAX).
   int max_membership_changes = -1;
+  // --rdzv_conf spares: nodes kept beyond --nnodes MAX as hot spares (joined, no workers, the
+  // earliest joined replaces a lost node in the next round); a node beyond them is refused.
+  // -1: any number.
+  int spares = -1;
   EtcdSettings etcd;  // --rdzv_backend=etcd only
 };
 
@@ -154,7 +158,7 @@ Endpoint single_node_master(const RendezvousConfig& config);
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
 // (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
-// max_connections, max_membership_changes, the etcd backend's protocol (http|https), cacert,
+// max_connections, max_membership_changes, spares, the etcd backend's protocol (http|https), cacert,
 // cert, key (paths), user and password (or password_file, a path), and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted

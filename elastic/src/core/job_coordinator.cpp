@@ -188,6 +188,12 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
                        kMaxHostChars);
   }
   if (nodes_.count(node) != 0) return std::string("this node joined twice");
+  if (s.spares >= 0 && nodes_.size() >= static_cast<std::size_t>(s.max_nodes) + s.spares) {
+    return fmt::format(
+        "rendezvous '{}' already has its {} nodes and {} spare{} (--rdzv_conf spares={}); stop this node or give every "
+        "node a larger --rdzv_conf spares",
+        s.run_id, s.max_nodes, s.spares, s.spares == 1 ? "" : "s", s.spares);
+  }
   if (spec.node_rank >= 0) {
     if (const auto taken = node_ranks_.find(spec.node_rank); taken != node_ranks_.end()) {
       return fmt::format("--node_rank={} is already taken by {} in rendezvous '{}'; give each node its own --node_rank",
@@ -228,11 +234,13 @@ Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, Joiner joiner, 
       break;
     case Phase::kRunning: {
       // Admitted at once, by ending the round, while there is room and no node has finished
-      // (the job is ending then); otherwise it waits to replace a node that is lost.
+      // (the job is ending then); otherwise it waits as a spare, to replace a node that is lost.
       const bool ending = parts_.count(Part::kSucceeded) > 0;
       if (static_cast<int>(parts_.size()) < settings_.max_nodes && !ending) {
         stop_round(StopReason::kMembershipChange,
                    fmt::format("{} joined; admitting it in the next round", describe_node(node)), now, out);
+      } else {
+        out.push_back(spare(node, static_cast<int>(nodes_.size() - (parts_.size() - parts_gone_))));
       }
       break;
     }
@@ -315,6 +323,7 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
     case Phase::kRunning:
       // Not in the round: it was waiting for room. Succeeded: its share of the job is done and
       // the others finish without it.
+      if (part != parts_.end() && part->second == Part::kSucceeded) ++parts_gone_;
       if (part == parts_.end() || part->second == Part::kSucceeded) break;
       parts_.erase(part);
       stop_round(StopReason::kNodeLost, fmt::format("{} was lost: {}", name, why), now, out);
@@ -412,7 +421,8 @@ void JobCoordinator::start_round(double now, Messages& out) {
     if (xa != ya) return xa;
     return x.join_order < y.join_order;
   });
-  ids.resize(std::min<std::size_t>(ids.size(), settings_.max_nodes));
+  const std::vector<NodeId> spares(ids.begin() + std::min<std::size_t>(ids.size(), settings_.max_nodes), ids.end());
+  ids.resize(ids.size() - spares.size());
 
   std::vector<RankCandidate> candidates;
   for (NodeId id : ids) {
@@ -429,6 +439,7 @@ void JobCoordinator::start_round(double now, Messages& out) {
   failures_.clear();
   last_call_deadline_.reset();
   parts_.clear();
+  parts_gone_ = 0;
 
   int world_size = 0;
   for (NodeId id : ids) world_size += nodes_.at(id).spec.nproc;
@@ -455,6 +466,15 @@ void JobCoordinator::start_round(double now, Messages& out) {
     node.last_round = round_;
     base_rank += node.spec.nproc;
   }
+  for (std::size_t i = 0; i < spares.size(); ++i) out.push_back(spare(spares[i], static_cast<int>(i + 1)));
+}
+
+Spare JobCoordinator::spare(NodeId node, int place) const {
+  return {node, place,
+          fmt::format("rendezvous '{}' runs round {} with its {} nodes (--nnodes={}); this node waits as spare {} "
+                      "and takes the place of a node that is lost",
+                      settings_.run_id, round_, settings_.max_nodes,
+                      nnodes(settings_.min_nodes, settings_.max_nodes), place)};
 }
 
 void JobCoordinator::stop_round(StopReason reason, const std::string& why, double now, Messages& out) {

@@ -22,6 +22,12 @@
 //              gathering); after a membership change alone, a new round that uses no budget,
 //              unless max_membership_changes rounds in a row already ended so (churn).
 //   finished   every node got the same JobOutcome; new nodes are refused.
+//
+// Spares: the nodes beyond max_nodes. A round takes the last round's nodes first, then the
+// earliest joined; every node left out is told it is a spare (Spare), when it joins a full
+// round and at each round that leaves it out. A lost node's round ends at once, and the next
+// round starts as soon as the others have stopped (every node the job knows is there): the
+// earliest-joined spare takes its place, with no last call and no join timeout.
 #pragma once
 
 #include <array>
@@ -50,6 +56,10 @@ struct JobSettings {
   // Rounds in a row that nodes joining or leaving may end within last_call_timeout of their
   // start without costing a restart; each one more costs one of max_restarts.
   int max_membership_changes = 1 << 30;
+  // Nodes kept beyond max_nodes as hot spares (--rdzv_conf spares): they have joined, start no
+  // workers, and the earliest joined takes the place of a node that is lost in the next round.
+  // -1: any number; a node beyond max_nodes + spares is refused.
+  int spares = -1;
   // Where an earlier coordinator of the same job left off (the etcd rendezvous elects a new
   // one when its leader is lost): rounds already held, and restarts of max_restarts spent.
   int rounds_before = 0;
@@ -97,7 +107,14 @@ struct Finish {  // also a refusal: then outcome.error says why
   NodeId node;
   JobOutcome outcome;
 };
-using Message = std::variant<Assign, Stop, Finish>;
+// The node has joined but the round is full: it waits as a hot spare (`place`: 1 for the one
+// admitted first) and starts no workers until an Assign.
+struct Spare {
+  NodeId node;
+  int place;
+  std::string why;
+};
+using Message = std::variant<Assign, Stop, Finish, Spare>;
 using Messages = std::vector<Message>;
 
 // One node as the group-rank order sees it.
@@ -192,6 +209,7 @@ class JobCoordinator {
   void gather(double now, Messages& out);
   void complete_if_ready(double now, Messages& out);
   void start_round(double now, Messages& out);
+  Spare spare(NodeId node, int place) const;
   void stop_round(StopReason reason, const std::string& why, double now, Messages& out);
   void end_round_if_stopped(double now, Messages& out);
   void record(NodeId node, WorkerFailure failure);
@@ -219,6 +237,7 @@ class JobCoordinator {
   std::optional<double> last_call_deadline_;
   // running and stopping
   Parts parts_;  // the round's nodes: still connected, or lost after they succeeded
+  std::size_t parts_gone_ = 0;  // those of parts_ lost after they succeeded
   bool round_failed_ = false;
   std::vector<WorkerFailure> failures_;  // this round's
   // stopping

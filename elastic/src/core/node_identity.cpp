@@ -25,6 +25,7 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.close_timeout = config.timeouts.close_timeout;
   s.max_membership_changes =
       config.max_membership_changes >= 0 ? config.max_membership_changes : 4 * config.max_nodes;
+  s.spares = config.spares;
   return s;
 }
 

@@ -9,6 +9,7 @@
 //   server -> client  {"type":"assign","assignment":{RoundAssignment}}
 //                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
+//                     {"type":"spare","place":P,"why":"..."}  (joined; waits as a hot spare)
 //   both ways         {"type":"heartbeat"} every heartbeat_interval
 // A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
 // server refuses a join (or hello) of another version with a "finish", whose shape therefore
@@ -28,8 +29,8 @@ namespace ddprun::elastic {
 // secret and tagged lines; a host refuses a failure report of another node's workers. 6:
 // WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
 // the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
-// options, which must match the job's.
-inline constexpr int kProtocolVersion = 6;
+// options, which must match the job's. 7: spare.
+inline constexpr int kProtocolVersion = 7;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.

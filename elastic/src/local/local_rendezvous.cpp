@@ -79,9 +79,9 @@ void LocalRendezvous::deliver(const Messages& messages) {
         handlers_.start_round(assign->assignment);
       } else if (const auto* stop = std::get_if<Stop>(&message)) {
         handlers_.stop_round(stop->reason, stop->why);
-      } else {
-        handlers_.finish(std::get<Finish>(message).outcome);
-      }
+      } else if (const auto* finish = std::get_if<Finish>(&message)) {
+        handlers_.finish(finish->outcome);
+      }  // never a Spare: the job's one node is always in the round
     });
   }
 }
