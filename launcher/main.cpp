@@ -173,7 +173,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
   if (!cfg.log_dir.empty()) {
     paths.logs_root = cfg.log_dir;
     paths.log_everything = true;
-  } else if (cfg.redirects.any() || cfg.tee.any()) {
+  } else if (cfg.redirects.any() || cfg.tee.any() || cfg.duplicates_lines()) {
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {

@@ -32,7 +32,7 @@ TEST_CASE("an output stream prefixes whole lines for the console and keeps the f
   Pipe file = Pipe::create();
   ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
   auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
-  s->prefix = "[rank3]: ";
+  s->set_prefix("[rank3]: ");
   s->console_fd = console.write_end.get();
   s->file = std::make_shared<UniqueFd>(std::move(file.write_end));
   s->watch_imports = true;
@@ -81,7 +81,7 @@ TEST_CASE("an output stream stops reading while its writer is full, so its worke
   OutputWriters writers(limits);
   writers.install();
   auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
-  s->prefix = "[rank1]: ";
+  s->set_prefix("[rank1]: ");
   s->console_fd = console.write_end.get();  // not stdout or stderr: the files' writer takes it
   OutputWriter* writer = writer_for(s->console_fd);
   REQUIRE(writer != nullptr);
