@@ -155,8 +155,9 @@ int count_gpus(const std::map<std::string, std::string>& environ);
 // "-1" give 0, "1,-1,0" gives 1.
 int visible_gpu_count(int physical, const std::optional<std::string>& visible);
 
-// CUDA_VISIBLE_DEVICES' entries as torchrun's --virtual_local_rank splits it: at commas, spaces
-// around each removed ("0, 2" gives "0" and "2"; "" gives one empty entry).
+// CUDA_VISIBLE_DEVICES' entries as torchrun's --virtual_local_rank splits it (and
+// --signals_to_handle's names): at commas, spaces around each removed ("0, 2" gives "0" and "2";
+// "" gives one empty entry, "a," two).
 std::vector<std::string> split_device_list(const std::string& visible);
 
 struct ResolveContext {

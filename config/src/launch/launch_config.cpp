@@ -167,12 +167,7 @@ const std::map<std::string, int>& handled_signal_names() {
 // Names separated by commas, spaces around them ignored, as torchrun strips them.
 std::set<int> parse_signals(const std::string& text) {
   std::set<int> signals;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto begin = item.find_first_not_of(" \t");
-    const auto end = item.find_last_not_of(" \t");
-    const std::string name = begin == std::string::npos ? "" : item.substr(begin, end - begin + 1);
+  for (const std::string& name : split_device_list(text)) {
     const auto it = handled_signal_names().find(name);
     if (it == handled_signal_names().end()) {
       throw UsageError(fmt::format(
@@ -187,12 +182,11 @@ std::set<int> parse_signals(const std::string& text) {
 
 // --logs_specs and --event_log_handler name Python plug-ins of torchrun's: their default values
 // are accepted, anything else is refused with what ddprun does instead.
-void check_python_plugin(const std::string& key, const std::string& value, const char* accepted,
+void check_python_plugin(const std::string& key, const std::string& value, const char* what, const char* accepted,
                          const char* instead) {
   if (value.empty() || value == accepted) return;
-  throw UsageError(fmt::format("--{}={}: names a Python plug-in of torchrun's, which ddprun cannot load; only "
-                               "'{}' is accepted ({})",
-                               key, shown(value), accepted, instead));
+  throw UsageError(fmt::format("--{}={}: names a Python {}; only '{}' is accepted ({})", key, shown(value), what,
+                               accepted, instead));
 }
 
 int resolve_nproc(const std::string& text, ResolveContext& context) {
@@ -410,9 +404,9 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   c.event_log = text("event_log");
   c.duplicate_stdout_filters = parse_filters(text("duplicate_stdout_filters"));
   c.duplicate_stderr_filters = parse_filters(text("duplicate_stderr_filters"));
-  check_python_plugin("logs_specs", text("logs_specs"), "default",
+  check_python_plugin("logs_specs", text("logs_specs"), "plug-in of torchrun's, which ddprun cannot load", "default",
                       "ddprun keeps its own log layout: --log_dir, --redirects, --tee");
-  check_python_plugin("event_log_handler", text("event_log_handler"), "null",
+  check_python_plugin("event_log_handler", text("event_log_handler"), "event handler of torchrun's, which ddprun cannot run", "null",
                       "ddprun writes each event as a JSON line with --event_log FILE");
   c.output_stall_timeout = parse_seconds("output_stall_timeout", text("output_stall_timeout"), false);
   if (has("status_port")) {
