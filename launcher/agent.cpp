@@ -618,16 +618,20 @@ class Agent::Impl {
 
   // --- signals ------------------------------------------------------------------------------
 
+  void shut_down(int sig) {
+    events_.write("signal_received", {{"signal", signal_name(sig)}});
+    Occurrence o(Event::kShutdownSignal);
+    o.signal = sig;
+    dispatch(std::move(o));
+  }
+
   SignalChannel::Handlers signal_handlers() {
     SignalChannel::Handlers h;
     h.child_exited = [this] { reap(); };
-    h.shutdown = [this](int sig) {
-      events_.write("signal_received", {{"signal", signal_name(sig)}});
-      Occurrence o(Event::kShutdownSignal);
-      o.signal = sig;
-      dispatch(std::move(o));
-    };
+    h.shutdown = [this](int sig) { shut_down(sig); };
     h.forward = [this](int sig, pid_t sender) {
+      // --signals_to_handle naming SIGUSR1/2: torchrun's behaviour, forwarded, then the job stops.
+      if (config_.stop_signals.count(sig) > 0) return shut_down(sig);
       const bool forward = !sent_by_slurmstepd(sender);
       events_.write("signal_received", {{"signal", signal_name(sig)}, {"forwarded", forward}});
       if (forward) group_.forward(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on

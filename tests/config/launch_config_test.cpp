@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <csignal>
 #include <cstdlib>
 
 #include <doctest/doctest.h>
@@ -138,6 +139,60 @@ TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else
   CHECK(python_interpreter(Env{{"PYTHON_EXEC", ""}}).program == "python3");  // empty: unset
 }
 
+TEST_CASE("torchrun 2.11's last options: defaults, values, and what is refused") {
+  const auto c = resolve({});
+  CHECK(c.signals_to_handle == "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  CHECK(c.stop_signals == std::set<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK_FALSE(c.virtual_local_rank);
+  CHECK(c.numa_binding.empty());
+  CHECK(c.duplicate_stdout_filters.empty());
+  CHECK_FALSE(c.duplicates_lines());
+
+  const auto s = resolve({{"signals_to_handle", " SIGUSR1 ,SIGTERM"}});
+  CHECK(s.stop_signals == std::set<int>{SIGUSR1, SIGTERM});
+  CHECK(s.signals_to_handle == " SIGUSR1 ,SIGTERM");  // the workers see it as given, as with torchrun
+  CHECK(resolve({}, {}, {{"virtual_local_rank", "1"}}).virtual_local_rank);
+  CHECK(resolve({{"numa_binding", "core-complex"}}).numa_binding == "core-complex");
+  // PET_LOGS_SPECS / --config: torchrun's defaults are accepted.
+  CHECK_NOTHROW(resolve({}, {{"logs_specs", "default"}}, {{"event_log_handler", "null"}}));
+
+  struct Filters {
+    std::string text;
+    std::vector<std::string> filters;
+  };
+  // torchrun's comma_separated_list: ",," is a comma; an empty item matches every line.
+  const std::vector<Filters> filters = {
+      {"", {}},
+      {"apple", {"apple"}},
+      {"apple,orange", {"apple", "orange"}},
+      {"a,,b,c", {"a,b", "c"}},
+      {"a,", {"a", ""}},
+  };
+  for (const auto& f : filters) {
+    CAPTURE(f.text);
+    const auto d = resolve({{"duplicate_stderr_filters", f.text}});
+    CHECK(d.duplicate_stderr_filters == f.filters);
+    CHECK(d.duplicate_stdout_filters.empty());
+    // --print_config's value reads back the same.
+    CHECK(resolve({{"duplicate_stderr_filters", to_json(d)["duplicate_stderr_filters"].is_null()
+                                                    ? std::string()
+                                                    : to_json(d)["duplicate_stderr_filters"].get<std::string>()}})
+              .duplicate_stderr_filters == f.filters);
+  }
+}
+
+TEST_CASE("--virtual_local_rank needs an entry of CUDA_VISIBLE_DEVICES per worker") {
+  ResolveContext context;
+  context.gpu_count = 0;
+  context.environ = {{"CUDA_VISIBLE_DEVICES", "3"}};
+  const OptionSources sources{{}, {}, {}, {{"virtual_local_rank", "1"}, {"nproc_per_node", "2"}}};
+  CHECK_THROWS_WITH_AS(resolve_config(sources, {"t"}, context),
+                       doctest::Contains("--virtual_local_rank: CUDA_VISIBLE_DEVICES=3 lists 1 GPU(s) for 2 workers"),
+                       UsageError);
+  context.environ = {{"CUDA_VISIBLE_DEVICES", "3,4"}};
+  CHECK(resolve_config(sources, {"t"}, context).virtual_local_rank);
+}
+
 TEST_CASE("bad input names the option and what is accepted") {
   struct Case {
     RawOptions cli;
@@ -146,6 +201,11 @@ TEST_CASE("bad input names the option and what is accepted") {
   };
   const std::vector<Case> cases = {
       {{{"nproc_per_node", "0"}}, {"t"}, "--nproc_per_node=0: expected a number of workers (1 or more), gpu, cpu or auto"},
+      {{{"signals_to_handle", "SIGTERM,SIGKILL"}}, {"t"}, "--signals_to_handle=SIGTERM,SIGKILL: SIGKILL is not a signal ddprun handles; expected names among SIGTERM"},
+      {{{"signals_to_handle", "SIGTERM,"}}, {"t"}, "--signals_to_handle=SIGTERM,: an empty name is not a signal"},
+      {{{"numa_binding", "rack"}}, {"t"}, "--numa_binding=rack: expected node, socket, exclusive or core-complex"},
+      {{{"logs_specs", "mine"}}, {"t"}, "--logs_specs=mine: names a Python plug-in of torchrun's, which ddprun cannot load; only 'default' is accepted"},
+      {{{"event_log_handler", "console"}}, {"t"}, "--event_log_handler=console: names a Python event handler of torchrun's, which ddprun cannot run; only 'null' is accepted"},
       {{{"nproc_per_node", "-2"}}, {"t"}, "--nproc_per_node=-2: expected"},
       {{{"nproc_per_node", "four"}}, {"t"}, "--nproc_per_node=four: expected"},
       {{{"nproc_per_node", "gpu"}}, {"t"}, "--nproc_per_node=gpu: no GPU visible"},

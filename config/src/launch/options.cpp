@@ -28,6 +28,12 @@ const std::vector<OptionSpec> kOptions = {
     {"nproc_per_node", nullptr, kText, "1", "Workers",
      "workers on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or "
      "'auto' (GPUs if any, else cores)"},
+    {"virtual_local_rank", nullptr, kFlag, nullptr, "Workers",
+     "every worker sees LOCAL_RANK=0 and, in CUDA_VISIBLE_DEVICES, only its own GPU (its entry of "
+     "ddprun's CUDA_VISIBLE_DEVICES, else its local rank)"},
+    {"numa_binding", nullptr, kText, nullptr, "Workers",
+     "bind each worker to the CPUs and memory near its GPU (the one its local rank names): node, "
+     "socket, exclusive or core-complex, as torchrun; skipped, with one line, without GPUs"},
     {"nnodes", nullptr, kText, "1", "Nodes", "number of nodes, or MIN:MAX for an elastic job"},
     {"node_rank", nullptr, kText, nullptr, "Nodes",
      "this node's rank, 0..nnodes-1 (default: assigned by the rendezvous)"},
@@ -69,6 +75,9 @@ const std::vector<OptionSpec> kOptions = {
      "accepted for torchrun compatibility; ddprun reacts to exits at once"},
     {"shutdown_timeout", nullptr, kText, "30", "Supervision",
      "seconds between SIGTERM and SIGKILL when stopping workers"},
+    {"signals_to_handle", nullptr, kText, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Supervision",
+     "signals that are forwarded to the workers and then stop the job (also SIGUSR1, SIGUSR2: "
+     "unlisted, those are forwarded only and the job goes on); TORCHELASTIC_SIGNALS_TO_HANDLE"},
     {"debug", nullptr, kFlag, nullptr, "Supervision",
      "one worker in the foreground with the terminal, world size 1, no restarts "
      "(ddprun --debug gdb --args ./train)"},
@@ -92,6 +101,16 @@ const std::vector<OptionSpec> kOptions = {
     {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
     {"local_ranks_filter", nullptr, kText, nullptr, "Output",
      "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+    {"duplicate_stdout_filters", nullptr, kText, nullptr, "Output",
+     "with --log_dir: stdout lines containing any of these comma-separated strings (,, for a comma) "
+     "also go to attempt_N/filtered_stdout.log, with their rank prefix"},
+    {"duplicate_stderr_filters", nullptr, kText, nullptr, "Output",
+     "the same for stderr, into attempt_N/filtered_stderr.log"},
+    {"logs_specs", nullptr, kText, nullptr, "Output",
+     "accepted for torchrun compatibility: only 'default' (a Python LogsSpecs class cannot shape "
+     "ddprun's logs; see --log_dir)"},
+    {"event_log_handler", nullptr, kText, "null", "Output",
+     "accepted for torchrun compatibility: only 'null' (ddprun writes its events with --event_log)"},
     {"output_stall_timeout", nullptr, kText, "30", "Output",
      "seconds the console or a log file may take nothing before worker output for it is dropped "
      "(a slower one only slows the workers down)"},
