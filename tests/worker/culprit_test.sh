@@ -55,7 +55,7 @@ last=$(sed -nE 's/.*last in all_reduce #([0-9]+);.*/\1/p' "$T/late.err" | head -
 expect_eq "$last" "$((waited - 1))" "the collective rank 1 was last in, against the one rank 0 waits in"
 expect_not_in "$T/late.err" "ranks 0, 1 hung|rank 0 hung"
 expect_in "$T/late.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
-expect_in "$T/late.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"rank":1'
+expect_in "$T/late.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"kind":"hang","rank":1'
 stacks=" (no py-spy: stacks not checked)"
 if command -v py-spy >/dev/null; then
   expect_in "$T/late.err" "^        rank_one_sleeps \(.*sleeper.py:[0-9]+\)"

@@ -20,7 +20,7 @@ common_checks() {
   expect_eq "$RC" 124 "$1: exit code"
   expect_in "$T/$1.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
   for r in 0 1; do expect_in "$(run_dir "$T/logs_$1")/attempt_0/rank_$r/stacks.txt" "^== (eu-stack|gdb)"; done
-  expect_in "$T/$1.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"rank":1'
+  expect_in "$T/$1.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"kind":"hang","rank":1'
   wait_for 20 no_leftovers
 }
 
