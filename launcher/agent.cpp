@@ -106,7 +106,7 @@ class Agent::Impl {
       const fs::path folder = fs::path(timer_file).parent_path();
       if (!folder.empty()) fs::create_directories(folder);
       watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, quiet_warning_seconds(environ_), timer_file,
-                                             watchdog_handlers(), status_ != nullptr);
+                                             watchdog_handlers(), status_ != nullptr, guard.take_inotify());
     } catch (const std::system_error& e) {
       throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file, e.code().message(),
                                            env::kEnableFileTimer));
