@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -32,7 +33,9 @@
 #include "process/signal_channel.hpp"
 #include "process/spawn.hpp"
 #include "process/worker_group.hpp"
+#include "report/failure_kind.hpp"
 #include "report/failure_report.hpp"
+#include "report/result_file.hpp"
 #include "report/status_server.hpp"
 #include "report/status_view.hpp"
 #include "supervisor.hpp"
@@ -84,6 +87,7 @@ class Agent::Impl {
         environ_(std::move(environ)),
         rendezvous_(std::move(rendezvous)),
         paths_(std::move(paths)),
+        containment_(containment),
         python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
         group_(io, config_, environ_, config_.worker_argv(python_.program), guard, containment, paths_),
         signals_(io, signal_handlers()),
@@ -112,7 +116,7 @@ class Agent::Impl {
                                            env::kEnableFileTimer));
     }
     timer_file_ = timer_file;
-    for (const char* kind : kFailureKinds) failures_by_kind_[kind] = 0;
+    for (FailureKind kind : all_failure_kinds()) failures_by_kind_[to_string(kind)] = 0;
     // A worker waiting on a slow console is not hung.
     group_.output_paused = [this](int local_rank, bool paused) {
       watchdog_->output_paused(local_rank, paused);
@@ -123,12 +127,16 @@ class Agent::Impl {
     };
     std::vector<std::string> environ_list;
     for (const auto& [name, value] : environ_) environ_list.push_back(name + "=" + value);
-    hangs_ = std::make_unique<HangResponse>(
-        // Python stacks also for an interpreter named as the program (--no_python python3 x.py).
-        io_, group_,
-        find_stack_tools(search_path(environ_), config_.python_workers(),
-                         config_.runs_python() ? python_.program : config_.program),
-        std::move(environ_list), kStackDumpTimeout, paths_.logs_root, hang_handlers());
+    // py-spy is looked for whatever the program: a worker runs Python when its process tree
+    // does (a shell script that runs python3), which is found only when it hangs.
+    const std::string python = config_.runs_python()      ? python_.program
+                               : config_.python_workers() ? config_.program
+                                                          : config::python_interpreter(environ_).program;
+    const auto setting = environ_.find(env::kPySpy);
+    const auto py_spy = py_spy_places(setting != environ_.end() ? setting->second : "", python, search_path(environ_));
+    hangs_ = std::make_unique<HangResponse>(io_, group_, find_stack_tools(search_path(environ_), py_spy),
+                                            std::move(environ_list), kStackDumpTimeout, paths_.logs_root,
+                                            hang_handlers());
   }
 
   int run() {
@@ -151,6 +159,13 @@ class Agent::Impl {
       dispatch(std::move(o));
     };
     handlers.say = [](const std::string& line) { say(line); };
+    handlers.spare = [this](int place, const std::string& why) {
+      // Said once, when the node becomes a spare; a new place in the queue is only logged.
+      if (spare_place_ == 0) say(fmt::format("ddprun: this node is a hot spare: {}\n", why));
+      spare_place_ = place;
+      events_.write("spare", {{"place", place}, {"why", why}});
+      publish_status();
+    };
     handlers.finish = [this](const elastic::JobOutcome& outcome) {
       Occurrence o(Event::kJobFinished);
       o.outcome = outcome;
@@ -195,8 +210,10 @@ class Agent::Impl {
       job_finished_ = true;
       outcome_ = o.outcome;
     }
-    if (o.event == Event::kWorkerFailed) ++failures_by_kind_[failure_kind(o.failure)];
+    if (o.event == Event::kWorkerFailed) ++failures_by_kind_[o.failure.kind];
     if (o.event == Event::kRoundStarted) {
+      if (spare_place_ > 0) say(fmt::format("ddprun: this spare joins round {}\n", o.assignment.round));
+      spare_place_ = 0;
       round_ = o.assignment;
       round_assigned_ = true;
       events_.set_round(round_.group_rank, attempts_started_);
@@ -260,9 +277,20 @@ class Agent::Impl {
     attempt_ = attempts_started_++;
     events_.set_round(round_.group_rank, attempt_);
     if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
-      say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count,
-                      config_.max_restarts));
-      events_.write("restart", {{"restart_count", round_.restart_count}, {"max_restarts", config_.max_restarts}});
+      // The coordinator's reason reads "restart 2 of 5 after ...": its count, window-aware, goes
+      // in the parentheses.
+      const std::string& reason = round_.restart_reason;
+      const std::size_t after = reason.find(" after ");
+      if (after == std::string::npos) {
+        say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count, config_.max_restarts));
+      } else {
+        say(fmt::format("ddprun: restarting workers ({}): {}\n", reason.substr(0, after), reason.substr(after + 1)));
+      }
+      events_.write("restart", {{"restart_count", round_.restart_count},
+                                {"max_restarts", config_.max_restarts},
+                                {"decision", "restart"},
+                                {"reason", round_.restart_reason},
+                                {"backoff", round_.backoff}});
     }
     announced_restarts_.insert(round_.restart_count);
     further_failures_.clear();
@@ -278,6 +306,7 @@ class Agent::Impl {
             watchdog_->start_round(heartbeat_files);
           }
         });
+    if (const auto memory = containment_.memory_events()) oom_kills_at_start_ = memory->oom_kills;
     for (const auto& w : group_.workers()) {
       if (w->pid > 0) events_.write("worker_started", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid}});
     }
@@ -286,6 +315,7 @@ class Agent::Impl {
       elastic::WorkerFailure f = base_failure(*w);
       f.exit_code = (error == ENOENT || error == ENOTDIR) ? exit_code::kNotFound : exit_code::kCannotExecute;
       f.message = fmt::format("could not start {}: {}", config_.worker_argv(python_.program).front(), std::strerror(error));
+      add_kind(f, nullptr, false);
       Occurrence occurrence(Event::kWorkerFailed);
       occurrence.failure = f;
       dispatch(std::move(occurrence));  // stops the workers already started
@@ -322,10 +352,76 @@ class Agent::Impl {
     return f;
   }
 
+  // A worker that ddprun had signalled, yet whose stderr ends in an exception of its own (a
+  // SyntaxError on every rank at once): it failed on its own before the stop reached it.
+  static bool raised_on_its_own(const WorkerProcess& w) {
+    if (!w.err) return false;
+    const auto error = find_python_error({w.err->tail().begin(), w.err->tail().end()});
+    if (!error) return false;
+    const std::string& type = error->type;
+    return type != "KeyboardInterrupt" && type != "SystemExit" &&
+           type.find("SignalException") == std::string::npos;  // torchelastic's, for SIGTERM
+  }
+
+  // The failure's kind (report/failure_kind.hpp), the step its rank reached and whether this
+  // node's workers made progress in the round (the restart policy's crash-loop test); then the
+  // worker_failed event.
+  void add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, bool stopped_by_ddprun) {
+    FailureEvidence e;
+    e.exit_code = f.exit_code;
+    e.signal = f.signal;
+    e.signal_from_outside = f.signal_from_outside;
+    e.hung = f.hung;
+    e.stopped_by_ddprun = stopped_by_ddprun;
+    e.after_another_failure = phase_ == Phase::kStopping;
+    e.error_message = f.message;
+    e.traceback = f.traceback;
+    if (w != nullptr && w->err) e.stderr_tail.assign(w->err->tail().begin(), w->err->tail().end());
+    if (const auto memory = containment_.memory_events()) {
+      e.oom_kills = memory->oom_kills - oom_kills_at_start_;
+      e.memory_peak = memory->peak;
+    }
+    const Classification c = classify_failure(e, config_.failure_rules);
+    f.kind = c.kind;
+    f.retryable = c.retryable;
+    f.cause = c.cause;
+    f.exception = c.exception;
+    f.location = c.location;
+    if (const auto step = watchdog_->policy().last_step(f.local_rank)) f.step = *step;
+    f.progressed = false;
+    for (int r = 0; r < config_.nproc_per_node; ++r) f.progressed = f.progressed || watchdog_->policy().ever_beat(r);
+    last_failure_ = FailureView{f.rank, f.host, f.exit_code, f.kind, f.retryable, f.cause};
+    const auto optional = [](const std::string& text) { return text.empty() ? nlohmann::json() : nlohmann::json(text); };
+    events_.write("worker_failed", {{"rank", f.rank},
+                                    {"local_rank", f.local_rank},
+                                    {"exit_code", f.exit_code},
+                                    {"kind", f.kind},
+                                    {"retryable", f.retryable},
+                                    {"cause", f.cause},
+                                    {"exception", optional(f.exception)},
+                                    {"location", optional(f.location)},
+                                    {"step", f.step >= 0 ? nlohmann::json(f.step) : nlohmann::json()},
+                                    {"progressed", f.progressed}});
+  }
+
   void reap() {
     // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
     // subreaper) or the orphan guard.
-    for (auto [worker, status] : group_.reap([this](pid_t pid) { hangs_->child_exited(pid); })) {
+    auto ended = group_.reap([this](pid_t pid) { hangs_->child_exited(pid); });
+    // What they printed last: the stderr tail tells the kind (and a traceback whether a worker
+    // that ddprun had signalled failed on its own first), stdout may hold their last steps.
+    for (const auto& [worker, status] : ended) {
+      if (worker->out) worker->out->read_available();
+      if (worker->err) worker->err->read_available();
+    }
+    // Ranks that ended together: one whose peer's connection closed under it goes after the
+    // others, so that the rank that died first is the failure and it the consequence, in
+    // whatever order they were reaped.
+    std::stable_partition(ended.begin(), ended.end(), [](const auto& e) {
+      const WorkerProcess& w = *e.first;
+      return !w.err || !mentions_lost_peer(w.err->tail());
+    });
+    for (auto [worker, status] : ended) {
       worker->alive = false;
       worker_ended(*worker, status);
     }
@@ -349,19 +445,20 @@ class Agent::Impl {
     add_error_file(f, w.error_file, !paths_.logs_root.empty());
     // After ddprun's own stop signal, an exit is the stop taking effect, not a failure, unless
     // the worker left an error message of its own.
-    const bool stopped_by_us = (w.sent_signal != 0 || w.sent_kill) && f.message.empty() &&
+    const bool signalled_by_us = w.sent_signal != 0 || w.sent_kill;
+    const bool stopped_by_us = signalled_by_us && f.message.empty() && !(sig == 0 && raised_on_its_own(w)) &&
                                (sig == 0 || sig == w.sent_signal || (sig == SIGKILL && w.sent_kill));
     if (stopped_by_us) {
       dispatch(Occurrence(Event::kWorkerSucceeded));
       return;
     }
-    if (w.err && w.err->watch_imports) {
-      w.err->read_available();  // the traceback a worker printed before it exited
-      if (!w.err->import_error().empty()) f.message = import_failure_message(w.err->import_error(), f.message);
+    if (w.err && w.err->watch_imports && !w.err->import_error().empty()) {
+      f.message = import_failure_message(w.err->import_error(), f.message);
     }
     f.exit_code = code;
     f.signal = sig;
     f.signal_from_outside = sig != 0 && sig != w.sent_signal && !(sig == SIGKILL && w.sent_kill);
+    add_kind(f, &w, signalled_by_us);
     Occurrence o(Event::kWorkerFailed);
     o.failure = f;
     dispatch(std::move(o));
@@ -393,10 +490,22 @@ class Agent::Impl {
     if (shutdown_signal_ != 0) fields["signal"] = signal_name(shutdown_signal_);
     if (!outcome_.failures.empty()) {
       const auto& root = outcome_.failures.front();
-      fields["root_cause"] = {{"rank", root.rank}, {"host", root.host}, {"exit_code", root.exit_code}, {"hung", root.hung}};
+      fields["root_cause"] = {{"rank", root.rank},   {"host", root.host},   {"exit_code", root.exit_code},
+                              {"hung", root.hung},   {"kind", root.kind},   {"retryable", root.retryable},
+                              {"cause", root.cause}, {"step", root.step >= 0 ? nlohmann::json(root.step) : nlohmann::json()}};
+      last_failure_ = FailureView{root.rank, root.host, root.exit_code, root.kind, root.retryable, root.cause};
+    }
+    if (!outcome_.stop_reason.empty()) {
+      events_.write("restart", {{"decision", "stop"}, {"reason", outcome_.stop_reason}, {"restart_count", outcome_.restarts}});
+      fields["stop_reason"] = outcome_.stop_reason;
     }
     if (!outcome_.error.empty()) fields["error"] = outcome_.error;
     events_.write("exit", fields);
+    if (!config_.result_file.empty()) {
+      const std::string error = write_result_file(
+          config_.result_file, job_result(outcome_, exit_code_, shutdown_signal_, std::max(attempt_, 0), config_.max_restarts));
+      if (!error.empty()) say("ddprun: " + error + "\n");
+    }
     status_.reset();
     io_.stop();
   }
@@ -456,11 +565,19 @@ class Agent::Impl {
       return round_.round;
     };
     h.still_current = [this](int round) { return round == round_.round && phase_ != Phase::kExiting; };
-    h.failed = [this](const elastic::WorkerFailure& f) {
+    h.failed = [this](const elastic::WorkerFailure& failure) {
+      elastic::WorkerFailure f = failure;
+      add_kind(f, group_.by_local_rank(f.local_rank), false);
       Occurrence o(Event::kWorkerFailed);
       o.failure = f;
       dispatch(std::move(o));
     };
+    // Which ranks the others wait for: from the progress records (hangs/culprit.hpp).
+    h.collectives = [this](int local_rank) {
+      const ProgressRecord r = watchdog_->record(local_rank);
+      return RankCollectives{0, r.collectives, r.in_collective.value_or(false), r.collective};
+    };
+    h.standing = [this](int local_rank) { return watchdog_->standing(local_rank); };
     return h;
   }
 
@@ -469,7 +586,8 @@ class Agent::Impl {
   void publish_status() {
     if (!status_) return;
     JobView view;
-    view.phase = phase_name(phase_);
+    view.phase = spare_place_ > 0 ? "spare" : phase_name(phase_);
+    view.spare = spare_place_;
     view.attempt = attempts_started_ - 1;
     view.round = round_.round;
     view.restart_count = round_.restart_count;
@@ -486,6 +604,8 @@ class Agent::Impl {
     view.rounds_started = attempts_started_;
     view.hangs_found = hangs_found_;
     view.failures = failures_by_kind_;
+    view.last_failure = last_failure_;
+    view.restart_reason = round_.restart_reason;
     for (const auto& w : group_.workers()) {
       RankView r;
       r.rank = w->rank;
@@ -504,16 +624,20 @@ class Agent::Impl {
 
   // --- signals ------------------------------------------------------------------------------
 
+  void shut_down(int sig) {
+    events_.write("signal_received", {{"signal", signal_name(sig)}});
+    Occurrence o(Event::kShutdownSignal);
+    o.signal = sig;
+    dispatch(std::move(o));
+  }
+
   SignalChannel::Handlers signal_handlers() {
     SignalChannel::Handlers h;
     h.child_exited = [this] { reap(); };
-    h.shutdown = [this](int sig) {
-      events_.write("signal_received", {{"signal", signal_name(sig)}});
-      Occurrence o(Event::kShutdownSignal);
-      o.signal = sig;
-      dispatch(std::move(o));
-    };
+    h.shutdown = [this](int sig) { shut_down(sig); };
     h.forward = [this](int sig, pid_t sender) {
+      // --signals_to_handle naming SIGUSR1/2: torchrun's behaviour, forwarded, then the job stops.
+      if (config_.stop_signals.count(sig) > 0) return shut_down(sig);
       const bool forward = !sent_by_slurmstepd(sender);
       events_.write("signal_received", {{"signal", signal_name(sig)}, {"forwarded", forward}});
       if (forward) group_.forward(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
@@ -526,6 +650,7 @@ class Agent::Impl {
   std::map<std::string, std::string> environ_;
   std::unique_ptr<elastic::Rendezvous> rendezvous_;
   RunPaths paths_;
+  Containment& containment_;
   config::PythonInterpreter python_;  // runs_python() only
   WorkerGroup group_;
   SignalChannel signals_;
@@ -550,8 +675,11 @@ class Agent::Impl {
   std::vector<elastic::WorkerFailure> further_failures_;
   bool round_assigned_ = false;
   bool round_open_ = false;  // workers were started and their round has not ended yet
+  int spare_place_ = 0;  // this node waits as hot spare number N (rendezvous' spare); 0: it does not
   int hangs_found_ = 0;
   std::map<std::string, int> failures_by_kind_;  // this node's worker failures (/metrics)
+  long long oom_kills_at_start_ = 0;  // memory_events() when the round's workers started
+  std::optional<FailureView> last_failure_;
   std::deque<Occurrence> queue_;
   bool dispatching_ = false;
   int exit_code_ = exit_code::kInternal;

@@ -180,7 +180,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     paths.logs_root = make_unique(cfg.log_dir, path_safe(run_id) + "_", fmt::format("--log_dir={}", shown(cfg.log_dir)));
     paths.log_everything = true;
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
-  } else if (cfg.redirects.any() || cfg.tee.any()) {
+  } else if (cfg.redirects.any() || cfg.tee.any() || cfg.duplicates_lines()) {
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {

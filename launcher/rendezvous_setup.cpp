@@ -35,6 +35,10 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
   r.nproc = cfg.nproc_per_node;
   r.local_addr = cfg.local_addr;
   r.max_restarts = cfg.max_restarts;
+  r.restart.restart_on_any = cfg.restart_on_any;
+  r.restart.backoff_max = cfg.restart_backoff_max;
+  r.restart.crash_loop_limit = cfg.crash_loop_limit;
+  r.restart.window = cfg.restart_window;
   // As torchrun reads it: "1" turns the agent store off, anything else leaves it on.
   const std::string* disable_agent_store = var(env::kDisableAgentStore);
   r.agent_store = disable_agent_store == nullptr || *disable_agent_store != "1";

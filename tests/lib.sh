@@ -36,6 +36,18 @@ PY
 # within LOW HIGH VALUE: LOW <= VALUE <= HIGH, in decimals.
 within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
 
+# json_field FILE EXPR: a value of the JSON file FILE as Python prints it, e.g. json_field r.json '["kind"]'.
+json_field() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
+# events FILE EVENT KEY: KEY of every EVENT in the event log FILE, one a line (None where absent).
+events() {
+  python3 -c "
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e['event'] == sys.argv[2]:
+        print(e.get(sys.argv[3]))" "$1" "$2" "$3"
+}
+
 # wait_for SECONDS COMMAND...: polls until COMMAND succeeds; fails after SECONDS.
 wait_for() {
   local limit=$1; shift

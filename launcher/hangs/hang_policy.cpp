@@ -73,17 +73,23 @@ std::vector<HungRank> HangPolicy::hung(double now) const {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const auto at = deadline(ranks_[i]);
     if (!at || now < *at) continue;
-    HungRank h;
-    h.local_rank = static_cast<int>(i);
-    h.silent_for = silent_for(h.local_rank, now);
-    h.ever_beat = ranks_[i].last_beat.has_value();
-    h.timeout = h.ever_beat ? timeout() : setting_.startup;
-    h.last_step = ranks_[i].step;
-    out.push_back(h);
+    out.push_back(standing(static_cast<int>(i), now));
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const HungRank& a, const HungRank& b) { return a.silent_for > b.silent_for; });
   return out;
+}
+
+HungRank HangPolicy::standing(int local_rank, double now) const {
+  HungRank h;
+  h.local_rank = local_rank;
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return h;
+  const Rank& r = ranks_[static_cast<size_t>(local_rank)];
+  h.silent_for = silent_for(local_rank, now);
+  h.ever_beat = r.last_beat.has_value();
+  h.timeout = h.ever_beat ? timeout() : setting_.startup;
+  h.last_step = r.step;
+  return h;
 }
 
 std::optional<double> HangPolicy::next_check(double now) const {

@@ -73,6 +73,10 @@ class HangPolicy {
   // with no ranks, and whenever auto has nothing to judge by.
   std::vector<HungRank> hung(double now) const;
 
+  // Where `local_rank` stands at `now`, as hung() would report it (whether or not it is hung):
+  // for a rank that others wait for (culprit.hpp) while it is not silent long enough itself.
+  HungRank standing(int local_rank, double now) const;
+
   // Off only: the ranks that made progress and have been silent quiet_after seconds (not counting
   // time held back) at `now`, each reported once until its next beat.
   std::vector<QuietRank> quiet(double now);

@@ -11,6 +11,7 @@
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/system.hpp"
+#include "process/process_tree.hpp"
 #include "report/failure_report.hpp"
 
 namespace ddprun::launcher {
@@ -28,6 +29,12 @@ elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank&
                                : fmt::format("no heartbeat since it started {:.1f} s ago (--hang_startup={:g})",
                                              hung.silent_for, hung.timeout);
   return f;
+}
+
+std::string culprit_message(const std::string& why, const HungRank& culprit) {
+  if (!culprit.ever_beat) return fmt::format("{}; no progress since it started {:.1f} s ago", why, culprit.silent_for);
+  return fmt::format("{}; no progress for {:.1f} s (hang timeout {:.1f} s{})", why, culprit.silent_for, culprit.timeout,
+                     culprit.last_step ? fmt::format("; last step {}", *culprit.last_step) : "");
 }
 
 std::string quiet_warning(int rank, const QuietRank& quiet) {
@@ -119,26 +126,82 @@ void HangResponse::timer_expired(const ExpiredTimer& expired) {
              fmt::format("its torchelastic timer '{}' expired", expired.scope_id));
 }
 
+std::vector<RankCollectives> HangResponse::collectives() const {
+  std::vector<RankCollectives> out;
+  if (!handlers_.collectives) return out;
+  for (const auto& w : group_.workers()) {
+    if (!w->alive) continue;
+    RankCollectives r = handlers_.collectives(w->local_rank);
+    r.rank = w->rank;
+    out.push_back(r);
+  }
+  return out;
+}
+
+HangResponse::Blame HangResponse::blame(const std::vector<HungRank>& hung, const std::string& why) const {
+  Blame b{hung, why, std::nullopt, ""};
+  if (!why.empty() || !handlers_.standing) return b;  // an expired timer names its rank itself
+  const auto culprits = find_culprits(collectives());
+  if (!culprits) return b;
+  if (culprits->ranks.empty()) {
+    b.note = culprits->why;
+    b.victims = true;
+    return b;
+  }
+  const double now = wall_seconds();
+  b.ranks.clear();
+  b.why = culprits->why;
+  for (const auto& w : group_.workers()) {
+    const int rank = w->rank;
+    const HungRank standing = handlers_.standing(w->local_rank);
+    const auto has = [rank](const std::vector<int>& ranks) {
+      return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+    };
+    if (has(culprits->ranks)) b.ranks.push_back(standing);
+    if (has(culprits->waiting)) b.waited_since = std::min(b.waited_since.value_or(now), now - standing.silent_for);
+  }
+  return b;
+}
+
 void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::string& why) {
   const std::optional<int> round = handlers_.running_round();
   if (!round || reported_) return;
   reported_ = true;
+  const Blame blamed = blame(hung, why);
   std::vector<elastic::WorkerFailure> failures;
-  for (const auto& h : hung) {
+  for (const auto& h : blamed.ranks) {
     const WorkerProcess* w = group_.by_local_rank(h.local_rank);
     if (w == nullptr || !w->alive) continue;
-    failures.push_back(hung_failure(handlers_.identity(*w), h, why, wall_seconds()));
+    failures.push_back(hung_failure(handlers_.identity(*w), h,
+                                    blamed.waited_since ? culprit_message(blamed.why, h) : blamed.why, wall_seconds()));
+    // Failures are ordered by time on every node. The culprit failed at the latest when the
+    // others began to wait for it; ranks that only wait, for a rank of another node, failed when
+    // found (their last beats, up to 100 ms apart, would race with the culprit's).
+    if (blamed.waited_since) failures.back().timestamp = std::min(failures.back().timestamp, *blamed.waited_since);
+    if (blamed.victims) failures.back().timestamp = wall_seconds();
     handlers_.event("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
                              {"silent_for", h.silent_for}, {"hang_timeout", h.timeout},
                              {"last_step", h.last_step ? nlohmann::json(*h.last_step) : nlohmann::json()},
                              {"why", failures.back().message}});
   }
   if (failures.empty()) return;
-  const auto targets = stack_targets(failures, group_.workers());
+  auto targets = stack_targets(failures, group_.workers());
+  for (auto& t : targets) t.python = python_process(t.pid);
   handlers_.say(hang_announcement(failures, targets.size()));
-  if (!stacks_->tools().missing.empty()) handlers_.say(fmt::format("ddprun: {}\n", stacks_->tools().missing));
+  if (!blamed.note.empty()) handlers_.say(fmt::format("ddprun: {}\n", blamed.note));
+  say_missing_tools(targets);
   pending_ = std::move(failures);
   stacks_->dump(targets, [this, round = *round, targets] { stacks_collected(round, targets); });
+}
+
+void HangResponse::say_missing_tools(const std::vector<StackDumper::Target>& targets) {
+  const StackTools& tools = stacks_->tools();
+  const bool python = std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t.python != 0; });
+  for (const std::string* missing : {&tools.native_missing, python ? &tools.python_missing : nullptr}) {
+    if (missing == nullptr || missing->empty() || said_missing_.count(*missing)) continue;
+    said_missing_.insert(*missing);
+    handlers_.say(fmt::format("ddprun: {}\n", *missing));
+  }
 }
 
 void HangResponse::stacks_collected(int round, const std::vector<StackDumper::Target>& targets) {
@@ -151,9 +214,11 @@ void HangResponse::stacks_collected(int round, const std::vector<StackDumper::Ta
   auto failures = std::move(pending_);
   pending_.clear();
   for (auto& f : failures) {
-    const WorkerProcess* w = group_.by_local_rank(f.local_rank);
-    const std::string stacks = w ? read_file(w->stacks_file).value_or("") : "";
-    f.traceback = traceback_tail(where_stuck(stacks, f.pid, stacks_->tools().missing, logs_root_, attempt_));
+    const auto t = std::find_if(targets.begin(), targets.end(), [&](const auto& t) { return t.rank == f.rank; });
+    const StackDumper::Target target = t != targets.end() ? *t : StackDumper::Target{f.rank, f.pid, "", 0};
+    const std::string stacks = read_file(target.file).value_or("");
+    f.traceback = traceback_tail(
+        where_stuck(stacks, target.stacked(), stacks_->tools().missing(target.python != 0), logs_root_, attempt_));
     handlers_.failed(f);
   }
 }

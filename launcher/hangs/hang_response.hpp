@@ -1,6 +1,7 @@
 // Where a hang becomes a worker failure. HangResponse, told by the watchdog that ranks made no
-// progress (or that a torchelastic timer expired), collects every worker's stacks, the hung
-// first, and then hands the agent one failure per hung rank, with where it was stuck; the agent
+// progress (or that a torchelastic timer expired), blames the ranks the others wait for when the
+// progress records show some (culprit.hpp), else the hung ranks, collects every worker's stacks,
+// the blamed first, and then hands the agent one failure per blamed rank, with where it was stuck; the agent
 // reports it like any other failure, and the supervisor and the rendezvous turn it into a restart
 // or exit 124. The decisions on the way are pure functions, tested as tables: which failures
 // (hung_failure), what the user is told (hang_announcement), whose stacks (stack_targets), and
@@ -12,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/rendezvous.hpp"
+#include "hangs/culprit.hpp"
 #include "hangs/file_timer_server.hpp"
 #include "hangs/hang_policy.hpp"
 #include "hangs/stack_dump.hpp"
@@ -39,6 +42,11 @@ inline constexpr int kSummaryFrames = 6;
 // wall clock) so that, on every node, the rank that went silent first is the root cause.
 elastic::WorkerFailure hung_failure(elastic::WorkerFailure base, const HungRank& hung, const std::string& why,
                                     double now);
+
+// The message of a rank that others wait for: `why` (culprit.hpp's sentence), then its own
+// silence and last step: "rank 0 waits in all_reduce #12; rank 1 has not entered it: last in
+// all_reduce #11; no progress for 10.2 s (hang timeout 10.0 s; last step 40)".
+std::string culprit_message(const std::string& why, const HungRank& culprit);
 
 // A torchelastic timer that expired at `expired_at` (wall clock), as a hung rank at `now`.
 HungRank timer_hang(int local_rank, double expired_at, double now);
@@ -75,6 +83,11 @@ class HangResponse {
     std::function<std::optional<int>()> running_round;  // the round whose workers run, if they do
     std::function<bool(int round)> still_current;       // whether stacks of `round` still matter
     std::function<void(const elastic::WorkerFailure&)> failed;  // a hung rank, its stacks collected
+    // Optional, both or neither: what `local_rank`'s progress record says of its collectives
+    // (rank is filled in here), and where the hang policy sees it (silence, last step). With
+    // them, the ranks others wait for are reported rather than the waiting ones (culprit.hpp).
+    std::function<RankCollectives(int local_rank)> collectives;
+    std::function<HungRank(int local_rank)> standing;
   };
 
   // `stack_timeout`: how long the stack tools may take for all workers together. `logs_root`:
@@ -89,7 +102,9 @@ class HangResponse {
   bool reported() const { return reported_; }
 
   // `hung` ranks made no progress (`why`: the cause, when the hang has one of its own). Once a
-  // round, while the workers run: collects the stacks, then calls `failed` for each hung rank.
+  // round, while the workers run: collects the stacks, then calls `failed` for each hung rank,
+  // or, when the progress records show that ranks wait in a collective that others of this node
+  // have not entered, for each of those others instead (culprit.hpp), whatever their silence.
   void ranks_hung(const std::vector<HungRank>& hung, const std::string& why);
 
   // torchelastic's timer of `expired.pid` expired: a hang of the worker that holds it, or of the
@@ -101,7 +116,19 @@ class HangResponse {
   bool child_exited(pid_t pid);
 
  private:
+  // The ranks reported for a hang, and what they are told.
+  struct Blame {
+    std::vector<HungRank> ranks;        // the culprits, else the hung ranks
+    std::string why;                    // their failures' message ("" : their silence says it)
+    std::optional<double> waited_since; // wall clock: when the first rank began to wait for the culprits
+    std::string note;                   // a line for the user when no rank here is the culprit
+    bool victims = false;               // every rank here waits for a rank elsewhere: dated when found
+  };
+  Blame blame(const std::vector<HungRank>& hung, const std::string& why) const;
+  std::vector<RankCollectives> collectives() const;
   void stacks_collected(int round, const std::vector<StackDumper::Target>& targets);
+  // Says what the stacks of `targets` lack (a tool not installed), each once a run.
+  void say_missing_tools(const std::vector<StackDumper::Target>& targets);
 
   const WorkerGroup& group_;
   std::unique_ptr<StackDumper> stacks_;
@@ -110,6 +137,7 @@ class HangResponse {
   int attempt_ = 0;
   bool reported_ = false;
   std::vector<elastic::WorkerFailure> pending_;  // the hung ranks, until their stacks are collected
+  std::set<std::string> said_missing_;           // the missing tools said so far, in any round
 };
 
 }  // namespace ddprun::launcher

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <sstream>
@@ -27,33 +28,57 @@ std::string with_pid(std::string command, pid_t pid) {
 
 }  // namespace
 
-StackTools find_stack_tools(const std::string& path, bool python_workers, const std::string& python) {
+std::string StackTools::missing(bool python_worker) const {
+  if (!python_worker || python_missing.empty()) return native_missing;
+  return native_missing.empty() ? python_missing : native_missing + "; " + python_missing;
+}
+
+StackTools find_stack_tools(const std::string& path, const std::vector<std::string>& py_spy_first) {
   StackTools t;
   if (!find_program("eu-stack", path).path.empty()) {
     t.native = "eu-stack -p {pid}";
   } else if (!find_program("gdb", path).path.empty()) {
     t.native = "gdb -p {pid} -batch -nx -q -ex 'thread apply all bt'";
   } else {
-    t.missing = "no native stacks: neither eu-stack (apt install elfutils) nor gdb is installed";
+    t.native_missing = "no native stacks: neither eu-stack (apt install elfutils) nor gdb is installed";
   }
-  if (python_workers) {
-    std::string py_spy = find_program("py-spy", path).path;
-    const std::string python_path = python.find('/') != std::string::npos ? python : find_program(python, path).path;
-    if (py_spy.empty() && !python_path.empty()) {
-      py_spy = find_program((std::filesystem::path(python_path).parent_path() / "py-spy").string(), path).path;
+  std::string py_spy;
+  for (const auto& candidate : py_spy_first) {
+    if (py_spy.empty() && !candidate.empty() && ::access(candidate.c_str(), X_OK) == 0) py_spy = candidate;
+  }
+  if (py_spy.empty()) py_spy = find_program("py-spy", path).path;
+  if (!py_spy.empty()) {
+    t.python = "'" + py_spy + "' dump --pid {pid}";
+  } else {
+    std::string looked;
+    for (const auto& candidate : py_spy_first) {
+      if (!candidate.empty()) looked += (looked.empty() ? " nor at " : ", ") + candidate;
     }
-    if (!py_spy.empty()) {
-      t.python = "'" + py_spy + "' dump --pid {pid}";
-    } else {
-      t.missing += fmt::format("{}no Python stacks: py-spy is not in PATH or next to {} (pip install py-spy)",
-                               t.missing.empty() ? "" : "; ", python);
-    }
+    t.python_missing = fmt::format(
+        "no Python stacks: py-spy is not in PATH{} (pip install py-spy, or the ddprun package: it brings py-spy); "
+        "native stacks instead",
+        looked);
   }
   return t;
 }
 
+std::vector<std::string> py_spy_places(const std::string& setting, const std::string& python, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> places;
+  if (!setting.empty()) places.push_back(setting);
+  std::error_code ec;
+  const fs::path own = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) places.push_back((own.parent_path() / "py-spy").string());
+  const std::string python_path = python.find('/') != std::string::npos ? python : find_program(python, path).path;
+  if (!python_path.empty()) {
+    const std::string beside = (fs::path(python_path).parent_path() / "py-spy").string();
+    if (std::find(places.begin(), places.end(), beside) == places.end()) places.push_back(beside);
+  }
+  return places;
+}
+
 std::vector<std::string> top_frames(const std::string& stacks, pid_t pid, int n) {
-  // py-spy: 'Thread 123 (idle): "MainThread"' then indented frames; eu-stack: "TID 123:" then
+  // py-spy: 'Thread 123 (idle): "MainThread"' (0.4: 'Thread 123 (idle)') then indented frames; eu-stack: "TID 123:" then
   // "#0  0x... name"; gdb: 'Thread 1 (Thread 0x... (LWP 123) "name"):' then "#0  0x... in name ()".
   std::vector<std::string> python, native;
   std::istringstream in(stacks);
@@ -69,7 +94,8 @@ std::vector<std::string> top_frames(const std::string& stacks, pid_t pid, int n)
     }
     if (section == kPython) {
       if (line.rfind("Thread ", 0) == 0) {
-        main_thread = line.find("\"MainThread\"") != std::string::npos;
+        // py-spy 0.3 names the thread; 0.4 gives its id only (the process's own id for the main one).
+        main_thread = line.find("\"MainThread\"") != std::string::npos || line.rfind("Thread " + tid + " ", 0) == 0;
       } else if (main_thread && line.rfind("    ", 0) == 0 && static_cast<int>(python.size()) < n) {
         python.push_back(std::string(trim_left(line, " \t")));
       }
@@ -102,13 +128,24 @@ bool StackDumper::dump(const std::vector<Target>& targets, std::function<void()>
   for (const auto& target : targets) {
     UniqueFd file(::open(target.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!file) continue;
+    // What the tools' output cannot say comes first, written here (the tool processes append:
+    // they share this file's offset).
+    std::string preface;
+    if (target.stacked() != target.pid) {
+      preface += fmt::format("== worker {} runs Python in its descendant {}: the stacks below are its ==\n",
+                             target.pid, target.python);
+    }
+    if (const std::string missing = tools_.missing(target.python != 0); !missing.empty()) {
+      preface += fmt::format("== {} ==\n", missing);
+    }
+    if (::write(file.get(), preface.data(), preface.size()) < 0) continue;
     std::string script;
-    for (const std::string& tool : {tools_.native, tools_.python}) {
+    for (const std::string& tool : {tools_.native, target.python != 0 ? tools_.python : std::string()}) {
       if (tool.empty()) continue;
-      const std::string command = with_pid(tool, target.pid);
+      const std::string command = with_pid(tool, target.stacked());
       script += fmt::format("echo \"== {} ==\"; {} 2>&1; echo; ", command, command);
     }
-    if (!tools_.missing.empty()) script += fmt::format("echo \"== {} ==\"", tools_.missing);
+    if (script.empty()) continue;
     SpawnRequest request;
     request.argv = {"/bin/sh", "-c", script};
     request.environ = environ_;

@@ -76,6 +76,12 @@ std::optional<long long> Watchdog::recorded_step(int local_rank) const {
   return record(local_rank).step;
 }
 
+HungRank Watchdog::standing(int local_rank) const {
+  HungRank h = policy_.standing(local_rank, monotonic_seconds());
+  if (const auto step = recorded_step(local_rank)) h.last_step = step;
+  return h;
+}
+
 void Watchdog::file_beat(int local_rank) { beat(local_rank, recorded_step(local_rank)); }
 
 void Watchdog::beat(int local_rank, std::optional<long long> step) {

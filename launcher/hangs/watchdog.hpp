@@ -56,6 +56,10 @@ class Watchdog {
   // the record kept changing while read.
   ProgressRecord record(int local_rank) const;
 
+  // Where `local_rank` stands now (HangPolicy::standing), its last step from its record as for
+  // a hung rank: for a rank that others wait for (culprit.hpp).
+  HungRank standing(int local_rank) const;
+
   const HangPolicy& policy() const { return policy_; }
   // When `local_rank` will count as hung (monotonic_seconds()), if it can now (not while its
   // output is held back).

@@ -16,6 +16,14 @@ bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
+// torchrun's filter: a line is copied when one of the filters occurs in it.
+bool matches_any(const std::vector<std::string>& filters, std::string_view line) {
+  for (const auto& filter : filters) {
+    if (line.find(filter) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool write_all(int fd, std::string_view data) {
@@ -129,12 +137,18 @@ void OutputStream::add_line(std::string_view line) {
   if (watch_imports && (starts_with(line, "ModuleNotFoundError: ") || starts_with(line, "ImportError: "))) {
     import_error_ = line;
   }
+  if (tail_lines > 0) {
+    if (tail_.size() == tail_lines) tail_.pop_front();
+    tail_.emplace_back(line.substr(0, kTailLineChars));
+  }
   if (progress && !progress->empty()) {
     if (const auto m = config::match_progress(*progress, line)) {
       progress_seen_ = true;
       if (m->step) progress_step_ = m->step;
     }
   }
+  // PyTorch 2.x prefixes what distributed code prints with "[rankN]:" itself: not twice.
+  const std::string_view prefix = starts_with(line, own_tag_) ? std::string_view() : std::string_view(prefix_);
   if (console_fd >= 0) {
     pending_ += prefix;
     pending_ += line;
@@ -144,13 +158,26 @@ void OutputStream::add_line(std::string_view line) {
     file_pending_ += line;
     file_pending_ += '\n';
   }
+  if (filtered_file && matches_any(*filters, line)) {
+    filtered_pending_ += prefix;
+    filtered_pending_ += line;
+    filtered_pending_ += '\n';
+  }
+}
+
+void OutputStream::set_prefix(std::string own_prefix) {
+  prefix_ = std::move(own_prefix);
+  own_tag_ = std::string_view(prefix_);
+  if (!own_tag_.empty() && own_tag_.back() == ' ') own_tag_.remove_suffix(1);
 }
 
 void OutputStream::emit() {
   if (!pending_.empty()) write_output(console_fd, std::move(pending_));
   if (!file_pending_.empty()) write_output(file->get(), std::move(file_pending_), file);
+  if (!filtered_pending_.empty()) write_output(filtered_file->get(), std::move(filtered_pending_), filtered_file);
   pending_.clear();
   file_pending_.clear();
+  filtered_pending_.clear();
 }
 
 void OutputStream::close() {

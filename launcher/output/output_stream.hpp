@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,11 +34,21 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   OutputStream(asio::io_context& io, int read_fd);
 
   // Where lines go; set before start().
-  std::string prefix;      // written before each console line, e.g. "[rank3]: "
+  // The console prefix, e.g. "[rank3]: ". A line that already starts with it, without its last
+  // space ("[rank3]:", PyTorch 2.x's own prefix of distributed code's tracebacks and C++ logs),
+  // is shown as it is.
+  void set_prefix(std::string own_prefix);
   int console_fd = -1;     // -1: not shown
   std::shared_ptr<UniqueFd> file;  // not written when null
+  // --duplicate_std*_filters: a line containing one of `filters` also goes, with the prefix, to
+  // `filtered_file` (shared by the attempt's ranks; one write a read, so lines stay whole).
+  std::shared_ptr<const std::vector<std::string>> filters;
+  std::shared_ptr<UniqueFd> filtered_file;
   // A Python worker's stderr: remember the last line that reported a failed import.
   bool watch_imports = false;
+  // Keep the last this many lines (each cut to kTailLineChars), for the failure's kind.
+  std::size_t tail_lines = 0;
+  static constexpr std::size_t kTailLineChars = 1024;
   // Called with true when the stream stops reading because a writer it feeds is full, and with
   // false when it reads again (the watchdog does not count a paused worker's silence).
   std::function<void(bool paused)> on_pause;
@@ -58,6 +69,8 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
 
   // The last "ModuleNotFoundError: ..." or "ImportError: ..." line seen (watch_imports only).
   const std::string& import_error() const { return import_error_; }
+  // The last tail_lines lines, oldest first (an unfinished last line is not among them).
+  const std::deque<std::string>& tail() const { return tail_; }
 
  private:
   enum class ReadResult { kData, kEmpty, kClosed };
@@ -81,7 +94,11 @@ class OutputStream : public std::enable_shared_from_this<OutputStream> {
   std::array<char, 16 * 1024> buffer_{};
   std::string pending_;       // console lines of one read, queued together
   std::string file_pending_;  // the same lines for the log file
+  std::string filtered_pending_;  // those that match `filters`, for filtered_file
+  std::string prefix_;
+  std::string_view own_tag_;  // prefix_ without its trailing space
   std::string import_error_;
+  std::deque<std::string> tail_;
   bool progress_seen_ = false;              // since the last report_progress()
   std::optional<long long> progress_step_;  // the same
 };

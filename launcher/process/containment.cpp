@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -17,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "ddprun/system.hpp"
 #include "ddprun/worker_env.hpp"
+#include "process/process_tree.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -58,30 +61,6 @@ std::vector<pid_t> read_pids(const std::string& file) {
   pid_t pid;
   while (in >> pid) pids.push_back(pid);
   return pids;
-}
-
-// The processes whose parent is ddprun.
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return out;
-  while (const dirent* entry = ::readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(entry->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-    std::string text;
-    std::getline(stat, text);
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
-    const auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 1));
-    char state;
-    long ppid;
-    if (rest >> state >> ppid && ppid == parent && state != 'Z') out.push_back(static_cast<pid_t>(pid));
-  }
-  ::closedir(proc);
-  return out;
 }
 
 // Calls `visit` with every cgroup below `path`, deepest first, then with `path` itself.
@@ -159,7 +138,33 @@ std::unique_ptr<Containment> Containment::create(const std::string& path) {
     return c;
   }
   c->path_ = path;
+  // Best effort: the memory controller for the rounds' cgroups, so that an out-of-memory kill
+  // is a counted fact (memory_events()) rather than a guess from SIGKILL.
+  if (const auto controllers = read_file(path + "/cgroup.controllers");
+      controllers && controllers->find("memory") != std::string::npos) {
+    const int fd = ::open((path + "/cgroup.subtree_control").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      [[maybe_unused]] const ssize_t ignored = ::write(fd, "+memory", 7);
+      ::close(fd);
+    }
+  }
   return c;
+}
+
+std::optional<Containment::MemoryEvents> Containment::memory_events() const {
+  if (path_.empty()) return std::nullopt;
+  const std::string top = path_.substr(0, path_.rfind('/'));  // ddprun's own cgroup
+  for (std::string at = round_path_.empty() ? path_ : round_path_; at.size() >= top.size();
+       at = at.substr(0, at.rfind('/'))) {
+    const auto events = read_file(at + "/memory.events");
+    if (!events) continue;
+    MemoryEvents m;
+    const std::size_t key = events->find("oom_kill ");
+    if (key != std::string::npos) m.oom_kills = std::atoll(events->c_str() + key + std::strlen("oom_kill "));
+    if (const auto peak = read_file(at + "/memory.peak"); peak && !peak->empty()) m.peak = std::atoll(peak->c_str());
+    return m;
+  }
+  return std::nullopt;
 }
 
 void Containment::prepare_round() {

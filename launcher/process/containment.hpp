@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -48,6 +49,15 @@ class Containment {
   // That cgroup's cgroup.procs (or ddprun's, where it could not be made), for a new worker to
   // write "0" to (itself) before it execs where clone3 cannot; -1 without a cgroup.
   int procs_fd() const { return round_procs_ ? round_procs_.get() : procs_.get(); }
+
+  // The memory controller's view of this round's workers: the oom_kill count of memory.events
+  // and memory.peak (bytes) in the nearest cgroup holding them that has the controller, up to
+  // ddprun's own; nullopt without a cgroup or without the controller on the way.
+  struct MemoryEvents {
+    long long oom_kills = 0;
+    std::optional<long long> peak;
+  };
+  std::optional<MemoryEvents> memory_events() const;
 
   // Kills every process of the job that is still there: the whole cgroup, or the children of
   // ddprun except `keep` (the orphan guard), until none is left or a second has passed. With a

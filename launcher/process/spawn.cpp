@@ -49,6 +49,7 @@ bool files_raised = false;
     fail(errno);
   }
   if (request.own_process_group && ::setpgid(0, 0) != 0) fail(errno);
+  if (request.cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), request.cpus) != 0) fail(errno);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
   // ddprun may have died between fork and prctl; then nobody would send the signal.
   if (::getppid() != parent) ::_exit(128 + SIGKILL);

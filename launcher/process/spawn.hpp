@@ -1,6 +1,8 @@
 // Starting one worker process.
 #pragma once
 
+#include <sched.h>
+
 #include <sys/types.h>
 
 #include <map>
@@ -19,6 +21,7 @@ struct SpawnRequest {
   bool own_process_group = true;      // false only in --debug, to keep the terminal
   int cgroup_dir_fd = -1;             // a cgroup's folder: the child is made there (clone3) ...
   int cgroup_procs_fd = -1;           // ... or, where clone3 cannot, moves itself in through its cgroup.procs
+  const cpu_set_t* cpus = nullptr;    // --numa_binding: the CPUs it runs on; nullptr: ddprun's
 };
 
 struct SpawnResult {

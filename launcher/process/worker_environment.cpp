@@ -10,11 +10,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Both names of NCCL's async error handling, for PyTorch before and after 2.2. A name the user
-// set is inherited; a name they did not set takes the value of the other name when they set
-// that one (they meant it, whichever PyTorch reads it), else "1".
+// NCCL's async error handling, whose name changed in PyTorch 2.2. A name the user set is
+// inherited; the new one, when they did not set it, takes the old one's value when they set that
+// (they meant it, whichever PyTorch reads it), else "1". The old name only when the worker cannot
+// choose for itself (`worker_chooses`: ddprun's Python bootstrap sets it for torch < 2.2): PyTorch
+// 2.2 and later warn about it.
 void set_nccl_async_error_handling(const std::map<std::string, std::string>& base,
-                                   std::map<std::string, std::string>& vars) {
+                                   std::map<std::string, std::string>& vars, bool worker_chooses) {
   const auto inherited = [&](const char* name) -> const std::string* {
     const auto it = base.find(name);
     return it == base.end() ? nullptr : &it->second;
@@ -23,7 +25,16 @@ void set_nccl_async_error_handling(const std::map<std::string, std::string>& bas
   const std::string* old = inherited(env::kNcclAsyncErrorHandlingOld);
   const std::string value = current != nullptr ? *current : old != nullptr ? *old : "1";
   vars.emplace(env::kNcclAsyncErrorHandling, value);
-  vars.emplace(env::kNcclAsyncErrorHandlingOld, value);
+  if (!worker_chooses) vars.emplace(env::kNcclAsyncErrorHandlingOld, value);
+}
+
+// torchrun's virtual local rank: the worker's entry of ddprun's CUDA_VISIBLE_DEVICES (resolve_config
+// checked that it has one), else its local rank.
+std::string own_gpu(const std::map<std::string, std::string>& base, int local_rank) {
+  const auto visible = base.find(env::kCudaVisibleDevices);
+  if (visible == base.end()) return std::to_string(local_rank);
+  const std::vector<std::string> gpus = config::split_device_list(visible->second);
+  return local_rank < static_cast<int>(gpus.size()) ? gpus[local_rank] : std::to_string(local_rank);
 }
 
 }  // namespace
@@ -47,10 +58,12 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
                                             const WorkerFiles& files) {
   std::map<std::string, std::string> vars = base;
   vars.erase(env::kDefaultPython);  // a ddprun started by a worker makes its own choice
+  vars.erase(env::kPySpy);
   vars.erase(env::kRdzvSecret);     // the launchers' secret, not the workers'
   const int rank = round.base_rank + local_rank;
   vars[env::kRank] = std::to_string(rank);
-  vars[env::kLocalRank] = std::to_string(local_rank);
+  vars[env::kLocalRank] = config.virtual_local_rank ? "0" : std::to_string(local_rank);
+  if (config.virtual_local_rank) vars[env::kCudaVisibleDevices] = own_gpu(base, local_rank);
   vars[env::kGroupRank] = std::to_string(round.group_rank);
   vars[env::kRoleRank] = std::to_string(rank);  // one role per job: role ranks are global ranks
   vars[env::kRoleName] = config.role;
@@ -63,6 +76,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
   vars[env::kRestartCount] = std::to_string(round.restart_count);
   vars[env::kMaxRestarts] = std::to_string(config.max_restarts);
   vars[env::kRunId] = round.run_id;
+  vars[env::kSignalsToHandle] = config.signals_to_handle;
   vars[env::kUseAgentStore] = round.agent_store ? "True" : "False";
   vars[env::kErrorFile] = files.error_file;
   if (!files.heartbeat_file.empty()) vars[env::kHeartbeatFile] = files.heartbeat_file;
@@ -72,7 +86,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
     const bool has = inherited != base.end() && !inherited->second.empty();
     vars[env::kPythonPath] = files.python_bootstrap + (has ? ":" + inherited->second : "");
   }
-  set_nccl_async_error_handling(base, vars);
+  set_nccl_async_error_handling(base, vars, !files.python_bootstrap.empty());
   if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
 
   std::vector<std::string> out;

@@ -25,9 +25,12 @@ std::string python_bootstrap_folder();
 
 // `base` is ddprun's environment. Sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT and the
 // rest of the names in ddprun/worker_env.hpp; OMP_NUM_THREADS=1 when unset and more than one
-// worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING and its old name
-// NCCL_ASYNC_ERROR_HANDLING each inherited, else the other one's inherited value, else 1;
-// files.python_bootstrap, if any, first on PYTHONPATH (its sitecustomize takes it off again).
+// worker runs on this node; TORCH_NCCL_ASYNC_ERROR_HANDLING inherited, else its old name
+// NCCL_ASYNC_ERROR_HANDLING's inherited value, else 1, and the old name (inherited, else the same
+// value) only without files.python_bootstrap, which sets it for torch < 2.2 itself;
+// TORCHELASTIC_SIGNALS_TO_HANDLE; with --virtual_local_rank LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES
+// the worker's own GPU; files.python_bootstrap, if any, first on PYTHONPATH (its sitecustomize
+// takes it off again).
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "output/output_writer.hpp"
+#include "ddprun/worker_env.hpp"
+#include "process/numa_binding.hpp"
 #include "process/spawn.hpp"
 #include "process/worker_environment.hpp"
 
@@ -29,6 +31,8 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
           config.progress_patterns.begin(), config.progress_patterns.end())),
       environ_(std::move(environ)),
       argv_(std::move(argv)),
+      stdout_filters_(std::make_shared<const std::vector<std::string>>(config.duplicate_stdout_filters)),
+      stderr_filters_(std::make_shared<const std::vector<std::string>>(config.duplicate_stderr_filters)),
       guard_(guard),
       containment_(containment),
       paths_(paths) {
@@ -39,6 +43,34 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
           "workers is not counted (--progress); reinstall ddprun\n");
     }
   }
+  if (!config_.numa_binding.empty()) plan_numa_binding();
+}
+
+void WorkerGroup::plan_numa_binding() {
+  const auto skipped = [&](const std::string& why) {
+    say(fmt::format("ddprun: --numa_binding={} skipped: {}; the workers run on every CPU\n", config_.numa_binding, why));
+  };
+  NumaTopology topology;
+  const auto visible = environ_.find(env::kCudaVisibleDevices);
+  topology.gpus = gpu_pci_addresses(visible == environ_.end() ? nullptr : visible->second.c_str());
+  if (topology.gpus.empty()) return skipped("no GPU visible (nvidia-smi lists none, or CUDA_VISIBLE_DEVICES hides them)");
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (::sched_getaffinity(0, sizeof mine, &mine) != 0) return skipped(std::strerror(errno));
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mine)) topology.allowed.insert(cpu);
+  }
+  // As torchrun: local rank N uses GPU N.
+  std::vector<cpu_set_t> plan(config_.nproc_per_node);
+  try {
+    for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
+      CPU_ZERO(&plan[local_rank]);
+      for (int cpu : numa_cpus(config_.numa_binding, topology, local_rank)) CPU_SET(cpu, &plan[local_rank]);
+    }
+  } catch (const std::runtime_error& e) {
+    return skipped(e.what());
+  }
+  numa_cpus_ = std::move(plan);
 }
 
 namespace {
@@ -96,6 +128,8 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     prepared.push_back(std::move(w));
   }
   files_ready(heartbeat_files);
+  const Filtered filtered_out = open_filtered(attempt, 1);
+  const Filtered filtered_err = open_filtered(attempt, 2);
   containment_.prepare_round();
   for (auto& w : prepared) {
     const std::string rank_dir = rank_folder(attempt, w->rank);
@@ -111,6 +145,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     request.own_process_group = !config_.debug;
     request.cgroup_dir_fd = containment_.dir_fd();
     request.cgroup_procs_fd = containment_.procs_fd();
+    if (!numa_cpus_.empty()) request.cpus = &numa_cpus_[local_rank];
     Pipe out_pipe, err_pipe;
     if (!config_.debug) {
       out_pipe = Pipe::create();
@@ -128,19 +163,38 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       guard_.watch(started.pid);
       out_pipe.write_end.reset();
       err_pipe.write_end.reset();
-      started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log");
-      started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log");
+      started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);
+      started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log", filtered_err);
     }
   }
   return std::nullopt;
 }
 
+WorkerGroup::Filtered WorkerGroup::open_filtered(int attempt, int stream_bit) const {
+  Filtered filtered;
+  filtered.filters = stream_bit == 1 ? stdout_filters_ : stderr_filters_;
+  if (filtered.filters->empty() || paths_.logs_root.empty()) return filtered;
+  const std::string path = (fs::path(paths_.logs_root) / fmt::format("attempt_{}", attempt) /
+                            (stream_bit == 1 ? "filtered_stdout.log" : "filtered_stderr.log"))
+                               .string();
+  auto file = std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (*file) {
+    filtered.file = std::move(file);
+  } else {
+    say(fmt::format("ddprun: cannot write {}: {}\n", path, std::strerror(errno)));
+  }
+  return filtered;
+}
+
 std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProcess& w, int stream_bit,
-                                                       const std::string& log_name) {
+                                                       const std::string& log_name, Filtered filtered) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   auto s = std::make_shared<OutputStream>(io_, fd);
-  s->prefix = fmt::format("[rank{}]: ", w.rank);
+  s->set_prefix(fmt::format("[rank{}]: ", w.rank));
+  s->filters = std::move(filtered.filters);
+  s->filtered_file = std::move(filtered.file);
   s->watch_imports = stream_bit == 2 && config_.runs_python();
+  if (stream_bit == 2) s->tail_lines = kFailureTailLines;
   s->on_pause = [this, local_rank = w.local_rank](bool paused) {
     if (output_paused) output_paused(local_rank, paused);
   };

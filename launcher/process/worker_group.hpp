@@ -3,6 +3,7 @@
 // The agent (agent.hpp) decides when; this does it.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -33,6 +34,10 @@ struct RunPaths {
   // Where each worker's own files go: the log folder, else the private one.
   const std::string& files_root() const { return logs_root.empty() ? private_root : logs_root; }
 };
+
+// The last lines of a worker's standard error that ddprun keeps, to tell what kind of failure
+// its end was (report/failure_kind.hpp).
+inline constexpr std::size_t kFailureTailLines = 40;
 
 struct WorkerProcess {
   int local_rank = 0;
@@ -87,8 +92,17 @@ class WorkerGroup {
   const std::vector<std::unique_ptr<WorkerProcess>>& workers() const { return workers_; }
 
  private:
+  // The attempt's filtered log of one stream, attempt_N/filtered_std{out,err}.log (torchrun's
+  // names), when --duplicate_std*_filters has filters for it and there is a log folder; else null.
+  struct Filtered {
+    std::shared_ptr<const std::vector<std::string>> filters;
+    std::shared_ptr<UniqueFd> file;
+  };
+  Filtered open_filtered(int attempt, int stream_bit) const;
+  // --numa_binding: numa_cpus_, or one line saying why binding is skipped.
+  void plan_numa_binding();
   std::shared_ptr<OutputStream> open_stream(int read_fd, const WorkerProcess& w, int stream_bit,
-                                            const std::string& log_name);
+                                            const std::string& log_name, Filtered filtered);
 
   asio::io_context& io_;
   const config::LaunchConfig& config_;
@@ -96,6 +110,8 @@ class WorkerGroup {
   std::map<std::string, std::string> environ_;
   std::vector<std::string> argv_;
   std::string python_bootstrap_;  // first on Python workers' PYTHONPATH (--progress); "" for none
+  std::shared_ptr<const std::vector<std::string>> stdout_filters_, stderr_filters_;
+  std::vector<cpu_set_t> numa_cpus_;  // --numa_binding: by local rank; empty: no binding
   OrphanGuard& guard_;
   Containment& containment_;
   const RunPaths& paths_;

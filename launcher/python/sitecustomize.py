@@ -34,6 +34,37 @@ def _arm_progress(here):
     module.arm()
 
 
+def _torch_version():
+    """The (major, minor) of the torch this interpreter would import, or None: read from its
+    version.py, which find_spec locates without importing torch (a torch import takes seconds)."""
+    import importlib.util
+    import re
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        try:
+            with open(os.path.join(folder, "version.py"), encoding="utf-8") as f:
+                found = re.search(r"^__version__\s*=\s*['\"](\d+)\.(\d+)", f.read(), re.M)
+        except OSError:
+            continue
+        if found:
+            return int(found.group(1)), int(found.group(2))
+    return None
+
+
+def _nccl_async_error_handling():
+    """PyTorch before 2.2 reads NCCL_ASYNC_ERROR_HANDLING only; 2.2 and later read
+    TORCH_NCCL_ASYNC_ERROR_HANDLING, which ddprun sets, and warn about the old name, which ddprun
+    therefore leaves to this check (config/include/ddprun/worker_env.hpp)."""
+    value = os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    if value is None or "NCCL_ASYNC_ERROR_HANDLING" in os.environ:
+        return
+    version = _torch_version()
+    if version is not None and version < (2, 2):
+        os.environ["NCCL_ASYNC_ERROR_HANDLING"] = value
+
+
 def _next_sitecustomize():
     """Imports the sitecustomize this one shadows, if there is one, under its own name."""
     del sys.modules["sitecustomize"]
@@ -45,6 +76,10 @@ def _next_sitecustomize():
 
 
 _here = _leave_no_trace()
+try:
+    _nccl_async_error_handling()
+except Exception as _error:
+    sys.stderr.write(f"ddprun: NCCL_ASYNC_ERROR_HANDLING is not set for this worker's torch: {_error!r}\n")
 try:
     _arm_progress(_here)
 except Exception as _error:  # never stop the user's program for ddprun's sake

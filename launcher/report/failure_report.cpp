@@ -102,6 +102,22 @@ std::string who(const elastic::WorkerFailure& f) {
 
 }  // namespace
 
+std::string describe_kind_and_cause(const elastic::WorkerFailure& f) {
+  if (f.kind.empty()) return "";  // from a node of an older ddprun
+  // The end is already said before it: "exit code 3: exit_code (no shard for rank 3)".
+  std::string_view cause = f.cause;
+  const std::string end = fmt::format("exit code {}", f.exit_code);
+  if (cause.substr(0, end.size()) == end) {
+    cause.remove_prefix(end.size());
+    if (cause.substr(0, 2) == ": ") cause.remove_prefix(2);
+  }
+  std::string text = f.kind;
+  if (!cause.empty()) text += fmt::format(" ({})", cause);
+  if (!f.location.empty()) text += " at " + f.location;
+  if (f.step >= 0) text += fmt::format(" at step {}", f.step);
+  return text;
+}
+
 std::string format_failure_summary(const elastic::JobOutcome& outcome, const std::string& program) {
   std::string out;
   const char* plural = outcome.restarts == 1 ? "" : "s";
@@ -112,7 +128,8 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
   const auto& root = outcome.failures.front();
   out += fmt::format("ddprun: {} failed (exit code {}) after {} restart{}\n", program,
                      outcome.exit_code, outcome.restarts, plural);
-  out += fmt::format("  root cause: {}: {}\n", who(root), describe_end(root));
+  const std::string root_kind = describe_kind_and_cause(root);
+  out += fmt::format("  root cause: {}: {}{}\n", who(root), describe_end(root), root_kind.empty() ? "" : ": " + root_kind);
   if (!root.message.empty()) {
     // The first line; the rest of a long message ends the traceback, for Python.
     out += fmt::format("    error: {}\n", root.message.substr(0, root.message.find('\n')));
@@ -122,19 +139,16 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
     for (const std::string& line : split_lines(root.traceback)) out += fmt::format("      {}\n", line);
   }
   if (!root.error_file.empty()) out += fmt::format("    error file: {}\n", root.error_file);
+  // Every rank that failed on its own, with its cause, then those that failed only because
+  // another did (the coordinator put them last).
   for (size_t i = 1; i < outcome.failures.size(); ++i) {
     const auto& f = outcome.failures[i];
-    out += fmt::format("  also failed: {}: {}", who(f), describe_end(f));
-    if (!f.message.empty()) out += ": " + f.message.substr(0, f.message.find('\n'));
-    out += "\n";
+    const std::string kind = f.kind.empty() ? f.message.substr(0, f.message.find('\n')) : describe_kind_and_cause(f);
+    out += fmt::format("  also failed{}: {}: {}{}\n", f.kind == "consequence" ? " (a consequence)" : "", who(f),
+                       describe_end(f), kind.empty() ? "" : ": " + kind);
   }
+  if (!outcome.stop_reason.empty()) out += fmt::format("ddprun: {}\n", outcome.stop_reason);
   return out;
-}
-
-const char* failure_kind(const elastic::WorkerFailure& failure) {
-  if (failure.hung) return "hang";
-  if (failure.signal != 0) return "signal";
-  return "exit_code";
 }
 
 }  // namespace ddprun::launcher

@@ -101,6 +101,7 @@ std::string status_json(const JobView& view, double now) {
       {"host", view.host},
       {"node_rank", view.node_rank >= 0 ? nlohmann::json(view.node_rank) : nlohmann::json()},
       {"nodes", view.nodes > 0 ? nlohmann::json(view.nodes) : nlohmann::json()},
+      {"spare", view.spare > 0 ? nlohmann::json(view.spare) : nlohmann::json()},
       {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},
       {"healthy", code == 200},
       {"total_steps", job.total_steps},
@@ -108,7 +109,13 @@ std::string status_json(const JobView& view, double now) {
       {"stragglers", job.stragglers},
       {"median_step_time", optional_json(job.median_step_time)},
       {"ranks", ranks},
+      {"last_failure", nlohmann::json()},
+      {"restart_reason", view.restart_reason.empty() ? nlohmann::json() : nlohmann::json(view.restart_reason)},
   };
+  if (const auto& f = view.last_failure) {
+    j["last_failure"] = {{"rank", f->rank},          {"host", f->host}, {"exit_code", f->exit_code},
+                         {"kind", f->kind},          {"retryable", f->retryable}, {"cause", f->cause}};
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -29,8 +29,18 @@ struct RankView {
   StepHistory steps;                 // its steps over the last minute, from the beats
 };
 
+// The last worker failure this node saw (or the job's root cause, once it ended), with its kind.
+struct FailureView {
+  int rank = -1;
+  std::string host;
+  int exit_code = 0;
+  std::string kind;       // report/failure_kind.hpp
+  bool retryable = true;
+  std::string cause;
+};
+
 struct JobView {
-  std::string phase = "waiting";     // waiting (for a round), running, stopping, exiting
+  std::string phase = "waiting";     // waiting (for a round), spare, running, stopping, exiting
   int attempt = -1;
   int round = -1;
   int restart_count = 0;
@@ -42,9 +52,12 @@ struct JobView {
   std::string run_id;
   int nodes = 0;                     // in the job this round (GROUP_WORLD_SIZE); 0 before the first round
   int node_rank = -1;                // this node's (GROUP_RANK); -1 before the first round
+  int spare = 0;                     // waits as hot spare number N (1: admitted next); 0: not a spare
   int rounds_started = 0;            // rounds in which this node started its workers
   int hangs_found = 0;               // rounds in which this node found a hang
-  std::map<std::string, int> failures;  // this node's worker failures by kind (failure_kind())
+  std::map<std::string, int> failures;  // this node's worker failures by kind (failure_kind.hpp)
+  std::optional<FailureView> last_failure;
+  std::string restart_reason;        // why the last restart happened, "" before any
   std::vector<RankView> ranks;
 };
 

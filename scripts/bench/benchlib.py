@@ -83,6 +83,16 @@ def free_port():
 
 
 
+def terminate_all(procs):
+    """SIGTERM to the launchers still running, then waits for every one (a launcher stops its
+    workers before it exits)."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        p.wait(timeout=60)
+
+
 def read_stamp(path):
     with open(path) as f:
         return float(f.read())

@@ -28,7 +28,8 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import ROOT, TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, torchrun, written_stamps
+from benchlib import (ROOT, TORCHRUN, TORCHRUN_FIXES, compile_worker, free_port, read_stamp, terminate_all, torchrun,
+                      written_stamps)
 
 
 def ddprun_node(ddprun, i, n, port, run_id, extra):
@@ -110,11 +111,7 @@ def death_to_restart(make_cmd, worker, n, runs, victim, extra=()):
                     time.sleep(0.005)
                 lat.append(max(t for t in written_stamps(d) if t > killed) - killed)
             finally:
-                for p in procs:
-                    if p.poll() is None:
-                        p.terminate()
-                for p in procs:
-                    p.wait(timeout=60)
+                terminate_all(procs)
     return statistics.median(lat)
 
 

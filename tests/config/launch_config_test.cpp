@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <csignal>
 #include <cstdlib>
 
 #include <doctest/doctest.h>
@@ -138,6 +139,60 @@ TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else
   CHECK(python_interpreter(Env{{"PYTHON_EXEC", ""}}).program == "python3");  // empty: unset
 }
 
+TEST_CASE("torchrun 2.11's last options: defaults, values, and what is refused") {
+  const auto c = resolve({});
+  CHECK(c.signals_to_handle == "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  CHECK(c.stop_signals == std::set<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK_FALSE(c.virtual_local_rank);
+  CHECK(c.numa_binding.empty());
+  CHECK(c.duplicate_stdout_filters.empty());
+  CHECK_FALSE(c.duplicates_lines());
+
+  const auto s = resolve({{"signals_to_handle", " SIGUSR1 ,SIGTERM"}});
+  CHECK(s.stop_signals == std::set<int>{SIGUSR1, SIGTERM});
+  CHECK(s.signals_to_handle == " SIGUSR1 ,SIGTERM");  // the workers see it as given, as with torchrun
+  CHECK(resolve({}, {}, {{"virtual_local_rank", "1"}}).virtual_local_rank);
+  CHECK(resolve({{"numa_binding", "core-complex"}}).numa_binding == "core-complex");
+  // PET_LOGS_SPECS / --config: torchrun's defaults are accepted.
+  CHECK_NOTHROW(resolve({}, {{"logs_specs", "default"}}, {{"event_log_handler", "null"}}));
+
+  struct Filters {
+    std::string text;
+    std::vector<std::string> filters;
+  };
+  // torchrun's comma_separated_list: ",," is a comma; an empty item matches every line.
+  const std::vector<Filters> filters = {
+      {"", {}},
+      {"apple", {"apple"}},
+      {"apple,orange", {"apple", "orange"}},
+      {"a,,b,c", {"a,b", "c"}},
+      {"a,", {"a", ""}},
+  };
+  for (const auto& f : filters) {
+    CAPTURE(f.text);
+    const auto d = resolve({{"duplicate_stderr_filters", f.text}});
+    CHECK(d.duplicate_stderr_filters == f.filters);
+    CHECK(d.duplicate_stdout_filters.empty());
+    // --print_config's value reads back the same.
+    CHECK(resolve({{"duplicate_stderr_filters", to_json(d)["duplicate_stderr_filters"].is_null()
+                                                    ? std::string()
+                                                    : to_json(d)["duplicate_stderr_filters"].get<std::string>()}})
+              .duplicate_stderr_filters == f.filters);
+  }
+}
+
+TEST_CASE("--virtual_local_rank needs an entry of CUDA_VISIBLE_DEVICES per worker") {
+  ResolveContext context;
+  context.gpu_count = 0;
+  context.environ = {{"CUDA_VISIBLE_DEVICES", "3"}};
+  const OptionSources sources{{}, {}, {}, {{"virtual_local_rank", "1"}, {"nproc_per_node", "2"}}};
+  CHECK_THROWS_WITH_AS(resolve_config(sources, {"t"}, context),
+                       doctest::Contains("--virtual_local_rank: CUDA_VISIBLE_DEVICES=3 lists 1 GPU(s) for 2 workers"),
+                       UsageError);
+  context.environ = {{"CUDA_VISIBLE_DEVICES", "3,4"}};
+  CHECK(resolve_config(sources, {"t"}, context).virtual_local_rank);
+}
+
 TEST_CASE("bad input names the option and what is accepted") {
   struct Case {
     RawOptions cli;
@@ -146,6 +201,11 @@ TEST_CASE("bad input names the option and what is accepted") {
   };
   const std::vector<Case> cases = {
       {{{"nproc_per_node", "0"}}, {"t"}, "--nproc_per_node=0: expected a number of workers (1 or more), gpu, cpu or auto"},
+      {{{"signals_to_handle", "SIGTERM,SIGKILL"}}, {"t"}, "--signals_to_handle=SIGTERM,SIGKILL: SIGKILL is not a signal ddprun handles; expected names among SIGTERM"},
+      {{{"signals_to_handle", "SIGTERM,"}}, {"t"}, "--signals_to_handle=SIGTERM,: an empty name is not a signal"},
+      {{{"numa_binding", "rack"}}, {"t"}, "--numa_binding=rack: expected node, socket, exclusive or core-complex"},
+      {{{"logs_specs", "mine"}}, {"t"}, "--logs_specs=mine: names a Python plug-in of torchrun's, which ddprun cannot load; only 'default' is accepted"},
+      {{{"event_log_handler", "console"}}, {"t"}, "--event_log_handler=console: names a Python event handler of torchrun's, which ddprun cannot run; only 'null' is accepted"},
       {{{"nproc_per_node", "-2"}}, {"t"}, "--nproc_per_node=-2: expected"},
       {{{"nproc_per_node", "four"}}, {"t"}, "--nproc_per_node=four: expected"},
       {{{"nproc_per_node", "gpu"}}, {"t"}, "--nproc_per_node=gpu: no GPU visible"},
@@ -293,4 +353,30 @@ TEST_CASE("--progress_pattern: repeatable, from the command line, PET_PROGRESS_P
                        doctest::Contains("--progress_pattern=(x: "), UsageError);
   const auto json = to_json(resolve({{"progress_pattern", "^step\n^epoch"}}));
   CHECK(json["progress_pattern"] == nlohmann::json::array({"^step", "^epoch"}));
+}
+
+TEST_CASE("the restart policy's options, from every source") {
+  auto c = resolve({});
+  CHECK_FALSE(c.restart_on_any);
+  CHECK(c.restart_window == 0);
+  CHECK(c.restart_backoff_max == 60);
+  CHECK(c.crash_loop_limit == 5);
+  CHECK(c.failure_rules.empty());
+  CHECK(c.result_file.empty());
+  c = resolve({{"restart_on", "any"}, {"restart_window", "86400"}}, {{"crash_loop_limit", "0"}},
+              {{"restart_backoff_max", "0"}, {"result_file", "/tmp/r.json"}});
+  CHECK(c.restart_on_any);
+  CHECK(c.restart_window == 86400);
+  CHECK(c.crash_loop_limit == 0);
+  CHECK(c.restart_backoff_max == 0);
+  CHECK(c.result_file == "/tmp/r.json");
+  c = resolve({}, {{"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": true}])"}});
+  REQUIRE(c.failure_rules.size() == 1);
+  CHECK(c.failure_rules[0].kind == "gpu_fault");
+  CHECK(to_json(c)["failure_rules"][0]["pattern"] == "Xid");
+  CHECK(usage_error({{"restart_on", "always"}}) == "--restart_on=always: expected retryable or any");
+  CHECK(usage_error({{"restart_window", "0"}}).rfind("--restart_window=0: expected a number of seconds greater than 0", 0) == 0);
+  CHECK(usage_error({{"restart_backoff_max", "-1"}}).rfind("--restart_backoff_max=-1: expected a number of seconds (0 or more)", 0) == 0);
+  CHECK(usage_error({{"crash_loop_limit", "x"}}).rfind("--crash_loop_limit=x: expected a number of failures", 0) == 0);
+  CHECK(usage_error({}, {{"failure_rules", "[{}]"}}).rfind("PET_FAILURE_RULES: rule 0: \"pattern\" must be", 0) == 0);
 }

@@ -1,10 +1,15 @@
 // The options before they are merged: the table's names in PET_* variables, and --config files,
 // good, bad and hostile.
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <string>
 
 #include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "ddprun/launch_config.hpp"
 
@@ -106,4 +111,14 @@ TEST_CASE("hostile --config files are usage errors") {
     error = e.what();
   }
   CHECK(error.rfind("--max_restarts=18446744073709551615: expected", 0) == 0);
+}
+
+TEST_CASE("--config: a JSON option takes any JSON value, kept as its text") {
+  const std::string path = "/tmp/ddprun_failure_rules_" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << R"({"failure_rules": [{"pattern": "ECC", "kind": "gpu_fault", "retryable": true}]})";
+  const auto opts = options_from_json_file(path);
+  CHECK(nlohmann::json::parse(opts.at("failure_rules")) ==
+        nlohmann::json::parse(R"([{"pattern": "ECC", "kind": "gpu_fault", "retryable": true}])"));
+  CHECK(options_from_environment({{"PET_FAILURE_RULES", "[]"}}).at("failure_rules") == "[]");
+  ::unlink(path.c_str());
 }

@@ -26,29 +26,35 @@ using Lines = std::vector<std::string>;
 std::string render(const Message& message) {
   if (const auto* a = std::get_if<Assign>(&message)) {
     const RoundAssignment& r = a->assignment;
-    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}{}", a->node, r.round,
+    return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}{}{}", a->node, r.round,
                        r.restart_count, r.group_rank, r.group_world_size, r.base_rank, r.world_size, r.master_addr,
-                       r.master_port, r.agent_store ? " agent_store" : "");
+                       r.master_port, r.agent_store ? " agent_store" : "",
+                       r.backoff > 0 ? fmt::format(" backoff={:g}", r.backoff) : "");
   }
   if (const auto* s = std::get_if<Stop>(&message)) {
     return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
   }
+  if (const auto* p = std::get_if<Spare>(&message)) return fmt::format("n{} spare {}: {}", p->node, p->place, p->why);
   const auto& f = std::get<Finish>(message);
   std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
   for (const WorkerFailure& w : f.outcome.failures) {
-    line += fmt::format(" failure={}:{}:{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb");
+    line += fmt::format(" failure={}:{}:{}{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb",
+                        w.kind.empty() ? "" : ":" + w.kind);
   }
   if (!f.outcome.error.empty()) line += " error=" + f.outcome.error;
+  if (!f.outcome.stop_reason.empty()) line += " stop=" + f.outcome.stop_reason;
+  if (!f.outcome.failures.empty() && !f.outcome.retryable) line += " hopeless";  // retryable: false
   return line;
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
-//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [host] [claims_host]
-//          [agent_store] [port=P] [addr=A]
+//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [crash_loop_limit=L] [host]
+//          [claims_host] [agent_store] [port=P] [addr=A]
 //        host: the transport knows N as the launcher the coordinator runs in (Joiner::kHost),
 //        and N says so; claims_host: N says it hosts, the transport does not know it so
-//   fail N ROUND [exit=E] [at=T] [rank=R] [tb]    worker_failed (tb: with a traceback)
-//   stopped N ROUND [fail=RANK:EXIT:AT[:tb]]...    workers_stopped
+//   fail N ROUND [exit=E] [at=T] [rank=R] [tb] [kind=K] [noretry] [progress]
+//                                                  worker_failed (tb: with a traceback)
+//   stopped N ROUND [fail=RANK:EXIT:AT[:tb][:consequence]]...    workers_stopped
 //   succeeded N ROUND
 //   gone N
 //   tick
@@ -88,6 +94,7 @@ class Script {
           WorkerFailure failure = worker(node);
           std::sscanf(option.c_str(), "fail=%d:%d:%lf", &failure.rank, &failure.exit_code, &failure.timestamp);
           if (option.size() > 3 && option.compare(option.size() - 3, 3, ":tb") == 0) failure.traceback = "tb";
+          if (option.find(":consequence") != std::string::npos) failure.kind = "consequence";
           failures.push_back(failure);
         }
         out = coordinator_.workers_stopped(node, round, failures, now_);
@@ -116,6 +123,7 @@ class Script {
     s.min_nodes = settings_.min_nodes;
     s.max_nodes = settings_.max_nodes;
     s.max_restarts = settings_.max_restarts;
+    s.restart = settings_.restart;
     s.nproc = 2;
     s.addr = fmt::format("10.0.0.{}", node);
     s.hostname = fmt::format("h{}", node);
@@ -125,6 +133,7 @@ class Script {
       std::sscanf(option.c_str(), "nproc=%d", &s.nproc);
       std::sscanf(option.c_str(), "nnodes=%d:%d", &s.min_nodes, &s.max_nodes);
       std::sscanf(option.c_str(), "max_restarts=%d", &s.max_restarts);
+      std::sscanf(option.c_str(), "crash_loop_limit=%d", &s.restart.crash_loop_limit);
       std::sscanf(option.c_str(), "port=%d", &s.master_port);
       if (option.rfind("run=", 0) == 0) s.run_id = option.substr(4);
       if (option.rfind("addr=", 0) == 0) s.addr = option.substr(5);
@@ -149,6 +158,9 @@ class Script {
     std::sscanf(option.c_str(), "at=%lf", &f.timestamp);
     std::sscanf(option.c_str(), "rank=%d", &f.rank);
     if (option == "tb") f.traceback = "tb";
+    if (option.rfind("kind=", 0) == 0) f.kind = option.substr(5);
+    if (option == "noretry") f.retryable = false;
+    if (option == "progress") f.progressed = true;
   }
 
   JobSettings settings_;
@@ -171,6 +183,10 @@ JobSettings job(int min_nodes, int max_nodes, int max_restarts = 0) {
   s.join_timeout = 600;
   s.last_call_timeout = 30;
   s.close_timeout = 60;
+  // The restart policy's backoff and crash loop have their own scenarios below; the rest run
+  // without them, so that a restart follows at once.
+  s.restart.backoff_max = 0;
+  s.restart.crash_loop_limit = 0;
   return s;
 }
 
@@ -182,7 +198,16 @@ void play(JobSettings settings, const std::vector<Step>& steps) {
   }
 }
 
+std::string spare_why(int round, const std::string& nnodes, int place) {
+  return fmt::format("rendezvous 'job' runs round {} with its 3 nodes (--nnodes={}); this node waits as spare {} and "
+                     "takes the place of a node that is lost",
+                     round, nnodes, place);
+}
+const std::string kSpareOf3 = "rendezvous 'job' runs round 2 with its 3 nodes (--nnodes=2:3); this node waits as spare ";
+
 const std::string kFail2 = "worker rank 20 (local rank 0) on h2 failed with exit code 1";
+const std::string kSpent1 = "not restarting: the 1 restarts of --max_restarts are spent";
+const std::string kSpent2 = "not restarting: the 2 restarts of --max_restarts are spent";
 
 TEST_CASE("a static job starts when every node has joined, ranks ordered by hostname") {
   play(job(2, 2), {
@@ -275,7 +300,7 @@ TEST_CASE("a worker failure stops every other node and restarts all within the j
       {"@20 fail 1 2 exit=7", {"n2 stop round=2 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit "
                                "code 7"}},
       {"stopped 2 2", {}},
-      {"stopped 1 2", {"n1 finish exit=7 restarts=1 failure=h1:10:7", "n2 finish exit=7 restarts=1 failure=h1:10:7"}},
+      {"stopped 1 2", {"n1 finish exit=7 restarts=1 failure=h1:10:7 stop=" + kSpent1, "n2 finish exit=7 restarts=1 failure=h1:10:7 stop=" + kSpent1}},
   });
 }
 
@@ -362,7 +387,7 @@ TEST_CASE("a node joining a running job is admitted in the next round, using no 
       {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
                        "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
                        "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
-      {"join 4", {}},  // full: waits, and replaces the next node lost
+      {"join 4", {"n4 spare 1: " + kSpareOf3 + "1 and takes the place of a node that is lost"}},  // full: waits, and replaces the next node lost
       {"gone 2", {"n1 stop round=2 node_lost: node h2 (10.0.0.2) was lost: it closed the connection",
                   "n3 stop round=2 node_lost: node h2 (10.0.0.2) was lost: it closed the connection"}},
       {"stopped 1 2", {}},
@@ -370,6 +395,50 @@ TEST_CASE("a node joining a running job is admitted in the next round, using no 
                        "n3 assign round=3 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
                        "n4 assign round=3 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
   });
+}
+
+TEST_CASE("hot spares: the earliest joined replaces a lost node in the next round, at full size") {
+  JobSettings settings = job(3, 3);
+  settings.spares = 2;
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {}},
+      {"join 5", {"n1 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                  "n5 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+      // The order of joining, not the node's name, orders the spares.
+      {"join 4", {"n4 spare 1: " + spare_why(1, "3", 1)}},
+      {"join 3", {"n3 spare 2: " + spare_why(1, "3", 2)}},
+      {"join 6", {"n6 finish exit=69 restarts=0 error=rendezvous 'job' already has its 3 nodes and 2 spares "
+                  "(--rdzv_conf spares=2); stop this node or give every node a larger --rdzv_conf spares"}},
+      {"gone 3", {}},  // a spare lost: the round goes on
+      {"join 3", {"n3 spare 2: " + spare_why(1, "3", 2)}},
+      {"@5 gone 2", {"n1 stop round=1 node_lost: node h2 (10.0.0.2) was lost: it closed the connection",
+                     "n5 stop round=1 node_lost: node h2 (10.0.0.2) was lost: it closed the connection"}},
+      {"@5 stopped 1 1", {}},
+      // No last call and no join timeout: the round starts as the last node reports, with the
+      // earliest-joined spare, at the same world size; the other spare moves up.
+      {"@5 stopped 5 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                          "n4 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                          "n5 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001",
+                          "n3 spare 1: " + spare_why(2, "3", 1)}},
+  });
+}
+
+TEST_CASE("spares=0 refuses a node beyond MAX; by default any number wait") {
+  JobSettings settings = job(1, 2);
+  settings.spares = 0;
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"join 3", {"n3 finish exit=69 restarts=0 error=rendezvous 'job' already has its 2 nodes and 0 spares "
+                  "(--rdzv_conf spares=0); stop this node or give every node a larger --rdzv_conf spares"}},
+  });
+  Script any(job(1, 2));
+  any.run("join 1");
+  any.run("join 2");
+  for (NodeId n = 3; n < 20; ++n) CHECK(any.run(fmt::format("join {}", n)).size() == 1);
 }
 
 TEST_CASE("quick joins and leaves are free up to max_membership_changes in a row, then cost restarts") {
@@ -441,7 +510,8 @@ TEST_CASE("success needs every node (the exit barrier); a failure elsewhere firs
         {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
                     "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
         {"succeeded 1 1", {}},
-        {"join 3 nnodes=2:2", {}},  // full
+        {"join 3 nnodes=2:2", {"n3 spare 1: rendezvous 'job' runs round 1 with its 2 nodes (--nnodes=2); this node "
+                               "waits as spare 1 and takes the place of a node that is lost"}},  // full
         {"succeeded 2 1", {"n1 finish exit=0 restarts=0", "n2 finish exit=0 restarts=0", "n3 finish exit=0 restarts=0"}},
     });
   }
@@ -479,7 +549,7 @@ TEST_CASE("success needs every node (the exit barrier); a failure elsewhere firs
                     "n3 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
         {"succeeded 3 1", {}},
         {"gone 3", {}},
-        {"join 4", {}},  // the job is ending: not admitted
+        {"join 4", {"n4 spare 1: " + spare_why(1, "2:3", 1)}},  // the job is ending: not admitted
         {"succeeded 1 1", {}},
         {"succeeded 2 1", {"n1 finish exit=0 restarts=0", "n2 finish exit=0 restarts=0", "n4 finish exit=0 restarts=0"}},
     });
@@ -525,6 +595,10 @@ TEST_CASE("nodes that do not fit the job are refused with the flag to fix") {
                             "--nnodes"},
       {"join 2 max_restarts=5", "this node has --max_restarts=5 but rendezvous 'job' has --max_restarts=0; give every "
                                 "node the same --max_restarts"},
+      {"join 2 crash_loop_limit=3", "this node has --restart_on=retryable --restart_window=0 --restart_backoff_max=0 "
+                                    "--crash_loop_limit=3 but rendezvous 'job' has --restart_on=retryable "
+                                    "--restart_window=0 --restart_backoff_max=0 --crash_loop_limit=0; give every node "
+                                    "the same restart options"},
       {"join 2 rank=3", "--node_rank=3 is out of range for --nnodes=3 (0 to 2)"},
       {"join 2 rank=1", "--node_rank=1 is already taken by node h1 (10.0.0.1) in rendezvous 'job'; give each node its "
                         "own --node_rank"},
@@ -709,9 +783,71 @@ TEST_CASE("a coordinator elected after another goes on with its rounds and its r
       // The budget is spent: this failure ends the job instead of restarting it.
       {"fail 2 5", {"n1 stop round=5 worker_failed: " + kFail2}},
       {"stopped 1 5", {}},
-      {"stopped 2 5", {"n1 finish exit=1 restarts=2 failure=h2:20:1", "n2 finish exit=1 restarts=2 failure=h2:20:1"}},
+      {"stopped 2 5", {"n1 finish exit=1 restarts=2 failure=h2:20:1 stop=" + kSpent2,
+                       "n2 finish exit=1 restarts=2 failure=h2:20:1 stop=" + kSpent2}},
   });
 }
 
 }  // namespace
+}  // namespace ddprun::elastic
+
+namespace ddprun::elastic {
+
+TEST_CASE("the restart policy decides once, for every node: not restarting what a restart cannot fix") {
+  JobSettings settings = job(2, 2, 100);
+  settings.restart = RestartSettings{};
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@1 fail 2 1 kind=syntax_error noretry", {"n1 stop round=1 worker_failed: " + kFail2}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1",
+       {"n1 finish exit=1 restarts=0 failure=h2:20:1:syntax_error stop=not restarting: rank 20 on h2: syntax_error: "
+        "running the same code again cannot fix a syntax_error; --restart_on=any restarts it anyway hopeless",
+        "n2 finish exit=1 restarts=0 failure=h2:20:1:syntax_error stop=not restarting: rank 20 on h2: syntax_error: "
+        "running the same code again cannot fix a syntax_error; --restart_on=any restarts it anyway hopeless"}},
+  });
+}
+
+TEST_CASE("a crash loop's backoff: the next round waits, then starts on a tick") {
+  JobSettings settings = job(2, 2, 100);
+  settings.restart = RestartSettings{};
+  settings.restart.crash_loop_limit = 2;
+  Script script(settings);
+  for (const char* join : {"join 1", "join 2"}) script.run(join);
+  CHECK(script.run("@10 fail 1 1 kind=exit_code") == Lines{"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit code 1"});
+  script.run("stopped 1 1");
+  CHECK(script.run("stopped 2 1").empty());  // waits 1 s
+  CHECK(script.coordinator().next_deadline() == 11.0);
+  CHECK(script.coordinator().restart_at() == 11.0);
+  CHECK(script.run("@10.5 tick").empty());
+  CHECK(script.run("@11 tick") == Lines{"n1 assign round=2 restarts=1 group=0/2 ranks=0/4 master=10.0.0.1:1001 backoff=1",
+                                        "n2 assign round=2 restarts=1 group=1/2 ranks=2/4 master=10.0.0.1:1001 backoff=1"});
+  CHECK_FALSE(script.coordinator().restart_at());
+  script.run("@12 fail 2 2 kind=exit_code");
+  script.run("stopped 1 2");
+  CHECK(script.run("stopped 2 2") ==
+        Lines{"n1 finish exit=1 restarts=1 failure=h2:20:1:exit_code stop=crash loop: 2 failures in a row with no "
+              "progress since their start (last: rank 20 on h2: exit_code); fix the cause, or raise --crash_loop_limit "
+              "(0: never stop) hopeless",
+              "n2 finish exit=1 restarts=1 failure=h2:20:1:exit_code stop=crash loop: 2 failures in a row with no "
+              "progress since their start (last: rank 20 on h2: exit_code); fix the cause, or raise --crash_loop_limit "
+              "(0: never stop) hopeless"});
+}
+
+TEST_CASE("a consequence is never the root cause, even when it came first") {
+  play(job(2, 2), {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@10 fail 1 1 exit=2 at=10.1 kind=consequence",
+       {"n2 stop round=1 worker_failed: worker rank 10 (local rank 0) on h1 failed with exit code 2"}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1 fail=21:6:10.5 fail=20:1:10.2:consequence",
+       {"n1 finish exit=6 restarts=0 failure=h2:21:6 failure=h1:10:2:consequence failure=h2:20:1:consequence",
+        "n2 finish exit=6 restarts=0 failure=h2:21:6 failure=h1:10:2:consequence failure=h2:20:1:consequence"}},
+  });
+}
+
 }  // namespace ddprun::elastic

@@ -61,6 +61,8 @@ std::vector<std::string> describe(const NodeRound::Actions& actions) {
       out.push_back(fmt::format("finish {}{}", a->outcome.exit_code, a->outcome.error.empty() ? "" : ": " + a->outcome.error));
     } else if (const auto* a = std::get_if<NodeRound::Leave>(&action)) {
       out.push_back(fmt::format("leave {}", a->signal));
+    } else if (const auto* a = std::get_if<NodeRound::WaitAsSpare>(&action)) {
+      out.push_back(fmt::format("spare {}: {}", a->place, a->why));
     }
   }
   return out;
@@ -110,6 +112,7 @@ const Event stopped0 = [](NodeRound& n) { return n.workers_stopped(0, {}); };
 const Event succeeded1 = [](NodeRound& n) { return n.workers_succeeded(1); };
 const Event succeeded0 = [](NodeRound& n) { return n.workers_succeeded(0); };
 const Event leave15 = [](NodeRound& n) { return n.leave(15); };
+const Event spare = [](NodeRound& n) { return n.spare(1, "the round is full"); };
 
 struct Row {
   State from;
@@ -135,6 +138,7 @@ TEST_CASE("NodeRound: every state and event") {
       {S::kJoining, "workers_stopped", stopped1, S::kJoining, {}},
       {S::kJoining, "workers_succeeded", succeeded1, S::kJoining, {}},
       {S::kJoining, "leave", leave15, S::kDone, {"leave 15"}},
+      {S::kJoining, "spare", spare, S::kJoining, {}},
       // idle: in the job, no workers.
       {S::kIdle, "joined again", joined, S::kIdle, {}},
       {S::kIdle, "rejoining before a round", rejoining, S::kJoining, {}},
@@ -146,6 +150,7 @@ TEST_CASE("NodeRound: every state and event") {
       {S::kIdle, "workers_stopped", stopped0, S::kIdle, {}},
       {S::kIdle, "workers_succeeded", succeeded0, S::kIdle, {}},
       {S::kIdle, "leave", leave15, S::kDone, {"leave 15"}},
+      {S::kIdle, "spare: waits, no workers", spare, S::kIdle, {"spare 1: the round is full"}},
       // running round 1.
       {S::kRunning, "joined", joined, S::kRunning, {}},
       {S::kRunning, "rejoining", rejoining, S::kRunning, {}},
@@ -162,6 +167,7 @@ TEST_CASE("NodeRound: every state and event") {
       {S::kRunning, "workers_succeeded", succeeded1, S::kSucceeded, {"report workers_succeeded round 1"}},
       {S::kRunning, "workers_succeeded of a past round", succeeded0, S::kRunning, {}},
       {S::kRunning, "leave", leave15, S::kDone, {"leave 15"}},
+      {S::kRunning, "spare: stale", spare, S::kRunning, {}},
       // stopping round 1.
       {S::kStopping, "rejoining", rejoining, S::kStopping, {}},
       {S::kStopping, "stop again", stop1, S::kStopping, {}},
@@ -174,6 +180,7 @@ TEST_CASE("NodeRound: every state and event") {
       {S::kStopping, "workers_succeeded", succeeded1, S::kStopping, {}},
       {S::kStopping, "etcd: assign from a new leader waits", assign2, S::kStopping, {}},
       {S::kStopping, "leave", leave15, S::kDone, {"leave 15"}},
+      {S::kStopping, "spare: stale", spare, S::kStopping, {}},
       // succeeded in round 1: the store serves on.
       {S::kSucceeded, "assign: the last round's store closes first", assign2, S::kRunning,
        {"end store round", "start round 2"}},
@@ -186,6 +193,7 @@ TEST_CASE("NodeRound: every state and event") {
       {S::kSucceeded, "workers_stopped", stopped1, S::kSucceeded, {}},
       {S::kSucceeded, "workers_succeeded again", succeeded1, S::kSucceeded, {}},
       {S::kSucceeded, "leave", leave15, S::kDone, {"leave 15"}},
+      {S::kSucceeded, "spare: stale", spare, S::kSucceeded, {}},
       // done: nothing more happens, but a leave is still told.
       {S::kDone, "joined", joined, S::kDone, {}},
       {S::kDone, "assign", assign2, S::kDone, {}},
@@ -196,6 +204,7 @@ TEST_CASE("NodeRound: every state and event") {
       {S::kDone, "workers_stopped", stopped1, S::kDone, {}},
       {S::kDone, "workers_succeeded", succeeded1, S::kDone, {}},
       {S::kDone, "leave", leave15, S::kDone, {"leave 15"}},
+      {S::kDone, "spare", spare, S::kDone, {}},
   };
   for (const Row& row : rows) {
     CAPTURE(to_string(row.from));

@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-VERSION = 5
+VERSION = 7
 
 
 def mac(key, data):
@@ -102,6 +102,7 @@ def authenticate(c, secret, version=VERSION):
 def spec(args, addr):
     lo, _, hi = args.nnodes.partition(":")
     return {"run_id": args.run_id, "min_nodes": int(lo), "max_nodes": int(hi or lo), "max_restarts": args.max_restarts,
+            "restart": {"restart_on_any": False, "backoff_max": 60.0, "crash_loop_limit": 5, "window": 0.0},
             "node_rank": -1, "nproc": 1, "addr": addr, "hostname": "zz-forger", "master_port": 1,
             "hosts_rendezvous": args.claim_host, "agent_store": True}
 
@@ -130,7 +131,9 @@ def forge(args):
     other = 0 if a["group_rank"] != 0 else 1
     failure = {"rank": 0 if a["base_rank"] != 0 else a["world_size"] - 1, "local_rank": 0, "group_rank": other,
                "host": "h-other", "pid": 1, "exit_code": 7, "signal": 0, "signal_from_outside": False, "hung": False,
-               "message": "forged", "traceback": "", "error_file": "", "timestamp": time.time()}
+               "message": "forged", "traceback": "", "error_file": "", "timestamp": time.time(),
+               "kind": "exit_code", "retryable": True, "cause": "exit code 7", "exception": "", "location": "",
+               "step": -1, "progressed": False}
     print("forging a failure of rank", failure["rank"], "group rank", other, flush=True)
     c.send({"type": "worker_failed", "round": a["round"], "failure": failure})
     while c.recv(10) is not None:

@@ -98,8 +98,8 @@ TEST_CASE("a wrong secret is refused on whichever side checks it") {
 TEST_CASE("malformed or out-of-turn handshake messages are refused") {
   Pair p = pair("s3cret", "s3cret");
   CHECK_THROWS_AS(p.server.on_proof({{"type", "proof"}, {"proof", "00"}}), AuthError);  // before a hello
-  CHECK_THROWS_AS(p.server.on_hello({{"type", "hello"}, {"version", 5}, {"nonce", "short"}}), AuthError);
-  CHECK_THROWS_AS(p.server.on_hello({{"type", "hello"}, {"version", 5}, {"nonce", std::string(64, 'Z')}}),
+  CHECK_THROWS_AS(p.server.on_hello({{"type", "hello"}, {"version", kVersion}, {"nonce", "short"}}), AuthError);
+  CHECK_THROWS_AS(p.server.on_hello({{"type", "hello"}, {"version", kVersion}, {"nonce", std::string(64, 'Z')}}),
                   AuthError);
   CHECK_THROWS_AS(p.server.on_hello({{"type", "join"}}), AuthError);
   CHECK_THROWS_AS(p.server.on_hello({{"type", "hello"}, {"nonce", kClientNonce}}), AuthError);  // no version

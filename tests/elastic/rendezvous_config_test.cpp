@@ -98,6 +98,20 @@ TEST_CASE("--rdzv_conf") {
   apply_rdzv_conf("timeout=33,is_host=false", c);
   CHECK(c.timeouts.join_timeout == 33);
   CHECK(c.is_host == false);
+  CHECK(c.spares == -1);
+  apply_rdzv_conf("spares=2", c);
+  CHECK(c.spares == 2);
+  c.min_nodes = c.max_nodes = 1;
+  CHECK_THROWS_WITH_AS(validate(c),
+                       "--rdzv_conf spares=2 needs --nnodes of 2 or more: a job of one node has no rendezvous to keep "
+                       "spares in",
+                       RendezvousConfigError);
+  c.min_nodes = c.max_nodes = 2;
+  c.backend = Backend::kStatic;
+  CHECK_THROWS_WITH_AS(validate(c),
+                       "--rdzv_conf spares=2 needs --rdzv_backend=c10d or etcd: the static backend gives every node a "
+                       "--node_rank below --nnodes, and a spare has none",
+                       RendezvousConfigError);
 
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=-1", c),
                        "--rdzv_conf join_timeout=-1: expected a positive number of seconds, at most 1000000000 "
@@ -114,7 +128,7 @@ TEST_CASE("--rdzv_conf") {
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
                        "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
                        "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-                       "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password, "
+                       "max_connections, max_membership_changes, spares, protocol, cacert, cert, key, user, password, "
                        "password_file",
                        RendezvousConfigError);
 }

@@ -41,7 +41,7 @@ TEST_CASE("every message survives the wire") {
   CHECK(nlohmann::json(a2) == nlohmann::json(a));
   CHECK(nlohmann::json(a) == nlohmann::json::parse(R"({"round":3,"restart_count":1,"group_rank":2,
       "group_world_size":4,"base_rank":8,"world_size":16,"master_addr":"10.0.0.1","master_port":4567,
-      "run_id":"job","agent_store":true})"));
+      "run_id":"job","agent_store":true,"restart_reason":"","backoff":0.0})"));
 
   JobOutcome o;
   o.exit_code = 137;
@@ -70,8 +70,15 @@ TEST_CASE("server messages") {
   CHECK(to_wire(Stop{1, 4, StopReason::kNodeLost, "gone"}) ==
         nlohmann::json::parse(R"({"type":"stop","round":4,"reason":"node_lost","why":"gone"})"));
   CHECK(to_wire(Assign{1, RoundAssignment{}})["type"] == "assign");
+  CHECK(to_wire(Spare{1, 2, "full"}) == nlohmann::json::parse(R"({"type":"spare","place":2,"why":"full"})"));
   CHECK(to_wire(Finish{1, JobOutcome{}}) ==
-        nlohmann::json::parse(R"({"type":"finish","outcome":{"exit_code":0,"failures":[],"error":"","restarts":0}})"));
+        nlohmann::json::parse(R"({"type":"finish","outcome":{"exit_code":0,"failures":[],"error":"","restarts":0,
+            "stop_reason":"","retryable":false}})"));
+  // A refusal by a host of version 5, before stop_reason and retryable, still reads.
+  const JobOutcome old = nlohmann::json::parse(R"({"exit_code":69,"failures":[],"error":"other version","restarts":0})")
+                             .get<JobOutcome>();
+  CHECK(old.error == "other version");
+  CHECK(old.stop_reason.empty());
   for (StopReason r : {StopReason::kWorkerFailed, StopReason::kNodeLost, StopReason::kMembershipChange,
                        StopReason::kShutdown}) {
     CHECK(parse_stop_reason(to_string(r)) == r);

@@ -1,7 +1,7 @@
 # Sourced by the multi-node tests of every rendezvous backend (multinode_test.sh: the TCP
 # rendezvous, c10d; etcd_test.sh: etcd), after lib.sh and nodes.sh: the scenarios that every
 # backend must pass, written once. run_scenarios runs them all; a backend's own scenarios stay in
-# its test. Nodes are ddprun processes on 127.0.0.2 (a), .3 (b) and .4 (c); every node has the
+# its test. Nodes are ddprun processes on 127.0.0.2 (a), .3 (b), .4 (c) and .5 (d, a spare); every node has the
 # same host name, so group ranks follow the addresses unless a --node_rank says otherwise.
 #
 # The test that sources this file defines its backend:
@@ -315,6 +315,52 @@ scenario_join_timeout() {
   ok "[$BACKEND] join timeout: $(grep -v "rendezvous is open" "$T/timeout.err" | grep -m1 ddprun)"
 }
 
+# Hot spares: a job of 3 nodes (a, b, c) keeping 1 spare (--rdzv_conf spares=1). Node d joins
+# the running job: it starts no workers and says so in /status and its event log. c's ddprun is
+# SIGKILLed: the next round runs a, b and d, world size 3 again; the job ends when d's workers
+# have run (those of a and b wait for them).
+scenario_spare_replaces_lost() {
+  rm -f "$T"/spare.* "$T"/d.events
+  worker spare_worker <<'SH'
+#!/bin/sh
+echo "$WORLD_SIZE $GROUP_WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$T/spare.$1.$$"
+[ "$1" = d ] && exit 0
+tries=0
+until ls "$T"/spare.d.* >/dev/null 2>&1; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 1200 ] || exit 1
+  sleep 0.05
+done
+SH
+  backend_job spare
+  local job=(--nnodes=3 --nproc_per_node=1 "${RDZV[@]}" --rdzv_conf=join_timeout=60,heartbeat_timeout=3,spares=1)
+  three_spare_running() { [[ $(cat "$T"/spare.[abc].* 2>/dev/null | grep -c '^3 3 0$') == 3 ]]; }
+  node 127.0.0.2 a "${job[@]}" "$T/spare_worker" a
+  backend_first_joined
+  node 127.0.0.3 b "${job[@]}" "$T/spare_worker" b
+  node 127.0.0.4 c "${job[@]}" "$T/spare_worker" c
+  wait_for 60 three_spare_running
+  node 127.0.0.5 d "${job[@]}" --status_port=0 --event_log="$T/d.events" "$T/spare_worker" d
+  local url
+  url=$(status_url "$T/d.err")
+  d_spare() { curl -sf "$url/status" | grep -q '"phase": "spare"'; }
+  wait_for 60 d_spare
+  curl -sf "$url/status" > "$T/d.status"
+  expect_in "$T/d.status" '"spare": 1,'
+  expect_in "$T/d.events" '"event":"spare".*"place":1'
+  expect_in "$T/d.err" "this node is a hot spare: rendezvous 'spare' runs round 1 with its 3 nodes"
+  [[ -z $(ls "$T"/spare.d.* 2>/dev/null) ]] || fail "[$BACKEND] the spare started workers while the job was full"
+  kill -KILL "$PID_c"; finish c
+  finish_within 60 a; finish_within 60 b; finish_within 60 d
+  expect_eq "$RC_a $RC_b $RC_d" "0 0 0" "[$BACKEND] the job with its spare ($(show a b d))"
+  expect_eq "$(cat "$T"/spare.d.*)" "3 3 0" "[$BACKEND] the spare's workers: world size 3, no restart used"
+  expect_in "$T/a.err" "was lost"
+  expect_in "$T/d.events" '"event":"round_started".*"world_size":3'
+  wait_for 10 no_job_left
+  backend_check_end spare_replaces_lost spare
+  ok "[$BACKEND] 3 nodes + 1 spare: a node killed, the spare runs its workers in the next round at world size 3"
+}
+
 # Every scenario above, in this order; VICTIM as scenario_rank0_lost's.
 run_scenarios() {
   local victim=$1
@@ -328,4 +374,5 @@ run_scenarios() {
   scenario_late_joiner
   scenario_success_then_failure
   scenario_join_timeout
+  scenario_spare_replaces_lost
 }

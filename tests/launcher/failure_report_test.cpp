@@ -160,28 +160,39 @@ TEST_CASE("the error file's path is shown only when it outlives ddprun") {
   ::unlink(path.c_str());
 }
 
-TEST_CASE("the kind of a failure, as /metrics counts it") {
-  struct Row {
-    int exit_code;
-    int signal;
-    bool hung;
-    const char* kind;
-  };
-  const Row table[] = {
-      {1, 0, false, "exit_code"},
-      {127, 0, false, "exit_code"},  // could not start
-      {139, SIGSEGV, false, "signal"},
-      {137, SIGKILL, false, "signal"},
-      {124, 0, true, "hang"},
-  };
-  for (const auto& row : table) {
-    CAPTURE(std::string(row.kind));
-    elastic::WorkerFailure f;
-    f.exit_code = row.exit_code;
-    f.signal = row.signal;
-    f.hung = row.hung;
-    CHECK(std::string(launcher::failure_kind(f)) == row.kind);
-    CHECK(std::find_if(std::begin(launcher::kFailureKinds), std::end(launcher::kFailureKinds),
-                       [&](const char* k) { return std::string(k) == row.kind; }) != std::end(launcher::kFailureKinds));
-  }
+TEST_CASE("failure summary with kinds: every rank that failed on its own, then the consequences") {
+  elastic::JobOutcome outcome;
+  outcome.exit_code = 1;
+  elastic::WorkerFailure root = python_failure();
+  root.kind = "cuda_oom";
+  root.cause = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+  root.exception = "torch.OutOfMemoryError";
+  root.location = "/job/train.py:40";
+  root.step = 1234;
+  elastic::WorkerFailure own = python_failure();
+  own.rank = 0;
+  own.local_rank = 0;
+  own.pid = 98;
+  own.exit_code = 3;
+  own.kind = "exit_code";
+  own.cause = "exit code 3: no shard for rank 0";
+  elastic::WorkerFailure plain = own;
+  plain.rank = 4;
+  plain.cause = "exit code 3";
+  elastic::WorkerFailure consequence = own;
+  consequence.rank = 2;
+  consequence.exit_code = 1;
+  consequence.kind = "consequence";
+  consequence.cause = "RuntimeError: Connection closed by peer";
+  outcome.failures = {root, own, plain, consequence};
+  outcome.stop_reason = "not restarting: the 2 restarts of --max_restarts are spent";
+  CHECK(launcher::format_failure_summary(outcome, "train.py") ==
+        "ddprun: train.py failed (exit code 1) after 0 restarts\n"
+        "  root cause: rank 1 (local rank 1) on node0, pid 99: exit code 1: cuda_oom (torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 2.00 GiB) at /job/train.py:40 at step 1234\n"
+        "  also failed: rank 0 (local rank 0) on node0, pid 98: exit code 3: exit_code (no shard for rank 0)\n"
+        "  also failed: rank 4 (local rank 0) on node0, pid 98: exit code 3: exit_code\n"
+        "  also failed (a consequence): rank 2 (local rank 0) on node0, pid 98: exit code 1: consequence "
+        "(RuntimeError: Connection closed by peer)\n"
+        "ddprun: not restarting: the 2 restarts of --max_restarts are spent\n");
 }

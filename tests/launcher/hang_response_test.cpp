@@ -158,3 +158,14 @@ TEST_CASE("the quiet warning names the rank, the silence and the last step when 
         "once (--hang_timeout=auto would stop the job and restart it)\n");
   CHECK(quiet_warning(0, {0, 601, std::nullopt}).rfind("ddprun: rank 0 made no progress for 601 s; with", 0) == 0);
 }
+
+TEST_CASE("a culprit's message: what the others wait in, then its own silence and last step") {
+  HungRank beat{1, 10.26, true, 10, 40};
+  CHECK(culprit_message("rank 0 waits in all_reduce #12; rank 1 has not entered it: last in all_reduce #11", beat) ==
+        "rank 0 waits in all_reduce #12; rank 1 has not entered it: last in all_reduce #11; no progress for 10.3 s "
+        "(hang timeout 10.0 s; last step 40)");
+  beat.last_step.reset();
+  CHECK(culprit_message("W", beat) == "W; no progress for 10.3 s (hang timeout 10.0 s)");
+  const HungRank never{1, 13.04, false, 600, std::nullopt};
+  CHECK(culprit_message("W", never) == "W; no progress since it started 13.0 s ago");
+}

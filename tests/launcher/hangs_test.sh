@@ -29,7 +29,7 @@ export T
 HANG_RANK=1 run_ddprun fixed --nproc_per_node=2 --hang_timeout=2 --log_dir="$T/logs" --event_log="$T/fixed.jsonl" "$T/beater"
 expect_eq "$RC" 124 "exit code of a hung job"
 expect_in "$T/fixed.err" "rank 1 hung: no progress for 2\.[0-9] s \(hang timeout 2\.0 s\); collecting the stacks of 2 workers"
-expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+expect_in "$T/fixed.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\): hang \(no progress for 2\.[0-9] s"
 expect_in "$T/fixed.err" "^    where:"
 run=$(run_dir "$T/logs")
 expect_in "$T/fixed.err" "stacks of every worker: $run/attempt_0/rank_\*/stacks.txt"
@@ -42,7 +42,7 @@ within 1.9 6 "$delay" || fail "rank 1 found hung ${delay}s after its last beat, 
 for e in started round_started worker_started hang stacks_written worker_exited exit; do
   expect_in "$T/fixed.jsonl" "\"event\":\"$e\""
 done
-expect_in "$T/fixed.jsonl" '"event":"exit".*"exit_code":124.*"root_cause":\{"exit_code":124,"host":"[^"]+","hung":true,"rank":1\}'
+expect_in "$T/fixed.jsonl" '"event":"exit".*"exit_code":124.*"root_cause":\{"cause":"no progress for [^"]+","exit_code":124,"host":"[^"]+","hung":true,"kind":"hang","rank":1,"retryable":true,"step":null\}'
 python3 -c "
 import json, sys
 for line in open('$T/fixed.jsonl'):
@@ -152,7 +152,70 @@ expect_in "$T/b.jsonl" '"event":"hang".*"rank":3'
 wait_for 10 no_leftovers
 ok "two nodes: a hang on node 1 is reported on node 0, and both restart"
 
-# 7. Bad values: one line naming the flag, exit 64, nothing started.
+# 7. A Python worker, however it was started, is recognised by the program its process tree runs:
+# `--no_python python3 x.py`, `sh -c "exec python3 x.py"`, and a bash script that starts python3
+# as a child. With py-spy (the torch2 venv's, put in PATH) the summary shows Python frames; without
+# it, one line says what is missing, once a run (here two hangs: a restart and a second hang), and
+# the native stacks are shown.
+cat >"$T/stuck.py" <<'PY'
+import os, time
+def stuck_in_python():
+    while True:
+        time.sleep(3600)
+for n in range(1000000):
+    os.utime(os.environ["DDPRUN_HEARTBEAT_FILE"])
+    if os.environ["RANK"] == "1" and n == 5:
+        stuck_in_python()
+    time.sleep(0.1)
+PY
+worker py_child <<'SH'
+#!/bin/bash
+# python3 as a child of this script (not exec'd): the worker's own process is bash.
+/usr/bin/python3 "$T/stuck.py"
+exit $?
+SH
+source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
+with_py_spy=$PATH
+[[ -x "$TORCH2_VENV/bin/py-spy" ]] && with_py_spy="$PATH:$TORCH2_VENV/bin"
+for how in no_python sh_exec child; do
+  case $how in
+    no_python) program=(--no_python /usr/bin/python3 "$T/stuck.py") ;;
+    sh_exec) program=(--no_python sh -c "exec /usr/bin/python3 $T/stuck.py") ;;
+    child) program=("$T/py_child") ;;
+  esac
+  PATH=$with_py_spy run_ddprun "py_$how" --nproc_per_node=2 --hang_timeout=2 --log_dir="$T/logs_$how" "${program[@]}"
+  expect_eq "$RC" 124 "exit code of a hung Python worker ($how)"
+  expect_in "$T/py_$how.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+  if PATH=$with_py_spy command -v py-spy >/dev/null; then
+    expect_in "$T/py_$how.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
+    expect_not_in "$T/py_$how.err" "no Python stacks"
+    expect_in "$(run_dir "$T/logs_$how")/attempt_0/rank_1/stacks.txt" "^== '.*py-spy' dump --pid"
+    shown="Python frames"
+  else
+    expect_in "$T/py_$how.err" "no Python stacks: py-spy is not in PATH"
+    shown="native frames (no py-spy: Python frames not checked)"
+  fi
+  if [[ $how == child ]]; then
+    expect_in "$(run_dir "$T/logs_$how")/attempt_0/rank_1/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+: the stacks below are its ==$"
+  fi
+  wait_for 10 no_leftovers
+  ok "a Python worker started as $how: hung, found, $shown"
+done
+
+# Without py-spy anywhere (PATH without it, nothing beside ddprun or python3): one line, once in
+# a run with two hangs, and the native stacks.
+[[ ! -x "$(dirname "$DDPRUN")/py-spy" && ! -x /usr/bin/py-spy ]] || fail "a py-spy beside ddprun or python3: cannot test its absence"
+PATH=/usr/bin:/bin DDPRUN_PY_SPY= run_ddprun no_py_spy --nproc_per_node=2 --hang_timeout=2 --max_restarts=1 "$T/py_child"
+expect_eq "$RC" 124 "exit code of a Python worker hung twice, without py-spy"
+expect_eq "$(grep -c "restarting workers" "$T/no_py_spy.err")" 1 "restarts"
+expect_eq "$(grep -c "hung: no progress" "$T/no_py_spy.err")" 2 "hangs found"
+expect_eq "$(grep -c '^ddprun: no Python stacks: py-spy is not in PATH nor at .*(pip install py-spy, or the ddprun package: it brings py-spy); native stacks instead$' "$T/no_py_spy.err")" 1 \
+  "lines saying that py-spy is missing ($(cat "$T/no_py_spy.err"))"
+expect_in "$T/no_py_spy.err" "stuck in \(main thread, innermost first\):"
+wait_for 10 no_leftovers
+ok "no py-spy: said once in a run with two hangs; native stacks instead"
+
+# 8. Bad values: one line naming the flag, exit 64, nothing started.
 for bad in --hang_timeout=soon --hang_timeout=0 --hang_timeout=-3 --hang_timeout=auto:x --hang_timeout=1e30 \
            --hang_startup=0 --status_port=70000 --event_log="$T/no/such/dir/events"; do
   run_ddprun bad "$bad" "$T/beater"

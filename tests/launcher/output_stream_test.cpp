@@ -32,7 +32,7 @@ TEST_CASE("an output stream prefixes whole lines for the console and keeps the f
   Pipe file = Pipe::create();
   ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
   auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
-  s->prefix = "[rank3]: ";
+  s->set_prefix("[rank3]: ");
   s->console_fd = console.write_end.get();
   s->file = std::make_shared<UniqueFd>(std::move(file.write_end));
   s->watch_imports = true;
@@ -51,6 +51,85 @@ TEST_CASE("an output stream prefixes whole lines for the console and keeps the f
         "[rank3]: no newline at the end\n");
   CHECK(read_all(file.read_end.get()) ==
         "first line\nsecond half\nModuleNotFoundError: No module named 'x'\nno newline at the end\n");
+}
+
+namespace {
+
+// What a stream with `prefix` and `filters` writes to the console, the log file and the filtered
+// log for `text`.
+struct Written {
+  std::string console, file, filtered;
+};
+Written stream_through(const std::string& prefix, std::vector<std::string> filters, const std::string& text) {
+  asio::io_context io;
+  Pipe worker = Pipe::create();
+  Pipe console = Pipe::create();
+  Pipe file = Pipe::create();
+  Pipe filtered = Pipe::create();
+  ::fcntl(worker.read_end.get(), F_SETFL, O_NONBLOCK);
+  auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
+  s->set_prefix(prefix);
+  s->console_fd = console.write_end.get();
+  s->file = std::make_shared<UniqueFd>(std::move(file.write_end));
+  s->filters = std::make_shared<const std::vector<std::string>>(std::move(filters));
+  s->filtered_file = std::make_shared<UniqueFd>(std::move(filtered.write_end));
+  s->start();
+  REQUIRE(write_all(worker.write_end.get(), text));
+  worker.write_end.reset();
+  io.run();
+  s->drain();
+  s.reset();
+  console.write_end.reset();
+  return {read_all(console.read_end.get()), read_all(file.read_end.get()), read_all(filtered.read_end.get())};
+}
+
+}  // namespace
+
+TEST_CASE("a line that already carries its own rank's prefix (PyTorch 2.x's [rankN]:) is not prefixed again") {
+  struct Case {
+    std::string line;
+    std::string console;
+  };
+  const std::vector<Case> cases = {
+      {"plain", "[rank1]: plain"},
+      {"[rank1]: Traceback (most recent call last):", "[rank1]: Traceback (most recent call last):"},
+      {"[rank1]:[W1126 22:00:00 ProcessGroupGloo.cpp:1] warning", "[rank1]:[W1126 22:00:00 ProcessGroupGloo.cpp:1] warning"},
+      {"[rank1]:", "[rank1]:"},
+      // Another rank's prefix, or one that only looks alike, is the worker's text: prefixed.
+      {"[rank10]: from rank 10", "[rank1]: [rank10]: from rank 10"},
+      {"[rank0]: from rank 0", "[rank1]: [rank0]: from rank 0"},
+      {"[rank1] no colon", "[rank1]: [rank1] no colon"},
+      {" [rank1]: indented", "[rank1]:  [rank1]: indented"},
+      {"", "[rank1]: "},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.line);
+    const Written w = stream_through("[rank1]: ", {}, c.line + "\n");
+    CHECK(w.console == c.console + "\n");
+    CHECK(w.file == c.line + "\n");  // the log file keeps what the worker wrote
+  }
+}
+
+TEST_CASE("--duplicate_std*_filters: lines containing a filter also go to the filtered log, with the prefix") {
+  struct Case {
+    std::vector<std::string> filters;
+    std::string filtered;
+  };
+  const std::string text = "an apple\nbanana\norange, pear\n[rank2]: apple from torch\n";
+  const std::vector<Case> cases = {
+      {{}, ""},
+      {{"apple"}, "[rank2]: an apple\n[rank2]: apple from torch\n"},
+      {{"apple", "banana"}, "[rank2]: an apple\n[rank2]: banana\n[rank2]: apple from torch\n"},
+      {{"e, p"}, "[rank2]: orange, pear\n"},
+      {{"kiwi"}, ""},
+      {{""}, "[rank2]: an apple\n[rank2]: banana\n[rank2]: orange, pear\n[rank2]: apple from torch\n"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.filters.size());
+    const Written w = stream_through("[rank2]: ", c.filters, text);
+    CHECK(w.filtered == c.filtered);
+    CHECK(w.file == text);
+  }
 }
 
 TEST_CASE("an output stream remembers the last failed import and survives a closed console") {
@@ -81,7 +160,7 @@ TEST_CASE("an output stream stops reading while its writer is full, so its worke
   OutputWriters writers(limits);
   writers.install();
   auto s = std::make_shared<OutputStream>(io, worker.read_end.release());
-  s->prefix = "[rank1]: ";
+  s->set_prefix("[rank1]: ");
   s->console_fd = console.write_end.get();  // not stdout or stderr: the files' writer takes it
   OutputWriter* writer = writer_for(s->console_fd);
   REQUIRE(writer != nullptr);

@@ -174,7 +174,7 @@ python3 - "$url" "$T/failures.txt" <<'PY' || { touch "$T/stop2"; wait $pid || tr
 import sys, time, urllib.request
 url, out = sys.argv[1], sys.argv[2]
 want = ['ddprun_restarts_total 3', 'ddprun_rounds_total 4', 'ddprun_hangs_total 1', 'ddprun_workers_running 2',
-        'ddprun_worker_failures_total{kind="signal"} 1', 'ddprun_worker_failures_total{kind="exit_code"} 1',
+        'ddprun_worker_failures_total{kind="segfault"} 1', 'ddprun_worker_failures_total{kind="exit_code"} 1',
         'ddprun_worker_failures_total{kind="hang"} 1', 'ddprun_rank_steps_total{rank="1",local_rank="1"}']
 deadline = time.monotonic() + 60
 while True:
@@ -190,4 +190,4 @@ PY
 touch "$T/stop2"
 set +e; wait "$pid"; RC=$?; set -e
 expect_eq "$RC" 0 "exit code of the job that failed three times"
-ok "/metrics: 3 restarts, 4 rounds, 1 hang, failures by kind (signal, exit_code, hang)"
+ok "/metrics: 3 restarts, 4 rounds, 1 hang, failures by kind (segfault, exit_code, hang)"

@@ -148,6 +148,14 @@ TEST_CASE("/status: each rank's state and pace, the job's progress") {
   CHECK(before["slowest_rank"].is_null());
   CHECK(before["stragglers"] == nlohmann::json::array());
   CHECK(before["total_steps"] == 0);
+  CHECK(before["spare"].is_null());
+  JobView spare;
+  spare.phase = "spare";
+  spare.spare = 2;
+  const auto waiting = nlohmann::json::parse(status_json(spare, 0));
+  CHECK(waiting["phase"] == "spare");
+  CHECK(waiting["spare"] == 2);
+  CHECK(waiting["healthy"] == true);
 }
 
 TEST_CASE("/healthz and /status from a job view") {
@@ -171,6 +179,14 @@ TEST_CASE("/healthz and /status from a job view") {
   CHECK(j["ranks"][1]["last_beat_age"].is_null());
   CHECK(j["ranks"][0]["step"] == 7);
   CHECK(j["ranks"][1]["step"].is_null());
+  CHECK(j["last_failure"].is_null());
+  CHECK(j["restart_reason"].is_null());
+  view.last_failure = FailureView{1, "node7", 1, "cuda_oom", true, "torch.OutOfMemoryError: CUDA out of memory."};
+  view.restart_reason = "restart 1 of 3 after rank 1 on node7: cuda_oom";
+  const auto failed = nlohmann::json::parse(status_json(view, 12.0));
+  CHECK(failed["last_failure"] == nlohmann::json::parse(R"({"rank": 1, "host": "node7", "exit_code": 1, "kind": "cuda_oom",
+      "retryable": true, "cause": "torch.OutOfMemoryError: CUDA out of memory."})"));
+  CHECK(failed["restart_reason"] == "restart 1 of 3 after rank 1 on node7: cuda_oom");
   view.hung = "a worker hung";
   CHECK(healthz_response(view, 0).first == 503);
 }

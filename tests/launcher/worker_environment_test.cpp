@@ -56,6 +56,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
       {"TORCHELASTIC_ERROR_FILE", "/tmp/e.json"},
       {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
       {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
       {"OMP_NUM_THREADS", "1"},
   };
   CHECK(env == expected);
@@ -77,27 +78,74 @@ TEST_CASE("inherited OMP_NUM_THREADS and TORCH_NCCL_ASYNC_ERROR_HANDLING are kep
   CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, {})).count("OMP_NUM_THREADS") == 0);
 }
 
-TEST_CASE("NCCL async error handling under both names: inherited, else the other name's value, else 1") {
+TEST_CASE("NCCL async error handling: the new name always, the old one only where the worker cannot choose") {
   config::LaunchConfig cfg;
   struct Case {
     std::map<std::string, std::string> base;
-    std::string current;  // TORCH_NCCL_ASYNC_ERROR_HANDLING, read by PyTorch 2.2 and later
-    std::string old;      // NCCL_ASYNC_ERROR_HANDLING, the only name PyTorch 2.1 and earlier read
+    bool bootstrap;  // a Python worker with ddprun's bootstrap, which sets the old name for torch < 2.2
+    std::string current;              // TORCH_NCCL_ASYNC_ERROR_HANDLING, read by PyTorch 2.2 and later
+    std::optional<std::string> old;   // NCCL_ASYNC_ERROR_HANDLING, the only name PyTorch 2.1 and earlier read
   };
   const std::vector<Case> cases = {
-      {{}, "1", "1"},
-      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}, {"NCCL_ASYNC_ERROR_HANDLING", "2"}}, "0", "2"},
-      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, "3", "3"},
-      {{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, "0", "0"},
-      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", ""}}, "", ""},
+      {{}, false, "1", "1"},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}, {"NCCL_ASYNC_ERROR_HANDLING", "2"}}, false, "0", "2"},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, false, "3", "3"},
+      {{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, false, "0", "0"},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", ""}}, false, "", ""},
+      // PyTorch 2.2 and later warn about the old name: not set for a worker that sets it itself.
+      {{}, true, "1", std::nullopt},
+      {{{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}}, true, "3", std::nullopt},
+      // ... unless the user set it: theirs is inherited.
+      {{{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, true, "0", "0"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.current);
-    CAPTURE(c.old);
-    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, {}));
+    CAPTURE(c.bootstrap);
+    launcher::WorkerFiles files;
+    if (c.bootstrap) files.python_bootstrap = "/p/share/ddprun/python";
+    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, files));
     CHECK(env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING") == c.current);
-    CHECK(env.at("NCCL_ASYNC_ERROR_HANDLING") == c.old);
+    const auto old = env.find("NCCL_ASYNC_ERROR_HANDLING");
+    CHECK((old == env.end() ? std::nullopt : std::optional<std::string>(old->second)) == c.old);
   }
+}
+
+TEST_CASE("--virtual_local_rank: LOCAL_RANK 0 and the worker's own GPU, as torchrun 2.11") {
+  struct Case {
+    std::map<std::string, std::string> base;
+    bool virtual_local_rank;
+    int local_rank;
+    std::string local_rank_seen;
+    std::optional<std::string> visible;  // CUDA_VISIBLE_DEVICES the worker sees
+  };
+  const std::vector<Case> cases = {
+      {{}, false, 1, "1", std::nullopt},
+      {{{"CUDA_VISIBLE_DEVICES", "4,6"}}, false, 1, "1", "4,6"},
+      {{}, true, 1, "0", "1"},
+      {{{"CUDA_VISIBLE_DEVICES", "4,6"}}, true, 0, "0", "4"},
+      {{{"CUDA_VISIBLE_DEVICES", "4, 6"}}, true, 1, "0", "6"},
+      {{{"CUDA_VISIBLE_DEVICES", "GPU-a1,GPU-b2"}}, true, 1, "0", "GPU-b2"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.local_rank);
+    CAPTURE(c.virtual_local_rank);
+    config::LaunchConfig cfg;
+    cfg.nproc_per_node = 2;
+    cfg.virtual_local_rank = c.virtual_local_rank;
+    const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, c.local_rank, {}));
+    CHECK(env.at("LOCAL_RANK") == c.local_rank_seen);
+    const auto visible = env.find("CUDA_VISIBLE_DEVICES");
+    CHECK((visible == env.end() ? std::nullopt : std::optional<std::string>(visible->second)) == c.visible);
+  }
+}
+
+TEST_CASE("TORCHELASTIC_SIGNALS_TO_HANDLE is --signals_to_handle, as torchrun 2.11 sets it") {
+  config::LaunchConfig cfg;
+  CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, {})).at("TORCHELASTIC_SIGNALS_TO_HANDLE") ==
+        "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  cfg.signals_to_handle = "SIGTERM,SIGUSR1";
+  CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, {})).at("TORCHELASTIC_SIGNALS_TO_HANDLE") ==
+        "SIGTERM,SIGUSR1");
 }
 
 TEST_CASE("a Python worker's PYTHONPATH starts with ddprun's bootstrap folder, followed by the inherited one") {

@@ -3,7 +3,9 @@
 # into a fresh venv (which sees PyTorch 2.x through a .pth file, rather than a 2.5 GB copy of
 # it), `ddprun` and `python -m ddprun` work from there, without the venv on PATH, and run a
 # Python DDP script (gloo, 2 workers, a crash and a restart) with the venv's own interpreter,
-# not the python3 on PATH; PYTHON_EXEC still chooses another.
+# not the python3 on PATH; PYTHON_EXEC still chooses another. The wheel brings py-spy, and a hung
+# Python worker's stacks are Python's with nothing else in PATH, also when pip put py-spy in a
+# scripts folder of its own (--prefix), found through the package's record.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 : "${TORCH_PYTHON:?}"
@@ -20,7 +22,19 @@ ok "built $wheel"
 V=$T/venv/bin
 site=$("$V/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$TORCH_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$site/torch2.pth"
-"$V/python" -m pip install --disable-pip-version-check -q --no-index --no-deps "${wheels[0]}"
+# With its dependency, py-spy, from the wheels that scripts/install-deps.sh --torch2 keeps
+# (--ignore-installed: the 2.x venv seen through torch2.pth has a py-spy of its own).
+source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
+ls "$TORCH2_WHEELS"/py_spy-*.whl >/dev/null 2>&1 || skip "no py-spy wheel in $TORCH2_WHEELS (scripts/install-deps.sh --torch2)"
+"$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" --ignore-installed \
+  "${wheels[0]}"
+"$V/python" - "${wheels[0]}" <<'PY' || fail "the wheel does not depend on py-spy"
+import sys, zipfile
+wheel = zipfile.ZipFile(sys.argv[1])
+metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+sys.exit(not any(l.startswith("Requires-Dist: py-spy") for l in wheel.read(metadata).decode().splitlines()))
+PY
+[[ -x "$V/py-spy" ]] || fail "pip install ddprun did not bring py-spy"
 version=$(sed -nE 's/^project\(ddprun VERSION ([0-9.]+).*/\1/p' "$DDPRUN_SOURCE_DIR/CMakeLists.txt")
 expect_eq "$("$V/ddprun" --version)" "ddprun $version" "ddprun --version"
 expect_eq "$("$V/python" -m ddprun --version)" "ddprun $version" "python -m ddprun --version"
@@ -68,3 +82,39 @@ PATH=/usr/bin:/bin PYTHON_EXEC=/usr/bin/python3 "$V/ddprun" "$T/which.py" >"$T/w
   || { cat "$T/which.out"; fail "which.py failed"; }
 expect_in "$T/which.out" '^\[rank0\]: /usr/bin/python3$'
 ok "PYTHON_EXEC still chooses the interpreter"
+
+# A hung Python worker: its Python frames, by the py-spy that came with the package.
+cat >"$T/stuck.py" <<'PY'
+import os, time
+def stuck_in_python():
+    while True:
+        time.sleep(3600)
+os.utime(os.environ["DDPRUN_HEARTBEAT_FILE"])
+stuck_in_python()
+PY
+set +e
+PATH=/usr/bin:/bin "$V/ddprun" --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" >"$T/hang.out" 2>"$T/hang.err"
+rc=$?
+set -e
+expect_eq "$rc" 124 "exit code of the hung worker"
+expect_in "$T/hang.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
+expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/venv/bin/py-spy' dump --pid"
+ok "a hung Python worker's Python stack, by the py-spy the wheel brought, with PATH=/usr/bin:/bin"
+
+# pip install --prefix: the package and its py-spy away from the venv's Python; the console
+# script finds that py-spy through py-spy's record and hands it to the launcher (DDPRUN_PY_SPY),
+# before the one next to the venv's Python.
+"$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" \
+  --ignore-installed --prefix "$T/prefix" "${wheels[0]}"
+prefix_site=$("$V/python" -c "import sysconfig; print(sysconfig.get_paths(vars={'base': '$T/prefix', 'platbase': '$T/prefix'})['purelib'])")
+[[ -x "$T/prefix/bin/py-spy" ]] || fail "pip install --prefix did not put py-spy in $T/prefix/bin"
+rm -rf "$T/logs"
+set +e
+PYTHONPATH=$prefix_site PATH=/usr/bin:/bin "$T/prefix/bin/ddprun" --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" \
+  >"$T/prefix.out" 2>"$T/prefix.err"
+rc=$?
+set -e
+expect_eq "$rc" 124 "exit code of the hung worker (--prefix install)"
+expect_in "$T/prefix.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
+expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
+ok "pip install --prefix: the py-spy of the package's own scripts folder"

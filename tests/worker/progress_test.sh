@@ -12,8 +12,11 @@
 #     and --hang_timeout waits for --hang_startup, 600 s), and names its last optimizer step.
 #  4. the same with the interpreter named as the program (--no_python python3 probe.py): the
 #     module loads and the stacks are Python's (py-spy, where installed);
-#  5. collectives only: rank 1 sleeps before an all_reduce that rank 0 waits in. Rank 0 beat
-#     when it entered, so rank 1, silent longer, is the root cause (not the victim, rank 0).
+#  5. collectives only: rank 1 sleeps before an all_reduce that rank 0 waits in. The progress
+#     records say so: rank 1 is named, and is the root cause (not the victim, rank 0).
+#  6. a shell wrapper that runs the interpreter as a child (ddprun does not know the program is
+#     Python, so its module is not loaded; hang_worker.py beats by itself): the stacks are still
+#     Python's, those of the wrapper's python child (py-spy, where installed).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 "$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
@@ -124,7 +127,8 @@ ok "--no_python $(basename "$TORCH_PYTHON") probe.py: found hung$stacks"
 mkdir "$T/coll"
 run_ddprun coll --nproc_per_node=2 --hang_timeout=5 "$probe" collective "$T/coll"
 expect_eq "$RC" 124 "exit code of the hung all_reduce loop ($(cat "$T/coll.err"))"
-expect_in "$T/coll.err" "ranks? 1(, 0)? hung: no progress for 5\.[0-9] s"
+# Named from the progress records (tests/worker/culprit_test.sh has more).
+expect_in "$T/coll.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+"
 expect_in "$T/coll.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
 stacks=" (no py-spy: stacks not checked)"
 if command -v py-spy >/dev/null; then
@@ -133,3 +137,27 @@ if command -v py-spy >/dev/null; then
 fi
 wait_for 20 no_leftovers
 ok "collectives only: rank 1, which never entered the all_reduce, is the root cause$stacks"
+
+# 6. A shell wrapper that starts Python as a child: the stacks of that child, Python's. Without
+# ddprun's module (ddprun does not know the program is Python) the worker beats by itself:
+# hang_worker.py touches its heartbeat file at each step.
+mkdir "$T/wrapped"
+worker wrapper <<SH
+#!/bin/bash
+"$TORCH_PYTHON" -u "$DDPRUN_TESTS_DIR/worker/hang_worker.py" collective "$T/wrapped"
+exit \$?
+SH
+run_ddprun wrapped --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/wrapped_logs" "$T/wrapper"
+expect_eq "$RC" 124 "exit code of the hung script under a shell wrapper ($(cat "$T/wrapped.err"))"
+expect_in "$T/wrapped.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+for r in 0 1; do
+  expect_in "$(run_dir "$T/wrapped_logs")/attempt_0/rank_$r/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+"
+done
+stacks=" (no py-spy: stacks not checked)"
+if command -v py-spy >/dev/null; then
+  expect_in "$T/wrapped.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)"
+  expect_in "$(run_dir "$T/wrapped_logs")/attempt_0/rank_0/stacks.txt" "all_reduce"
+  stacks=", rank 1's Python stack in stuck_in_data_loader, rank 0's in all_reduce"
+fi
+wait_for 20 no_leftovers
+ok "a bash wrapper that runs Python as a child: found hung$stacks"

@@ -11,10 +11,12 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ddprun/failure_rules.hpp"
 #include "ddprun/user_error.hpp"
 
 namespace ddprun::config {
@@ -25,8 +27,9 @@ class UsageError : public UserError {
   using UserError::UserError;
 };
 
-// kList: repeatable; its raw value holds the values given, one a line.
-enum class OptionKind { kText, kFlag, kList };
+// kList: repeatable; its raw value holds the values given, one a line. kJson: JSON text on the
+// command line and in PET_*, any JSON value in a --config file (kept as its text).
+enum class OptionKind { kText, kFlag, kList, kJson };
 
 struct OptionSpec {
   const char* key;          // underscore spelling: --key, --key-with-dashes, JSON key, PET_KEY
@@ -72,6 +75,10 @@ struct LaunchConfig {
   // Workers on this node.
   std::string nproc_spec = "1";   // as given: a number, auto, cpu or gpu
   int nproc_per_node = 1;
+  // --virtual_local_rank: LOCAL_RANK=0 and only its own GPU in each worker's CUDA_VISIBLE_DEVICES.
+  bool virtual_local_rank = false;
+  // --numa_binding: empty (none), or node, socket, exclusive, core-complex (numa_binding.hpp).
+  std::string numa_binding;
   // Nodes.
   int min_nodes = 1;
   int max_nodes = 1;
@@ -87,10 +94,24 @@ struct LaunchConfig {
   std::string local_addr;
   // Supervision.
   int max_restarts = 0;
+  // The restart policy (launcher/README's "Failure kinds and restarts"): --restart_on=any
+  // restarts also what a restart cannot fix; --restart_backoff_max caps the wait before a restart
+  // after a failure with no progress; --crash_loop_limit such failures in a row end the job (0:
+  // never); --restart_window: max_restarts counts only the restarts of the last this many
+  // seconds (0: all of them).
+  bool restart_on_any = false;
+  double restart_backoff_max = 60;
+  int crash_loop_limit = 5;
+  double restart_window = 0;
+  std::vector<FailureRule> failure_rules;  // --failure_rules
   double monitor_interval = 0.1;  // accepted for compatibility; monitoring is event-driven
   double shutdown_timeout = 30;   // SIGTERM -> SIGKILL grace period, seconds
   bool debug = false;
   std::string role = "default";
+  // --signals_to_handle as given (the workers' TORCHELASTIC_SIGNALS_TO_HANDLE), and as numbers:
+  // those that stop the job after being forwarded to the workers.
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::set<int> stop_signals;
   HangTimeout hang_timeout;
   // --progress: ddprun's progress module in Python workers (launcher/python/), on by default.
   bool progress = true;
@@ -101,7 +122,12 @@ struct LaunchConfig {
   StreamSelection redirects;
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
+  // --duplicate_std{out,err}_filters: lines containing one of these also go to
+  // attempt_N/filtered_std{out,err}.log (torchrun's comma-separated list, ",," for a comma).
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   std::string event_log;          // JSON lines of the job's events; empty: none
+  std::string result_file;        // the job's result as JSON, written at exit; empty: none
   double output_stall_timeout = 30;  // seconds a reader may take nothing before output for it is dropped
   int status_port = -1;           // -1: no status server; 0: a free port
   std::string status_addr = "127.0.0.1";
@@ -114,6 +140,8 @@ struct LaunchConfig {
   std::vector<std::string> program_args;
 
   bool multi_node() const { return max_nodes > 1; }
+  // True when lines are copied to the filtered logs (which then need a log folder).
+  bool duplicates_lines() const { return !duplicate_stdout_filters.empty() || !duplicate_stderr_filters.empty(); }
   // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.
   bool runs_python() const;
   // True when the workers are Python programs: runs_python(), or PROGRAM is a Python
@@ -122,6 +150,10 @@ struct LaunchConfig {
   // The argv each worker execs. `python` is python_interpreter()'s.
   std::vector<std::string> worker_argv(const std::string& python) const;
 };
+
+// Whether a program's file name (no folder) is a Python interpreter's: "python", "python3",
+// "python3.11" ("python" and digits and dots), not "python-config" nor "ipython".
+bool python_interpreter_name(std::string_view file_name);
 
 // The interpreter that runs a Python PROGRAM, and where that choice came from (for messages):
 // PYTHON_EXEC; else DDPRUN_DEFAULT_PYTHON, the Python the pip-installed ddprun belongs to; else
@@ -140,6 +172,11 @@ int count_gpus(const std::map<std::string, std::string>& environ);
 // (unset: all). CUDA stops at the first entry that names no device: "0,1" gives 2, "" and
 // "-1" give 0, "1,-1,0" gives 1.
 int visible_gpu_count(int physical, const std::optional<std::string>& visible);
+
+// CUDA_VISIBLE_DEVICES' entries as torchrun's --virtual_local_rank splits it (and
+// --signals_to_handle's names): at commas, spaces around each removed ("0, 2" gives "0" and "2";
+// "" gives one empty entry, "a," two).
+std::vector<std::string> split_device_list(const std::string& visible);
 
 struct ResolveContext {
   std::map<std::string, std::string> environ;  // the launcher's environment

@@ -38,11 +38,16 @@ inline constexpr const char* kPythonPath = "PYTHONPATH";
 inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
 inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 // NCCL watchdog: tear the process down on a NCCL error or timeout instead of hanging ("1").
-// PyTorch 2.2 and later read kNcclAsyncErrorHandling (and still the old name, with a one-time
-// deprecation warning); PyTorch 2.1 and earlier read only kNcclAsyncErrorHandlingOld. ddprun
-// sets both, so that a worker of any PyTorch version gets the setting.
+// PyTorch 2.2 and later read kNcclAsyncErrorHandling (and still the old name, with a deprecation
+// warning); PyTorch 2.1 and earlier read only kNcclAsyncErrorHandlingOld. ddprun sets the new
+// name for every worker, as torchrun does; the old one only where the worker's PyTorch reads it:
+// ddprun's Python bootstrap (launcher/python/sitecustomize.py) sets it for torch < 2.2, the worker
+// library for its libtorch < 2.2; a worker ddprun cannot look into (neither of those) gets both.
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kNcclAsyncErrorHandlingOld = "NCCL_ASYNC_ERROR_HANDLING";
+// --signals_to_handle: the signals torchrun's agent handles, passed on to the workers as torchrun
+// does (its own process contexts read it).
+inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 
@@ -51,6 +56,10 @@ inline constexpr const char* kPythonExec = "PYTHON_EXEC";      // interpreter fo
 // The interpreter when PYTHON_EXEC is unset: the pip-installed `ddprun` command sets it to the
 // Python it was installed with, as torchrun uses its own. Not passed on to the workers.
 inline constexpr const char* kDefaultPython = "DDPRUN_DEFAULT_PYTHON";
+// The py-spy that takes hung Python workers' stacks, before any other (beside ddprun, next to
+// the workers' Python, in PATH): the pip-installed `ddprun` command sets it to the py-spy its
+// package depends on. Not passed on to the workers.
+inline constexpr const char* kPySpy = "DDPRUN_PY_SPY";
 inline constexpr const char* kPetPrefix = "PET_";              // PET_<OPTION> supplies an option
 // For tests only: seconds, instead of 600, of silence after progress before ddprun warns when
 // --hang_timeout is off (launcher/hangs/hang_policy.hpp, kQuietWarning).

@@ -53,4 +53,17 @@ int visible_gpu_count(int physical, const std::optional<std::string>& visible) {
   return std::min(count, physical);
 }
 
+std::vector<std::string> split_device_list(const std::string& visible) {
+  std::vector<std::string> entries;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t end = std::min(visible.find(',', at), visible.size());
+    const std::string item = visible.substr(at, end - at);
+    const auto first = item.find_first_not_of(" \t");
+    entries.push_back(first == std::string::npos ? "" : item.substr(first, item.find_last_not_of(" \t") - first + 1));
+    if (end == visible.size()) return entries;
+    at = end + 1;
+  }
+}
+
 }  // namespace ddprun::config

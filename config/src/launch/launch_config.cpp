@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -133,6 +135,60 @@ std::set<int> parse_rank_list(const std::string& key, const std::string& text, i
   return ranks;
 }
 
+// torchrun's comma_separated_list: items split at ',', with ",," for a literal comma. Empty text
+// is no filter at all (torchrun's default, an empty list).
+std::vector<std::string> parse_filters(const std::string& text) {
+  std::vector<std::string> items;
+  if (text.empty()) return items;
+  std::string item;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      item += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      item += ',';
+      ++i;
+    } else {
+      items.push_back(std::move(item));
+      item.clear();
+    }
+  }
+  items.push_back(std::move(item));
+  return items;
+}
+
+// The signals ddprun can take over from torchrun's --signals_to_handle: those its signal channel
+// receives (launcher/process/signal_channel.hpp).
+const std::map<std::string, int>& handled_signal_names() {
+  static const std::map<std::string, int> names = {{"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},
+                                                   {"SIGQUIT", SIGQUIT}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}};
+  return names;
+}
+
+// Names separated by commas, spaces around them ignored, as torchrun strips them.
+std::set<int> parse_signals(const std::string& text) {
+  std::set<int> signals;
+  for (const std::string& name : split_device_list(text)) {
+    const auto it = handled_signal_names().find(name);
+    if (it == handled_signal_names().end()) {
+      throw UsageError(fmt::format(
+          "--signals_to_handle={}: {} is not a signal ddprun handles; expected names among SIGTERM, SIGINT, "
+          "SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 separated by commas",
+          shown(text), name.empty() ? "an empty name" : shown(name)));
+    }
+    signals.insert(it->second);
+  }
+  return signals;
+}
+
+// --logs_specs and --event_log_handler name Python plug-ins of torchrun's: their default values
+// are accepted, anything else is refused with what ddprun does instead.
+void check_python_plugin(const std::string& key, const std::string& value, const char* what, const char* accepted,
+                         const char* instead) {
+  if (value.empty() || value == accepted) return;
+  throw UsageError(fmt::format("--{}={}: names a Python {}; only '{}' is accepted ({})", key, shown(value), what,
+                               accepted, instead));
+}
+
 int resolve_nproc(const std::string& text, ResolveContext& context) {
   const auto gpus = [&] {
     if (!context.gpu_count) context.gpu_count = count_gpus(context.environ);
@@ -174,11 +230,12 @@ bool LaunchConfig::runs_python() const {
   return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
 }
 
+bool python_interpreter_name(std::string_view file_name) {
+  return file_name.compare(0, 6, "python") == 0 && file_name.find_first_not_of("0123456789.", 6) == std::string::npos;
+}
+
 bool LaunchConfig::python_workers() const {
-  if (runs_python()) return true;
-  const std::string name = program.substr(program.rfind('/') + 1);
-  return name.compare(0, 6, "python") == 0 &&
-         name.find_first_not_of("0123456789.", 6) == std::string::npos;
+  return runs_python() || python_interpreter_name(std::string_view(program).substr(program.rfind('/') + 1));
 }
 
 std::vector<std::string> LaunchConfig::worker_argv(const std::string& python) const {
@@ -314,10 +371,29 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   c.rdzv_conf = text("rdzv_conf");
 
   c.max_restarts = parse_int("max_restarts", text("max_restarts"), 0, 1 << 30, "a number of restarts, 0 or more");
+  const std::string restart_on = text("restart_on");
+  if (restart_on != "retryable" && restart_on != "any") {
+    throw UsageError(fmt::format("--restart_on={}: expected retryable or any", shown(restart_on)));
+  }
+  c.restart_on_any = restart_on == "any";
+  if (has("restart_window")) c.restart_window = parse_seconds("restart_window", text("restart_window"), false);
+  c.restart_backoff_max = parse_seconds("restart_backoff_max", text("restart_backoff_max"), true);
+  c.crash_loop_limit =
+      parse_int("crash_loop_limit", text("crash_loop_limit"), 0, 1 << 30, "a number of failures, 0 (never) or more");
+  c.failure_rules = parse_failure_rules(text("failure_rules"));
   c.monitor_interval = parse_seconds("monitor_interval", text("monitor_interval"), false);
   c.shutdown_timeout = parse_seconds("shutdown_timeout", text("shutdown_timeout"), true);
   c.role = text("role");
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
+  c.signals_to_handle = text("signals_to_handle");
+  c.stop_signals = parse_signals(c.signals_to_handle);
+  c.virtual_local_rank = flag("virtual_local_rank");
+  c.numa_binding = text("numa_binding");
+  if (!c.numa_binding.empty() && c.numa_binding != "node" && c.numa_binding != "socket" &&
+      c.numa_binding != "exclusive" && c.numa_binding != "core-complex") {
+    throw UsageError(fmt::format("--numa_binding={}: expected node, socket, exclusive or core-complex",
+                                 shown(c.numa_binding)));
+  }
   c.hang_timeout = parse_hang_timeout(text("hang_timeout"));
   c.hang_timeout.startup = parse_seconds("hang_startup", text("hang_startup"), false);
   const std::string progress = text("progress");
@@ -337,6 +413,13 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   c.redirects = parse_streams("redirects", text("redirects"));
   c.tee = parse_streams("tee", text("tee"));
   c.event_log = text("event_log");
+  c.result_file = text("result_file");
+  c.duplicate_stdout_filters = parse_filters(text("duplicate_stdout_filters"));
+  c.duplicate_stderr_filters = parse_filters(text("duplicate_stderr_filters"));
+  check_python_plugin("logs_specs", text("logs_specs"), "plug-in of torchrun's, which ddprun cannot load", "default",
+                      "ddprun keeps its own log layout: --log_dir, --redirects, --tee");
+  check_python_plugin("event_log_handler", text("event_log_handler"), "event handler of torchrun's, which ddprun cannot run", "null",
+                      "ddprun writes each event as a JSON line with --event_log FILE");
   c.output_stall_timeout = parse_seconds("output_stall_timeout", text("output_stall_timeout"), false);
   if (has("status_port")) {
     c.status_port = parse_int("status_port", text("status_port"), 0, 65535, "a port in 0..65535 (0: a free one)");
@@ -387,10 +470,34 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
     c.max_restarts = 0;
   }
   c.nproc_per_node = resolve_nproc(c.nproc_spec, context);
+  if (const auto visible = context.environ.find(env::kCudaVisibleDevices);
+      c.virtual_local_rank && visible != context.environ.end()) {
+    const auto gpus = split_device_list(visible->second);
+    if (static_cast<int>(gpus.size()) < c.nproc_per_node) {
+      throw UsageError(fmt::format(
+          "--virtual_local_rank: CUDA_VISIBLE_DEVICES={} lists {} GPU(s) for {} workers; each worker needs its own "
+          "entry (or leave CUDA_VISIBLE_DEVICES unset: local rank N gets GPU N)",
+          shown(visible->second), gpus.size(), c.nproc_per_node));
+    }
+  }
   if (has("local_ranks_filter") && !text("local_ranks_filter").empty()) {
     c.local_ranks_filter = parse_rank_list("local_ranks_filter", text("local_ranks_filter"), c.nproc_per_node);
   }
   return c;
+}
+
+}  // namespace
+
+namespace {
+
+// parse_filters() undone: --print_config's output is valid input.
+std::string filter_text(const std::vector<std::string>& filters) {
+  std::string out;
+  for (const auto& filter : filters) {
+    if (&filter != &filters.front()) out += ',';
+    for (char ch : filter) out += ch == ',' ? std::string(",,") : std::string(1, ch);
+  }
+  return out;
 }
 
 }  // namespace
@@ -421,10 +528,18 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["rdzv_id"] = nullable(c.rdzv_id);
   j["rdzv_conf"] = nullable(c.rdzv_conf);
   j["max_restarts"] = c.max_restarts;
+  j["restart_on"] = c.restart_on_any ? "any" : "retryable";
+  j["restart_window"] = c.restart_window > 0 ? nlohmann::json(c.restart_window) : nlohmann::json();
+  j["restart_backoff_max"] = c.restart_backoff_max;
+  j["crash_loop_limit"] = c.crash_loop_limit;
+  j["failure_rules"] = nlohmann::json::parse(failure_rules_json(c.failure_rules));
   j["monitor_interval"] = c.monitor_interval;
   j["shutdown_timeout"] = c.shutdown_timeout;
   j["debug"] = c.debug;
   j["role"] = c.role;
+  j["signals_to_handle"] = c.signals_to_handle;
+  j["virtual_local_rank"] = c.virtual_local_rank;
+  j["numa_binding"] = nullable(c.numa_binding);
   j["hang_startup"] = c.hang_timeout.startup;
   j["progress"] = c.progress ? "on" : "off";
   j["progress_pattern"] = c.progress_patterns;
@@ -440,6 +555,9 @@ nlohmann::json to_json(const LaunchConfig& c) {
   j["tee"] = streams(c.tee);
   j["local_ranks_filter"] = nullable(filter);
   j["event_log"] = nullable(c.event_log);
+  j["result_file"] = nullable(c.result_file);
+  j["duplicate_stdout_filters"] = nullable(filter_text(c.duplicate_stdout_filters));
+  j["duplicate_stderr_filters"] = nullable(filter_text(c.duplicate_stderr_filters));
   j["output_stall_timeout"] = c.output_stall_timeout;
   j["status_port"] = c.status_port >= 0 ? nlohmann::json(c.status_port) : nlohmann::json();
   j["status_addr"] = c.status_addr;

@@ -22,11 +22,18 @@ namespace {
 constexpr OptionKind kText = OptionKind::kText;
 constexpr OptionKind kFlag = OptionKind::kFlag;
 constexpr OptionKind kList = OptionKind::kList;
+constexpr OptionKind kJson = OptionKind::kJson;
 
 const std::vector<OptionSpec> kOptions = {
     {"nproc_per_node", nullptr, kText, "1", "Workers",
      "workers on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or "
      "'auto' (GPUs if any, else cores)"},
+    {"virtual_local_rank", nullptr, kFlag, nullptr, "Workers",
+     "every worker sees LOCAL_RANK=0 and, in CUDA_VISIBLE_DEVICES, only its own GPU (its entry of "
+     "ddprun's CUDA_VISIBLE_DEVICES, else its local rank)"},
+    {"numa_binding", nullptr, kText, nullptr, "Workers",
+     "bind each worker to the CPUs and memory near its GPU (the one its local rank names): node, "
+     "socket, exclusive or core-complex, as torchrun; skipped, with one line, without GPUs"},
     {"nnodes", nullptr, kText, "1", "Nodes", "number of nodes, or MIN:MAX for an elastic job"},
     {"node_rank", nullptr, kText, nullptr, "Nodes",
      "this node's rank, 0..nnodes-1 (default: assigned by the rendezvous)"},
@@ -48,10 +55,29 @@ const std::vector<OptionSpec> kOptions = {
      "k=v,... : join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, ..."},
     {"max_restarts", nullptr, kText, "0", "Supervision",
      "restarts of the whole job after a worker failure"},
+    {"restart_on", nullptr, kText, "retryable", "Supervision",
+     "retryable: a failure a restart cannot fix (syntax_error, import_error, the same Python "
+     "exception twice with no progress between) ends the job at once; any: restart it anyway"},
+    {"restart_window", nullptr, kText, nullptr, "Supervision",
+     "SECONDS: --max_restarts counts only the restarts within the last SECONDS (a job that fails "
+     "once a day survives a month with --max_restarts=3 --restart_window=86400)"},
+    {"restart_backoff_max", nullptr, kText, "60", "Supervision",
+     "after a failure with no progress since the workers started, wait 1, 2, 4 ... seconds, at most "
+     "this many, before restarting (0: no wait)"},
+    {"crash_loop_limit", nullptr, kText, "5", "Supervision",
+     "stop with \"crash loop\" after this many failures in a row with no progress since their "
+     "start (0: never)"},
+    {"failure_rules", nullptr, kJson, nullptr, "Supervision",
+     "JSON array of {\"pattern\": REGEX, \"kind\": NAME, \"retryable\": true|false}: a failed "
+     "worker whose last stderr lines or error message match gets that kind (first match, before "
+     "ddprun's own rules); usually a --config key"},
     {"monitor_interval", nullptr, kText, "0.1", "Supervision",
      "accepted for torchrun compatibility; ddprun reacts to exits at once"},
     {"shutdown_timeout", nullptr, kText, "30", "Supervision",
      "seconds between SIGTERM and SIGKILL when stopping workers"},
+    {"signals_to_handle", nullptr, kText, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Supervision",
+     "signals that are forwarded to the workers and then stop the job (also SIGUSR1, SIGUSR2: "
+     "unlisted, those are forwarded only and the job goes on); TORCHELASTIC_SIGNALS_TO_HANDLE"},
     {"debug", nullptr, kFlag, nullptr, "Supervision",
      "one worker in the foreground with the terminal, world size 1, no restarts "
      "(ddprun --debug gdb --args ./train)"},
@@ -75,10 +101,23 @@ const std::vector<OptionSpec> kOptions = {
     {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
     {"local_ranks_filter", nullptr, kText, nullptr, "Output",
      "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+    {"duplicate_stdout_filters", nullptr, kText, nullptr, "Output",
+     "with --log_dir: stdout lines containing any of these comma-separated strings (,, for a comma) "
+     "also go to attempt_N/filtered_stdout.log, with their rank prefix"},
+    {"duplicate_stderr_filters", nullptr, kText, nullptr, "Output",
+     "the same for stderr, into attempt_N/filtered_stderr.log"},
+    {"logs_specs", nullptr, kText, nullptr, "Output",
+     "accepted for torchrun compatibility: only 'default' (a Python LogsSpecs class cannot shape "
+     "ddprun's logs; see --log_dir)"},
+    {"event_log_handler", nullptr, kText, "null", "Output",
+     "accepted for torchrun compatibility: only 'null' (ddprun writes its events with --event_log)"},
     {"output_stall_timeout", nullptr, kText, "30", "Output",
      "seconds the console or a log file may take nothing before worker output for it is dropped "
      "(a slower one only slows the workers down)"},
     {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file"},
+    {"result_file", nullptr, kText, nullptr, "Output",
+     "at exit, write the job's result to this file as JSON: exit code, failure kind, retryable, root "
+     "cause, restarts (for a requeue script)"},
     {"status_port", nullptr, kText, nullptr, "Output",
      "serve GET /healthz and GET /status on this port (0: a free one, printed)"},
     {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on"},
@@ -199,6 +238,10 @@ RawOptions options_from_json_file(const std::string& path) {
           where, shown(raw_key)));
     }
     if (value.is_null()) continue;
+    if (spec->kind == kJson) {
+      options[key] = value.is_string() ? value.get<std::string>() : value.dump();
+      continue;
+    }
     if (spec->kind == kList && value.is_array()) {
       std::string lines;
       for (const auto& item : value) {

@@ -47,6 +47,17 @@ struct WorkerFailure {
   std::string traceback;      // the end of the error file's traceback, if any (root cause only in a JobOutcome)
   std::string error_file;     // the error file, when it outlives ddprun (a log folder); else empty
   double timestamp = 0;       // seconds since the epoch when it ended (or its error-file time)
+  // What kind of failure it was (launcher/report/failure_kind.hpp): "syntax_error", "cuda_oom",
+  // ..., "consequence" for a rank that failed only because another did; whether running the same
+  // code again may fix it; the one line the kind rests on; the Python exception's type and where
+  // it was raised, when seen (the restart policy compares them between rounds).
+  std::string kind;
+  bool retryable = true;
+  std::string cause;
+  std::string exception;
+  std::string location;
+  long long step = -1;        // the last step its rank reported; -1: unknown
+  bool progressed = false;    // its node's workers made progress (beats, steps) in this round
 };
 
 // What one node needs to start its workers for a round.
@@ -61,6 +72,10 @@ struct RoundAssignment {
   int master_port = 0;        // free port picked there
   std::string run_id;
   bool agent_store = false;   // the launcher there serves the workers' store at master_port
+  // A restart: why the coordinator restarted (one line), and how long it waited first (the
+  // crash-loop backoff, seconds). Empty and 0 for the first round and membership changes.
+  std::string restart_reason;
+  double backoff = 0;
 };
 
 // Why a round ends early: a worker failed (here or on another node; uses the restart budget),
@@ -75,6 +90,13 @@ struct JobOutcome {
   std::vector<WorkerFailure> failures;  // root cause (first in time) first; empty on success
   std::string error;                    // set when the rendezvous itself failed
   int restarts = 0;                     // restarts used
+  // Why a failed job was not restarted, when the restart policy decided so (one line, e.g.
+  // "not restarting: ..." or "crash loop: ..."); empty when --max_restarts was simply spent.
+  std::string stop_reason;
+  // Whether running the job again may help (for a requeue script): a failure whose root cause's
+  // kind is retryable and which the policy did not judge hopeless (a crash loop, the same
+  // exception twice), or a rendezvous error; false on success.
+  bool retryable = false;
 };
 
 class Rendezvous {
@@ -83,6 +105,10 @@ class Rendezvous {
     std::function<void(const RoundAssignment&)> start_round;
     std::function<void(StopReason, const std::string& why)> stop_round;
     std::function<void(const JobOutcome&)> finish;
+    // This node has joined (authenticated) but the round is full: it waits as hot spare number
+    // `place` (1: the next one admitted, the earliest joined), starts no workers, and takes the
+    // place of a lost node in the next round (start_round). Unset: nothing is said.
+    std::function<void(int place, const std::string& why)> spare;
     // A line of ddprun's own about the rendezvous (ending in '\n'), for the launcher's
     // console; called at once, on the loop. Unset: standard error.
     std::function<void(const std::string& line)> say;

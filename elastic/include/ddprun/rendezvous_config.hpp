@@ -68,6 +68,21 @@ struct RendezvousTimeouts {
 //   none:   an open rendezvous, as torchrun's
 enum class AuthMode { kAuto, kSecret, kMunge, kNone };
 
+// When a failed round is restarted, besides the --max_restarts budget (restart_policy.hpp in
+// src/core/): --restart_on, --restart_backoff_max, --crash_loop_limit, --restart_window. The
+// coordinator's settings (the rendezvous host's, or the etcd leader's) decide for every node.
+struct RestartSettings {
+  bool restart_on_any = false;  // also restart what a restart cannot fix
+  double backoff_max = 60;      // the most seconds to wait before restarting a crash loop
+  int crash_loop_limit = 5;     // failures in a row with no progress that end the job; 0: never
+  double window = 0;            // max_restarts counts the restarts of the last `window` s; 0: all
+  bool operator==(const RestartSettings& o) const {
+    return restart_on_any == o.restart_on_any && backoff_max == o.backoff_max &&
+           crash_loop_limit == o.crash_loop_limit && window == o.window;
+  }
+  bool operator!=(const RestartSettings& o) const { return !(*this == o); }
+};
+
 struct RendezvousConfig {
   Backend backend = Backend::kStatic;
   // --rdzv_endpoint as "host[:port]". For the static backend it replaces master_addr and, when it
@@ -85,6 +100,7 @@ struct RendezvousConfig {
   int nproc = 1;           // --nproc_per_node, already resolved to a number
   std::string local_addr;  // --local_addr; empty: the address this node uses to reach the endpoint
   int max_restarts = 0;    // job-wide budget of restarts after worker failures
+  RestartSettings restart;
   // The launcher of the node that hosts global rank 0 serves the workers' c10d store at
   // MASTER_ADDR:MASTER_PORT, and every worker is a client of it (torchrun's agent store,
   // TORCHELASTIC_USE_AGENT_STORE=True). False (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1): rank 0 of
@@ -109,6 +125,10 @@ struct RendezvousConfig {
   // --rdzv_conf max_membership_changes: rounds ended by nodes joining or leaving that cost no
   // restart; after that each costs one of --max_restarts. -1: 4 per node (--nnodes MAX).
   int max_membership_changes = -1;
+  // --rdzv_conf spares: nodes kept beyond --nnodes MAX as hot spares (joined, no workers, the
+  // earliest joined replaces a lost node in the next round); a node beyond them is refused.
+  // -1: any number.
+  int spares = -1;
   EtcdSettings etcd;  // --rdzv_backend=etcd only
 };
 
@@ -138,7 +158,7 @@ Endpoint single_node_master(const RendezvousConfig& config);
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
 // (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
-// max_connections, max_membership_changes, the etcd backend's protocol (http|https), cacert,
+// max_connections, max_membership_changes, spares, the etcd backend's protocol (http|https), cacert,
 // cert, key (paths), user and password (or password_file, a path), and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted

@@ -126,6 +126,7 @@ JobCoordinator::JobCoordinator(JobSettings settings, double now)
     : settings_(std::move(settings)),
       round_(settings_.rounds_before),
       restart_count_(settings_.restarts_used),
+      restart_policy_(settings_.max_restarts, settings_.restart, settings_.restarts_used, now),
       join_deadline_(now + settings_.join_timeout) {}
 
 std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec, Joiner joiner) const {
@@ -156,6 +157,14 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
         "--max_restarts",
         spec.max_restarts, s.run_id, s.max_restarts);
   }
+  if (spec.restart != s.restart) {
+    const auto options = [](const RestartSettings& r) {
+      return fmt::format("--restart_on={} --restart_window={:g} --restart_backoff_max={:g} --crash_loop_limit={}",
+                         r.restart_on_any ? "any" : "retryable", r.window, r.backoff_max, r.crash_loop_limit);
+    };
+    return fmt::format("this node has {} but rendezvous '{}' has {}; give every node the same restart options",
+                       options(spec.restart), s.run_id, options(s.restart));
+  }
   if (spec.node_rank < -1 || spec.node_rank >= s.max_nodes) {
     return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
                        nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);
@@ -179,6 +188,12 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
                        kMaxHostChars);
   }
   if (nodes_.count(node) != 0) return std::string("this node joined twice");
+  if (s.spares >= 0 && nodes_.size() >= static_cast<std::size_t>(s.max_nodes) + s.spares) {
+    return fmt::format(
+        "rendezvous '{}' already has its {} nodes and {} spare{} (--rdzv_conf spares={}); stop this node or give every "
+        "node a larger --rdzv_conf spares",
+        s.run_id, s.max_nodes, s.spares, s.spares == 1 ? "" : "s", s.spares);
+  }
   if (spec.node_rank >= 0) {
     if (const auto taken = node_ranks_.find(spec.node_rank); taken != node_ranks_.end()) {
       return fmt::format("--node_rank={} is already taken by {} in rendezvous '{}'; give each node its own --node_rank",
@@ -219,11 +234,13 @@ Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, Joiner joiner, 
       break;
     case Phase::kRunning: {
       // Admitted at once, by ending the round, while there is room and no node has finished
-      // (the job is ending then); otherwise it waits to replace a node that is lost.
+      // (the job is ending then); otherwise it waits as a spare, to replace a node that is lost.
       const bool ending = parts_.count(Part::kSucceeded) > 0;
       if (static_cast<int>(parts_.size()) < settings_.max_nodes && !ending) {
         stop_round(StopReason::kMembershipChange,
                    fmt::format("{} joined; admitting it in the next round", describe_node(node)), now, out);
+      } else {
+        out.push_back(spare(node, static_cast<int>(nodes_.size() - (parts_.size() - parts_gone_))));
       }
       break;
     }
@@ -306,6 +323,7 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
     case Phase::kRunning:
       // Not in the round: it was waiting for room. Succeeded: its share of the job is done and
       // the others finish without it.
+      if (part != parts_.end() && part->second == Part::kSucceeded) ++parts_gone_;
       if (part == parts_.end() || part->second == Part::kSucceeded) break;
       parts_.erase(part);
       stop_round(StopReason::kNodeLost, fmt::format("{} was lost: {}", name, why), now, out);
@@ -353,6 +371,7 @@ std::optional<double> JobCoordinator::next_deadline() const {
   switch (phase_) {
     case Phase::kGathering:
       if (static_cast<int>(nodes_.size()) < settings_.min_nodes) return join_deadline_;
+      if (backing_off_) return not_before_;
       return last_call_deadline_;
     case Phase::kStopping:
       return close_deadline_;
@@ -367,14 +386,20 @@ void JobCoordinator::gather(double now, Messages& out) {
   phase_ = Phase::kGathering;
   parts_.clear();
   last_call_deadline_.reset();
-  join_deadline_ = now + settings_.join_timeout;
-  if (static_cast<int>(nodes_.size()) >= settings_.min_nodes) {
+  join_deadline_ = std::max(now, not_before_) + settings_.join_timeout;
+  backing_off_ = now < not_before_;
+  if (static_cast<int>(nodes_.size()) >= settings_.min_nodes && !backing_off_) {
     start_round(now, out);  // every node the job knows is here: no last call
   }
 }
 
 void JobCoordinator::complete_if_ready(double now, Messages& out) {
   const int n = static_cast<int>(nodes_.size());
+  if (backing_off_) {
+    if (now < not_before_) return;  // a crash loop's backoff: tick() comes back at not_before_
+    backing_off_ = false;
+    if (n >= settings_.min_nodes) return start_round(now, out);  // as gather() would have
+  }
   if (n >= settings_.max_nodes) {
     start_round(now, out);
   } else if (n < settings_.min_nodes) {
@@ -396,7 +421,8 @@ void JobCoordinator::start_round(double now, Messages& out) {
     if (xa != ya) return xa;
     return x.join_order < y.join_order;
   });
-  ids.resize(std::min<std::size_t>(ids.size(), settings_.max_nodes));
+  const std::vector<NodeId> spares(ids.begin() + std::min<std::size_t>(ids.size(), settings_.max_nodes), ids.end());
+  ids.resize(ids.size() - spares.size());
 
   std::vector<RankCandidate> candidates;
   for (NodeId id : ids) {
@@ -413,6 +439,7 @@ void JobCoordinator::start_round(double now, Messages& out) {
   failures_.clear();
   last_call_deadline_.reset();
   parts_.clear();
+  parts_gone_ = 0;
 
   int world_size = 0;
   for (NodeId id : ids) world_size += nodes_.at(id).spec.nproc;
@@ -432,11 +459,22 @@ void JobCoordinator::start_round(double now, Messages& out) {
     a.master_port = master.master_port;
     a.agent_store = master.agent_store;
     a.run_id = settings_.run_id;
+    a.restart_reason = restart_reason_;
+    a.backoff = backoff_;
     out.push_back(Assign{id, a});
     parts_.add(id, Part::kRunning);
     node.last_round = round_;
     base_rank += node.spec.nproc;
   }
+  for (std::size_t i = 0; i < spares.size(); ++i) out.push_back(spare(spares[i], static_cast<int>(i + 1)));
+}
+
+Spare JobCoordinator::spare(NodeId node, int place) const {
+  return {node, place,
+          fmt::format("rendezvous '{}' runs round {} with its {} nodes (--nnodes={}); this node waits as spare {} "
+                      "and takes the place of a node that is lost",
+                      settings_.run_id, round_, settings_.max_nodes,
+                      nnodes(settings_.min_nodes, settings_.max_nodes), place)};
 }
 
 void JobCoordinator::stop_round(StopReason reason, const std::string& why, double now, Messages& out) {
@@ -456,21 +494,36 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
 
 void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
   if (parts_.count(Part::kRunning) + parts_.count(Part::kStopping) > 0) return;
+  restart_reason_.clear();
+  backoff_ = 0;
   if (round_failed_) {
-    if (restart_count_ >= settings_.max_restarts) {
+    // The root cause is the first failure in time of those that were not only a consequence of
+    // another (a rank whose peer's connection closed under it).
+    std::stable_sort(failures_.begin(), failures_.end(), [](const WorkerFailure& a, const WorkerFailure& b) {
+      const bool ca = a.kind == "consequence", cb = b.kind == "consequence";
+      if (ca != cb) return cb;
+      return a.timestamp < b.timestamp;
+    });
+    const bool progressed = std::any_of(failures_.begin(), failures_.end(),
+                                        [](const WorkerFailure& f) { return f.progressed; });
+    const RestartDecision decision = restart_policy_.decide(failures_.front(), progressed, now);
+    if (!decision.restart) {
       JobOutcome failure;
       failure.failures = failures_;
-      std::stable_sort(failure.failures.begin(), failure.failures.end(),
-                       [](const WorkerFailure& a, const WorkerFailure& b) { return a.timestamp < b.timestamp; });
       failure.exit_code = failure.failures.front().exit_code;
       // Only the root cause's traceback is shown; the others would only swell the finish
       // message, which holds every failure of the job.
       for (auto it = std::next(failure.failures.begin()); it != failure.failures.end(); ++it) it->traceback.clear();
       failure.restarts = restart_count_;
+      failure.stop_reason = decision.reason;
+      failure.retryable = decision.budget_spent && failure.failures.front().retryable;
       finish(failure, out);
       return;
     }
     ++restart_count_;
+    restart_reason_ = decision.reason;
+    backoff_ = decision.backoff;
+    not_before_ = now + decision.backoff;
   } else {
     // Nodes joined or left. A round that ran for the last-call window counts as progress; a
     // run of quicker changes (a flapping node, or one joining and leaving on purpose) is free

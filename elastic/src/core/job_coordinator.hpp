@@ -17,9 +17,17 @@
 //              count as stopped; a node whose workers succeeded reports too, so that no next
 //              round starts before its launcher has closed the round's store). Then: after a worker failure, a new round while the job-wide
 //              restart budget lasts, otherwise the job finishes with the root cause (the earliest
-//              failure); after a membership change alone, a new round that uses no budget,
+//              failure), and only when the restart policy allows (restart_policy.hpp: kinds a
+//              restart cannot fix, crash loops; the next round waits out its backoff while
+//              gathering); after a membership change alone, a new round that uses no budget,
 //              unless max_membership_changes rounds in a row already ended so (churn).
 //   finished   every node got the same JobOutcome; new nodes are refused.
+//
+// Spares: the nodes beyond max_nodes. A round takes the last round's nodes first, then the
+// earliest joined; every node left out is told it is a spare (Spare), when it joins a full
+// round and at each round that leaves it out. A lost node's round ends at once, and the next
+// round starts as soon as the others have stopped (every node the job knows is there): the
+// earliest-joined spare takes its place, with no last call and no join timeout.
 #pragma once
 
 #include <array>
@@ -30,6 +38,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/restart_policy.hpp"
 #include "ddprun/rendezvous.hpp"
 
 namespace ddprun::elastic {
@@ -40,12 +49,17 @@ struct JobSettings {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  RestartSettings restart;    // the rest of the restart policy (restart_policy.hpp)
   double join_timeout = 600;  // see RendezvousTimeouts
   double last_call_timeout = 30;
   double close_timeout = 60;
   // Rounds in a row that nodes joining or leaving may end within last_call_timeout of their
   // start without costing a restart; each one more costs one of max_restarts.
   int max_membership_changes = 1 << 30;
+  // Nodes kept beyond max_nodes as hot spares (--rdzv_conf spares): they have joined, start no
+  // workers, and the earliest joined takes the place of a node that is lost in the next round.
+  // -1: any number; a node beyond max_nodes + spares is refused.
+  int spares = -1;
   // Where an earlier coordinator of the same job left off (the etcd rendezvous elects a new
   // one when its leader is lost): rounds already held, and restarts of max_restarts spent.
   int rounds_before = 0;
@@ -59,6 +73,7 @@ struct NodeSpec {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  RestartSettings restart;
   // This node.
   int node_rank = -1;  // -1: any
   int nproc = 1;
@@ -92,7 +107,14 @@ struct Finish {  // also a refusal: then outcome.error says why
   NodeId node;
   JobOutcome outcome;
 };
-using Message = std::variant<Assign, Stop, Finish>;
+// The node has joined but the round is full: it waits as a hot spare (`place`: 1 for the one
+// admitted first) and starts no workers until an Assign.
+struct Spare {
+  NodeId node;
+  int place;
+  std::string why;
+};
+using Message = std::variant<Assign, Stop, Finish, Spare>;
 using Messages = std::vector<Message>;
 
 // One node as the group-rank order sees it.
@@ -141,6 +163,10 @@ class JobCoordinator {
   // When tick() must be called next; none while nothing is timed.
   std::optional<double> next_deadline() const;
   bool finished() const { return phase_ == Phase::kFinished; }
+  // While a restart waits out its backoff: when the next round may start.
+  std::optional<double> restart_at() const {
+    return backing_off_ ? std::optional<double>(not_before_) : std::nullopt;
+  }
 
  private:
   enum class Phase { kGathering, kRunning, kStopping, kFinished };
@@ -183,6 +209,7 @@ class JobCoordinator {
   void gather(double now, Messages& out);
   void complete_if_ready(double now, Messages& out);
   void start_round(double now, Messages& out);
+  Spare spare(NodeId node, int place) const;
   void stop_round(StopReason reason, const std::string& why, double now, Messages& out);
   void end_round_if_stopped(double now, Messages& out);
   void record(NodeId node, WorkerFailure failure);
@@ -197,6 +224,12 @@ class JobCoordinator {
   std::uint64_t joins_ = 0;
   int round_ = 0;
   int restart_count_ = 0;
+  RestartPolicy restart_policy_;
+  // The next round's restart: why, and the earliest time it may start (the crash-loop backoff).
+  std::string restart_reason_;
+  double backoff_ = 0;
+  double not_before_ = 0;
+  bool backing_off_ = false;  // gathering, and not_before_ has not come yet
   double round_started_ = 0;
   int membership_changes_ = 0;  // rounds in a row ended by joins and leaves without progress
   // gathering
@@ -204,6 +237,7 @@ class JobCoordinator {
   std::optional<double> last_call_deadline_;
   // running and stopping
   Parts parts_;  // the round's nodes: still connected, or lost after they succeeded
+  std::size_t parts_gone_ = 0;  // those of parts_ lost after they succeeded
   bool round_failed_ = false;
   std::vector<WorkerFailure> failures_;  // this round's
   // stopping

@@ -19,11 +19,13 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.min_nodes = config.min_nodes;
   s.max_nodes = config.max_nodes;
   s.max_restarts = config.max_restarts;
+  s.restart = config.restart;
   s.join_timeout = config.timeouts.join_timeout;
   s.last_call_timeout = config.timeouts.last_call_timeout;
   s.close_timeout = config.timeouts.close_timeout;
   s.max_membership_changes =
       config.max_membership_changes >= 0 ? config.max_membership_changes : 4 * config.max_nodes;
+  s.spares = config.spares;
   return s;
 }
 
@@ -33,6 +35,7 @@ NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_
   spec.min_nodes = config.min_nodes;
   spec.max_nodes = config.max_nodes;
   spec.max_restarts = config.max_restarts;
+  spec.restart = config.restart;
   spec.node_rank = config.node_rank;
   spec.nproc = config.nproc;
   spec.addr = std::move(addr);
@@ -48,6 +51,7 @@ JobOutcome rendezvous_failure(std::string error, int restarts) {
   outcome.exit_code = exit_code::kRendezvous;
   outcome.error = std::move(error);
   outcome.restarts = restarts;
+  outcome.retryable = true;  // the nodes may meet another time
   return outcome;
 }
 

@@ -36,6 +36,10 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
     } else if (auto* finish = std::get_if<NodeRound::Finish>(&action)) {
       release();
       post([outcome = std::move(finish->outcome)](Handlers& h) { h.finish(outcome); });
+    } else if (auto* spare = std::get_if<NodeRound::WaitAsSpare>(&action)) {
+      post([place = spare->place, why = spare->why](Handlers& h) {
+        if (h.spare) h.spare(place, why);
+      });
     } else if (auto* leave = std::get_if<NodeRound::Leave>(&action)) {
       left_ = true;
       release();
@@ -55,6 +59,8 @@ void NodeRendezvous::handle_message(const nlohmann::json& message, const std::fu
   } else if (type == "stop") {
     apply(round_.stop(message.at("round"), parse_stop_reason(message.at("reason").get<std::string>()),
                       message.at("why")));
+  } else if (type == "spare") {
+    apply(round_.spare(message.at("place"), message.at("why")));
   } else if (type == "finish") {
     JobOutcome outcome = message.at("outcome");
     check_outcome(outcome);

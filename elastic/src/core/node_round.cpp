@@ -107,6 +107,11 @@ NodeRound::Actions NodeRound::coordinator_lost(const std::string& why) {
   }
 }
 
+NodeRound::Actions NodeRound::spare(int place, const std::string& why) {
+  if (state_ != State::kIdle) return {};
+  return {WaitAsSpare{place, why}};
+}
+
 NodeRound::Actions NodeRound::worker_failed(int round, const WorkerFailure& failure) {
   if (state_ != State::kRunning || round != round_) return {};
   state_ = State::kStopping;

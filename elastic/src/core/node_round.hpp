@@ -53,7 +53,11 @@ class NodeRound {
   struct Leave {  // the launcher is stopping on `signal`: tell the job, say nothing to the launcher
     int signal;
   };
-  using Action = std::variant<StartWorkers, StopWorkers, EndStoreRound, Report, Finish, Leave>;
+  struct WaitAsSpare {  // the round is full: tell the launcher it waits as a hot spare
+    int place;
+    std::string why;
+  };
+  using Action = std::variant<StartWorkers, StopWorkers, EndStoreRound, Report, Finish, Leave, WaitAsSpare>;
   using Actions = std::vector<Action>;
 
   State state() const { return state_; }
@@ -75,6 +79,9 @@ class NodeRound {
   // The coordinator is gone and another takes over (etcd/: the leader's key is gone): the
   // round cannot go on, and the next coordinator starts the next one.
   Actions coordinator_lost(const std::string& why);
+  // The coordinator left this node out of a full round: it waits as a hot spare. Only while it
+  // has no workers (idle); a past round's word is stale once a round has been assigned.
+  Actions spare(int place, const std::string& why);
 
   // The launcher's reports (Rendezvous's calls of the same names).
   Actions worker_failed(int round, const WorkerFailure& failure);

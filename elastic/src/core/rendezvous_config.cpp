@@ -234,6 +234,8 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       config.max_connections = parse_count(key, value);
     } else if (key == "max_membership_changes") {
       config.max_membership_changes = parse_count(key, value);
+    } else if (key == "spares") {
+      config.spares = parse_count(key, value);
     } else if (key == "protocol") {
       if (value != "http" && value != "https") {
         throw RendezvousConfigError(fmt::format("--rdzv_conf protocol={}: expected http or https", shown(value)));
@@ -258,7 +260,7 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       throw RendezvousConfigError(fmt::format(
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
           "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-          "max_connections, max_membership_changes, protocol, cacert, cert, key, user, password, "
+          "max_connections, max_membership_changes, spares, protocol, cacert, cert, key, user, password, "
           "password_file",
           shown(key)));
     }
@@ -281,6 +283,17 @@ void validate(const RendezvousConfig& c) {
         fmt::format("--node_rank={} is out of range for {} nodes (0 to {})", c.node_rank, c.max_nodes, c.max_nodes - 1));
   }
   if (c.nproc < 1) throw RendezvousConfigError(fmt::format("--nproc_per_node={} must be at least 1", c.nproc));
+  if (c.spares > 0 && c.max_nodes == 1) {
+    throw RendezvousConfigError(fmt::format(
+        "--rdzv_conf spares={} needs --nnodes of 2 or more: a job of one node has no rendezvous to keep spares in",
+        c.spares));
+  }
+  if (c.spares > 0 && c.backend == Backend::kStatic) {
+    throw RendezvousConfigError(fmt::format(
+        "--rdzv_conf spares={} needs --rdzv_backend=c10d or etcd: the static backend gives every node a --node_rank "
+        "below --nnodes, and a spare has none",
+        c.spares));
+  }
   if (c.max_restarts < 0) {
     throw RendezvousConfigError(fmt::format("--max_restarts={} must not be negative", c.max_restarts));
   }

@@ -118,6 +118,7 @@ struct WireMessage {
     return {{"type", "stop"}, {"round", m.round}, {"reason", to_string(m.reason)}, {"why", m.why}};
   }
   json operator()(const Finish& m) const { return {{"type", "finish"}, {"outcome", m.outcome}}; }
+  json operator()(const Spare& m) const { return {{"type", "spare"}, {"place", m.place}, {"why", m.why}}; }
 };
 }  // namespace
 

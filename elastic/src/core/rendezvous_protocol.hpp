@@ -9,6 +9,7 @@
 //   server -> client  {"type":"assign","assignment":{RoundAssignment}}
 //                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
+//                     {"type":"spare","place":P,"why":"..."}  (joined; waits as a hot spare)
 //   both ways         {"type":"heartbeat"} every heartbeat_interval
 // A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
 // server refuses a join (or hello) of another version with a "finish", whose shape therefore
@@ -25,19 +26,27 @@ namespace ddprun::elastic {
 
 // 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
 // whose workers succeeded answers a stop. 4: WorkerFailure has hung. 5: the handshake with a
-// secret and tagged lines; a host refuses a failure report of another node's workers.
-inline constexpr int kProtocolVersion = 5;
+// secret and tagged lines; a host refuses a failure report of another node's workers. 6:
+// WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
+// the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
+// options, which must match the job's. 7: spare.
+inline constexpr int kProtocolVersion = 7;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, host, pid,
                                    exit_code, signal, signal_from_outside, hung, message, traceback,
-                                   error_file, timestamp)
+                                   error_file, timestamp, kind, retryable, cause, exception, location,
+                                   step, progressed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
-                                   master_port, run_id, agent_store)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobOutcome, exit_code, failures, error, restarts)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts,
+                                   master_port, run_id, agent_store, restart_reason, backoff)
+// With defaults: a "finish" is also the refusal a host of another version sends, and its shape
+// before version 6 had no stop_reason.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures, error, restarts, stop_reason,
+                                                retryable)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max, crash_loop_limit, window)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
 

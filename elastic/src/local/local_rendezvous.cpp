@@ -7,7 +7,10 @@
 namespace ddprun::elastic {
 
 LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
-    : io_(io), config_(std::move(config)), coordinator_(job_settings(config_), monotonic_seconds()) {}
+    : io_(io),
+      config_(std::move(config)),
+      coordinator_(job_settings(config_), monotonic_seconds()),
+      deadline_timer_(io) {}
 
 void LocalRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
@@ -46,9 +49,28 @@ void LocalRendezvous::workers_succeeded(int round) {
   deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_seconds()));
 }
 
-void LocalRendezvous::leave(int) { left_ = true; }
+void LocalRendezvous::leave(int) {
+  left_ = true;
+  deadline_timer_.cancel();
+}
+
+void LocalRendezvous::wait_for_next_deadline() {
+  // Only the backoff: the stop deadline would end the job of a launcher whose workers take
+  // longer than close_timeout to stop (--shutdown_timeout), on this very node.
+  const std::optional<double> deadline = coordinator_.restart_at();
+  if (!deadline) {
+    deadline_timer_.cancel();
+    return;
+  }
+  deadline_timer_.expires_at(monotonic_time_point(*deadline));
+  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (ec || alive.expired() || left_) return;
+    deliver(coordinator_.tick(monotonic_seconds()));
+  });
+}
 
 void LocalRendezvous::deliver(const Messages& messages) {
+  wait_for_next_deadline();
   for (const Message& message : messages) {
     asio::post(io_, [this, alive = lifetime_.token(), message] {
       if (alive.expired() || left_) return;
@@ -57,9 +79,9 @@ void LocalRendezvous::deliver(const Messages& messages) {
         handlers_.start_round(assign->assignment);
       } else if (const auto* stop = std::get_if<Stop>(&message)) {
         handlers_.stop_round(stop->reason, stop->why);
-      } else {
-        handlers_.finish(std::get<Finish>(message).outcome);
-      }
+      } else if (const auto* finish = std::get_if<Finish>(&message)) {
+        handlers_.finish(finish->outcome);
+      }  // never a Spare: the job's one node is always in the round
     });
   }
 }

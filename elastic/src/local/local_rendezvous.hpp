@@ -26,14 +26,17 @@ class LocalRendezvous final : public Rendezvous {
 
  private:
   void deliver(const Messages& messages);
+  // The one deadline that comes due on one node: a crash loop's backoff before a restart.
+  void wait_for_next_deadline();
 
   static constexpr NodeId kThisNode = 1;
   asio::io_context& io_;
   RendezvousConfig config_;
   Handlers handlers_;
-  // Deadlines are never due: the round starts as this node joins, and the launcher reporting
-  // its workers stopped is in this process.
+  // The round starts as this node joins, and the launcher reporting its workers stopped is in
+  // this process: only a restart's backoff is ever due.
   JobCoordinator coordinator_;
+  asio::steady_timer deadline_timer_;
   std::optional<MasterPort> master_port_;
   bool left_ = false;
   Lifetime lifetime_;

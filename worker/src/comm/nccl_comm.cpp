@@ -6,10 +6,12 @@
 // wait for the GPU before every backward pass. NCCL does not abort on mismatched calls; they
 // hang until the collective timeout, which the process group's watchdog enforces.
 #include <c10/cuda/CUDAFunctions.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "backends.hpp"
 #include "c10d_comm.hpp"
+#include "nccl_env.hpp"
 
 namespace ddprun::detail {
 namespace {
@@ -39,6 +41,7 @@ std::shared_ptr<Comm> make_nccl_comm(const c10::intrusive_ptr<c10d::Store>& stor
                                      int size, int local_rank, std::chrono::milliseconds timeout) {
   const auto device = static_cast<c10::DeviceIndex>(local_rank);
   c10::cuda::set_device(device);
+  use_nccl_async_error_handling_of(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR);
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);

@@ -1,0 +1,89 @@
+#include "core/restart_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace ddprun::elastic {
+
+std::string describe_kind(const WorkerFailure& f) {
+  std::string text = fmt::format("rank {} on {}: {}", f.rank, f.host, f.kind.empty() ? "failed" : f.kind);
+  // "exit_code (exit code 1)" says it twice: only what follows the code, if anything.
+  std::string_view cause = f.cause;
+  const std::string code = fmt::format("exit code {}", f.exit_code);
+  if (cause.substr(0, code.size()) == code) cause.remove_prefix(std::min(cause.size(), code.size() + 2));
+  if (!cause.empty()) text += fmt::format(" ({})", cause);
+  return text;
+}
+
+RestartPolicy::RestartPolicy(int max_restarts, RestartSettings settings, int restarts_used, double now)
+    : max_restarts_(max_restarts), settings_(settings), restarts_(static_cast<std::size_t>(std::max(restarts_used, 0)), now) {}
+
+int RestartPolicy::restarts_counted(double now) const {
+  if (settings_.window <= 0) return static_cast<int>(restarts_.size());
+  return static_cast<int>(std::count_if(restarts_.begin(), restarts_.end(),
+                                        [&](double at) { return at > now - settings_.window; }));
+}
+
+RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed, double now) {
+  const std::string exception =
+      root.kind == "python_exception" && !root.exception.empty() ? fmt::format("{} at {}", root.exception, root.location) : "";
+  const bool same_again = !progressed && !exception.empty() && exception == last_exception_;
+  last_exception_ = exception;
+  no_progress_ = progressed ? 0 : no_progress_ + 1;
+  if (settings_.window > 0) {
+    while (!restarts_.empty() && restarts_.front() <= now - settings_.window) restarts_.pop_front();
+  }
+
+  RestartDecision d;
+  const int counted = restarts_counted(now);
+  if (counted >= max_restarts_) {
+    d.budget_spent = true;
+    if (max_restarts_ > 0) {
+      d.reason = settings_.window > 0
+                     ? fmt::format("not restarting: the {} restarts of --max_restarts within --restart_window={:g} s "
+                                   "are spent",
+                                   max_restarts_, settings_.window)
+                     : fmt::format("not restarting: the {} restarts of --max_restarts are spent", max_restarts_);
+    }
+    return d;
+  }
+  if (!settings_.restart_on_any && !root.retryable) {
+    d.reason = fmt::format("not restarting: {}: running the same code again cannot fix a {}; --restart_on=any "
+                           "restarts it anyway",
+                           describe_kind(root), root.kind);
+    return d;
+  }
+  if (!settings_.restart_on_any && same_again) {
+    d.reason = fmt::format("not restarting: {}: the same {} twice in a row with no progress in between; "
+                           "--restart_on=any restarts it anyway",
+                           describe_kind(root), exception);
+    return d;
+  }
+  if (!progressed && settings_.crash_loop_limit > 0 && no_progress_ >= settings_.crash_loop_limit) {
+    d.reason = fmt::format("crash loop: {} failures in a row with no progress since their start (last: {}); "
+                           "fix the cause, or raise --crash_loop_limit (0: never stop)",
+                           no_progress_, describe_kind(root));
+    return d;
+  }
+  d.restart = true;
+  restarts_.push_back(now);
+  if (!progressed) d.backoff = std::min(std::ldexp(1.0, std::min(no_progress_ - 1, 30)), settings_.backoff_max);
+  const std::string budget =
+      settings_.window > 0 ? fmt::format("restart {} of {} within {:g} s", counted + 1, max_restarts_, settings_.window)
+                           : fmt::format("restart {} of {}", counted + 1, max_restarts_);
+  if (progressed) {
+    d.reason = fmt::format("{} after {}", budget, describe_kind(root));
+  } else {
+    d.reason = fmt::format("{} after {}; no progress since the start ({} in a row{}), waited {:g} s", budget,
+                           describe_kind(root), no_progress_,
+                           settings_.crash_loop_limit > 0 ? fmt::format(", the crash loop ends at {}", settings_.crash_loop_limit)
+                                                          : std::string(),
+                           d.backoff);
+  }
+  return d;
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,152 @@
+// The restart policy as tables: each scenario is the job's failed rounds in order, with the
+// decision each one must get. The clock is the test's: --restart_window with a fake clock.
+#include "core/restart_policy.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+namespace ddprun::elastic {
+namespace {
+
+struct Round {
+  double now;
+  const char* kind;
+  bool retryable;
+  const char* exception;  // "Type@file:line" for a Python exception, else ""
+  bool progressed;
+  // expected
+  bool restart;
+  double backoff;
+  const char* reason;  // a part of the reason
+};
+
+void play(int max_restarts, RestartSettings settings, const std::vector<Round>& rounds) {
+  RestartPolicy policy(max_restarts, settings, 0, 0);
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    const Round& r = rounds[i];
+    CAPTURE(i);
+    WorkerFailure f;
+    f.rank = 3;
+    f.host = "node7";
+    f.kind = r.kind;
+    f.retryable = r.retryable;
+    f.cause = "the cause";
+    const std::string exception = r.exception;
+    if (!exception.empty()) {
+      f.exception = exception.substr(0, exception.find('@'));
+      f.location = exception.substr(exception.find('@') + 1);
+    }
+    const RestartDecision d = policy.decide(f, r.progressed, r.now);
+    CHECK(d.restart == r.restart);
+    CHECK(d.backoff == r.backoff);
+    CAPTURE(d.reason);
+    CHECK(d.reason.find(r.reason) != std::string::npos);
+  }
+}
+
+RestartSettings settings(double backoff_max = 60, int crash_loop_limit = 5, double window = 0, bool any = false) {
+  RestartSettings s;
+  s.backoff_max = backoff_max;
+  s.crash_loop_limit = crash_loop_limit;
+  s.window = window;
+  s.restart_on_any = any;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("what a restart cannot fix is not restarted, whatever --max_restarts says") {
+  play(100, settings(), {
+      {0, "syntax_error", false, "", false, false, 0,
+       "not restarting: rank 3 on node7: syntax_error (the cause): running the same code again cannot fix a "
+       "syntax_error; --restart_on=any restarts it anyway"},
+  });
+  play(100, settings(), {{0, "import_error", false, "", false, false, 0, "cannot fix a import_error"}});
+  play(100, settings(), {{0, "config_error", false, "", true, false, 0, "cannot fix a config_error"}});  // a user rule
+  // --restart_on=any: restarted, still with the crash-loop backoff.
+  play(100, settings(60, 5, 0, true), {{0, "syntax_error", false, "", false, true, 1, "restart 1 of 100"}});
+}
+
+TEST_CASE("the same Python exception at the same place twice with no progress: not restarted") {
+  play(100, settings(), {
+      {0, "python_exception", true, "KeyError@train.py:12", false, true, 1, "restart 1 of 100 after rank 3"},
+      {5, "python_exception", true, "KeyError@train.py:12", false, false, 0,
+       "the same KeyError at train.py:12 twice in a row with no progress in between; --restart_on=any"},
+  });
+  play(100, settings(), {
+      {0, "python_exception", true, "KeyError@train.py:12", false, true, 1, "restart 1"},
+      {5, "python_exception", true, "KeyError@train.py:40", false, true, 2, "restart 2"},  // elsewhere
+      {9, "python_exception", true, "ValueError@train.py:40", false, true, 4, "restart 3"},  // another type
+      {20, "python_exception", true, "ValueError@train.py:40", true, true, 0, "restart 4"},  // progress between
+      // Progress in the round before does not count: none came between these two failures.
+      {30, "python_exception", true, "ValueError@train.py:40", false, false, 0, "the same ValueError at train.py:40 twice"},
+  });
+  play(100, settings(60, 5, 0, true), {
+      {0, "python_exception", true, "KeyError@a.py:1", false, true, 1, "restart 1"},
+      {5, "python_exception", true, "KeyError@a.py:1", false, true, 2, "restart 2"},
+  });
+}
+
+TEST_CASE("a crash loop backs off 1, 2, 4 ... s and stops after --crash_loop_limit failures in a row") {
+  play(100, settings(), {
+      {0, "exit_code", true, "", false, true, 1, "restart 1 of 100 after rank 3 on node7: exit_code (the cause); no "
+                                                 "progress since the start (1 in a row, the crash loop ends at 5), "
+                                                 "waited 1 s"},
+      {2, "exit_code", true, "", false, true, 2, "(2 in a row"},
+      {5, "exit_code", true, "", false, true, 4, "(3 in a row"},
+      {10, "exit_code", true, "", false, true, 8, "(4 in a row"},
+      {19, "exit_code", true, "", false, false, 0,
+       "crash loop: 5 failures in a row with no progress since their start (last: rank 3 on node7: exit_code (the "
+       "cause)); fix the cause, or raise --crash_loop_limit (0: never stop)"},
+  });
+  // Progress resets the count and waits nothing; the backoff is capped.
+  play(100, settings(3, 0), {
+      {0, "segfault", true, "", false, true, 1, "restart 1"},
+      {1, "segfault", true, "", false, true, 2, "restart 2"},
+      {3, "segfault", true, "", false, true, 3, "restart 3"},
+      {9, "segfault", true, "", false, true, 3, "(4 in a row), waited 3 s"},  // 0: no crash-loop end
+      {20, "nccl_error", true, "", true, true, 0, "restart 5 of 100 after rank 3 on node7: nccl_error (the cause)"},
+      {21, "segfault", true, "", false, true, 1, "(1 in a row"},
+  });
+  play(100, settings(0, 2), {
+      {0, "abort", true, "", false, true, 0, "restart 1"},  // --restart_backoff_max=0: no wait
+      {1, "abort", true, "", false, false, 0, "crash loop: 2 failures"},
+  });
+}
+
+TEST_CASE("--max_restarts is spent first; with --restart_window only recent restarts count") {
+  play(0, settings(), {{0, "syntax_error", false, "", false, false, 0, ""}});  // the default: no line of its own
+  play(2, settings(60, 0), {
+      {0, "exit_code", true, "", true, true, 0, "restart 1 of 2"},
+      {10, "exit_code", true, "", true, true, 0, "restart 2 of 2"},
+      {20, "exit_code", true, "", true, false, 0, "not restarting: the 2 restarts of --max_restarts are spent"},
+  });
+  // A job that fails once a day survives with --max_restarts=3 --restart_window=86400.
+  const double day = 86400;
+  play(3, settings(60, 0, day), {
+      {0.5 * day, "nccl_error", true, "", true, true, 0, "restart 1 of 3 within 86400 s"},
+      {1.5 * day, "nccl_error", true, "", true, true, 0, "restart 1 of 3 within 86400 s"},  // the first is out
+      {2.5 * day, "nccl_error", true, "", true, true, 0, "restart 1 of 3"},
+      {2.6 * day, "nccl_error", true, "", true, true, 0, "restart 2 of 3"},
+      {2.7 * day, "nccl_error", true, "", true, true, 0, "restart 3 of 3"},
+      {2.8 * day, "nccl_error", true, "", true, false, 0,
+       "not restarting: the 3 restarts of --max_restarts within --restart_window=86400 s are spent"},
+  });
+  // Without the window the same job ends at its 4th failure.
+  play(3, settings(60, 0), {
+      {0.5 * day, "nccl_error", true, "", true, true, 0, "restart 1 of 3"},
+      {1.5 * day, "nccl_error", true, "", true, true, 0, "restart 2 of 3"},
+      {2.5 * day, "nccl_error", true, "", true, true, 0, "restart 3 of 3"},
+      {3.5 * day, "nccl_error", true, "", true, false, 0, "are spent"},
+  });
+}
+
+TEST_CASE("restarts an earlier coordinator made count, at the time it took over") {
+  RestartPolicy policy(2, settings(60, 0, 100), 2, 50);
+  CHECK(policy.restarts_counted(50) == 2);
+  CHECK(policy.restarts_counted(151) == 0);
+}
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,79 @@
+// The processes below a worker: the tree of a real shell that runs Python as a child, found by
+// the program each process runs.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "process/process_tree.hpp"
+
+using namespace ddprun::launcher;
+
+namespace {
+
+pid_t start(const char* script) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::setpgid(0, 0);
+    ::execl("/bin/sh", "sh", "-c", script, nullptr);
+    ::_exit(127);
+  }
+  ::setpgid(child, child);
+  return child;
+}
+
+void stop(pid_t child) {
+  ::kill(-child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
+// Waits (at most 10 s) until `child` has a descendant that runs Python: the shell forked it, and
+// it execed the interpreter.
+pid_t wait_for_python(pid_t child) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  pid_t python = 0;
+  while ((python = python_process(child)) == 0 && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return python;
+}
+
+}  // namespace
+
+TEST_CASE("a shell that runs python3 as a child: the tree, and the Python process in it") {
+  // "; exit" keeps sh from exec'ing python3 in its own place.
+  const pid_t shell = start("python3 -c 'import time; time.sleep(60)'; exit 3");
+  const pid_t python = wait_for_python(shell);
+  REQUIRE(python != 0);
+  CHECK(python != shell);
+  CHECK_FALSE(runs_python(shell));
+  CHECK(runs_python(python));
+  const auto tree = process_tree(shell);
+  REQUIRE(tree.size() == 2);
+  CHECK(tree[0] == shell);
+  CHECK(tree[1] == python);
+  CHECK(children_of(shell) == std::vector<pid_t>{python});
+  stop(shell);
+}
+
+TEST_CASE("a shell that execs python3: the worker itself is the Python process") {
+  const pid_t worker = start("exec python3 -c 'import time; time.sleep(60)'");
+  CHECK(wait_for_python(worker) == worker);
+  stop(worker);
+}
+
+TEST_CASE("no Python anywhere in the tree: none") {
+  const pid_t worker = start("sleep 60 & sleep 60; exit 0");
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (process_tree(worker).size() < 3 && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(process_tree(worker).size() == 3);
+  CHECK(python_process(worker) == 0);
+  stop(worker);
+}

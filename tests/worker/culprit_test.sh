@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Naming the right rank of a hang (issue 26, item 4), with this build's PyTorch (TORCH_PYTHON),
+# gloo, 2 ranks, and a script with no heartbeat code: rank 1 sleeps before an all_reduce that
+# rank 0 waits in. Rank 0, the victim, beat when it entered the collective; rank 1 did not. From
+# the progress records that ddprun's module keeps (which collective each rank entered, and
+# whether it is inside it), ddprun names rank 1 and says what rank 0 waits in:
+#  1. the issue's command line, --hang_timeout=10 (--hang_startup=60 rather than its 10: torch
+#     2.11's import alone took longer on the loaded CI VM, and a rank that has not started yet
+#     cannot be told from one that hangs; both ranks beat long before either limit), rank 1
+#     asleep after 11 all_reduces: "rank 1 hung: rank 0 waits in all_reduce #N; rank 1 has not
+#     entered it: last in all_reduce #N-1; no progress for ...", rank 1 the root cause, its stack
+#     where it sleeps (py-spy, if installed);
+#  2. --hang_timeout=10 alone, rank 1 asleep before its first all_reduce: found within the 10 s
+#     of rank 0's wait (not after --hang_startup's 600 s), rank 1 named;
+#  3. two nodes of 2 ranks: node 0 names rank 1; on node 1 ranks 2 and 3 both wait, so it says
+#     the rank they wait for is elsewhere; both nodes give rank 1 as the root cause (its failure
+#     is dated no later than the first wait began, before the waiting ranks of node 1).
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+"$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "$TORCH_PYTHON has no torch.distributed"
+export PYTHON_EXEC=$TORCH_PYTHON
+source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
+[[ -x "$TORCH2_VENV/bin/py-spy" ]] && export PATH="$PATH:$TORCH2_VENV/bin"
+unset PYTHONPATH
+
+# sleeper.py OUT BEFORE: BEFORE all_reduces, then rank 1 sleeps in rank_one_sleeps() while rank 0
+# writes OUT/waiting (the time) and enters the next all_reduce.
+cat >"$T/sleeper.py" <<'PY'
+import os, sys, time
+import torch
+import torch.distributed as dist
+
+def rank_one_sleeps():
+    time.sleep(3600)
+
+out, before = sys.argv[1], int(sys.argv[2])
+dist.init_process_group("gloo")
+for _ in range(before):
+    dist.all_reduce(torch.ones(4))
+if dist.get_rank() == 1:
+    rank_one_sleeps()
+with open(os.path.join(out, "waiting"), "w") as f:
+    f.write(repr(time.time()))
+dist.all_reduce(torch.ones(4))
+PY
+
+# 1. The issue's command line.
+mkdir "$T/late"
+run_ddprun late --nproc_per_node=2 --hang_timeout=10 --hang_startup=60 --event_log="$T/late.jsonl" \
+  "$T/sleeper.py" "$T/late" 11
+expect_eq "$RC" 124 "exit code ($(cat "$T/late.err"))"
+expect_in "$T/late.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+; no progress for [0-9.]+ s \(hang timeout 10\.0 s\); collecting the stacks of 2 workers$"
+waited=$(sed -nE 's/.*rank 0 waits in all_reduce #([0-9]+);.*/\1/p' "$T/late.err" | head -1)
+last=$(sed -nE 's/.*last in all_reduce #([0-9]+);.*/\1/p' "$T/late.err" | head -1)
+expect_eq "$last" "$((waited - 1))" "the collective rank 1 was last in, against the one rank 0 waits in"
+expect_not_in "$T/late.err" "ranks 0, 1 hung|rank 0 hung"
+expect_in "$T/late.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+expect_in "$T/late.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"rank":1'
+stacks=" (no py-spy: stacks not checked)"
+if command -v py-spy >/dev/null; then
+  expect_in "$T/late.err" "^        rank_one_sleeps \(.*sleeper.py:[0-9]+\)"
+  stacks=", its stack in rank_one_sleeps"
+fi
+wait_for 20 no_leftovers
+ok "--hang_timeout=10 --hang_startup=60: rank 1 named (rank 0 waits in all_reduce #$waited, rank 1 last in #$last)$stacks"
+
+# 2. --hang_timeout alone: rank 1 never entered any collective, and never beat.
+mkdir "$T/first"
+run_ddprun first --nproc_per_node=2 --hang_timeout=10 --event_log="$T/first.jsonl" "$T/sleeper.py" "$T/first" 0
+expect_eq "$RC" 124 "exit code ($(cat "$T/first.err"))"
+expect_in "$T/first.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: (no collective entered yet; no progress since it started [0-9.]+ s ago|last in [a-z_]+ #[0-9]+; no progress for [0-9.]+ s .*); collecting"
+expect_in "$T/first.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
+delay=$(hang_delay "$T/first.jsonl" 1 "$T/first/waiting")
+within 9.5 16 "$delay" || fail "rank 1 named ${delay} s after rank 0 began to wait (--hang_timeout=10)"
+wait_for 20 no_leftovers
+ok "--hang_timeout=10 alone: rank 1, which never beat, named ${delay} s after rank 0 began to wait"
+
+# 3. Two nodes: only node 0 sees rank 1's record; both agree on the root cause.
+mkdir "$T/nodes"
+port=$(( 20000 + RANDOM % 20000 ))
+common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$port --hang_timeout=5)
+"$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$T/sleeper.py" "$T/nodes" 11 >"$T/b.out" 2>"$T/b.err" &
+pid_b=$!
+"$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 "$T/sleeper.py" "$T/nodes" 11 >"$T/a.out" 2>"$T/a.err" &
+pid_a=$!
+rc_a=0; wait $pid_a || rc_a=$?
+rc_b=0; wait $pid_b || rc_b=$?
+expect_eq "$rc_a/$rc_b" 124/124 "exit codes of the two nodes"
+expect_in "$T/a.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+"
+expect_in "$T/b.err" "^ddprun: ranks 2, 3 wait in all_reduce #[0-9]+; every rank on this node entered it"
+for n in a b; do expect_in "$T/$n.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"; done
+wait_for 20 no_leftovers
+ok "two nodes: node 0 names rank 1, node 1 says its ranks wait for another node's, both give rank 1 as the root cause"
