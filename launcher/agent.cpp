@@ -110,7 +110,7 @@ class Agent::Impl {
       const fs::path folder = fs::path(timer_file).parent_path();
       if (!folder.empty()) fs::create_directories(folder);
       watchdog_ = std::make_unique<Watchdog>(io_, config_.hang_timeout, quiet_warning_seconds(environ_), timer_file,
-                                             watchdog_handlers(), status_ != nullptr);
+                                             watchdog_handlers(), status_ != nullptr, guard.take_inotify());
     } catch (const std::system_error& e) {
       throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file, e.code().message(),
                                            env::kEnableFileTimer));
@@ -295,6 +295,7 @@ class Agent::Impl {
     announced_restarts_.insert(round_.restart_count);
     further_failures_.clear();
     grace_timer_.cancel();
+    round_open_ = true;
     hangs_->start_round(attempt_);
     // The heartbeat files are watched before any worker starts: a fast worker's first beats
     // would otherwise go unseen, and a rank that beat early and then stopped would look like
@@ -464,10 +465,15 @@ class Agent::Impl {
   }
 
   // The round's workers are gone: take what is left in their pipes and clear their groups.
+  // Once per round: the report of its end and an exit right after it both ask for it (an exit
+  // also ends a round that was not reported, stopped by a signal or by the job's end).
   void end_round() {
+    if (!round_open_) return;
+    round_open_ = false;
     grace_timer_.cancel();
     watchdog_->end_round();
     group_.end_round();
+    events_.write("round_ended", {{"round", round_.round}});
   }
 
   void exit_job() {
@@ -668,6 +674,7 @@ class Agent::Impl {
   int attempt_ = 0;
   std::vector<elastic::WorkerFailure> further_failures_;
   bool round_assigned_ = false;
+  bool round_open_ = false;  // workers were started and their round has not ended yet
   int spare_place_ = 0;  // this node waits as hot spare number N (rendezvous' spare); 0: it does not
   int hangs_found_ = 0;
   std::map<std::string, int> failures_by_kind_;  // this node's worker failures (/metrics)

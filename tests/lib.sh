@@ -83,6 +83,10 @@ run_ddprun() {
   set -e
 }
 
+# round_events FILE: the rounds' starts and ends and the exit in an --event_log, in order, each
+# followed by a space.
+round_events() { grep -o '"event":"\(round_started\|round_ended\|exit\)"' "$1" | cut -d'"' -f4 | tr '\n' ' '; }
+
 # worker NAME <<'EOF' ... EOF: writes an executable sh script $T/NAME.
 worker() { cat >"$T/$1"; chmod +x "$T/$1"; }
 

@@ -10,11 +10,11 @@
 
 namespace ddprun::launcher {
 
-HeartbeatFiles::HeartbeatFiles(asio::io_context& io, std::function<void(int)> beat)
+HeartbeatFiles::HeartbeatFiles(asio::io_context& io, UniqueFd instance, std::function<void(int)> beat)
     : inotify_(io), beat_(std::move(beat)) {
-  const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "inotify_init1");
-  inotify_.assign(fd);
+  if (!instance) instance.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!instance) throw std::system_error(errno, std::generic_category(), "inotify_init1");
+  inotify_.assign(instance.release());
   wait();
 }
 

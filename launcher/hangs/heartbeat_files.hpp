@@ -9,12 +9,15 @@
 
 #include <asio/posix/stream_descriptor.hpp>
 
+#include "process/unique_fd.hpp"
+
 namespace ddprun::launcher {
 
 class HeartbeatFiles {
  public:
-  // `beat(local_rank)` runs on the event loop for each beat.
-  HeartbeatFiles(asio::io_context& io, std::function<void(int)> beat);
+  // `beat(local_rank)` runs on the event loop for each beat. `instance`: the inotify instance to
+  // use (OrphanGuard::take_inotify(), whose close is cheap); invalid: one is made here.
+  HeartbeatFiles(asio::io_context& io, UniqueFd instance, std::function<void(int)> beat);
   ~HeartbeatFiles();
   HeartbeatFiles(const HeartbeatFiles&) = delete;
   HeartbeatFiles& operator=(const HeartbeatFiles&) = delete;

@@ -10,14 +10,14 @@
 namespace ddprun::launcher {
 
 Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, double quiet_after,
-                   const std::string& timer_file, Handlers handlers, bool beats_shown)
+                   const std::string& timer_file, Handlers handlers, bool beats_shown, UniqueFd heartbeat_watch)
     : timer_(io), policy_(setting, quiet_after), handlers_(std::move(handlers)) {
   // Beats feed the hang timeout, the quiet warning and the status server's view, nothing else.
-  // Without any no inotify instance is made: closing one that had watches waits for the kernel's
-  // mark reaper (an SRCU grace period), 12 ms of ddprun's exit under strace on the loaded 2-core
-  // VM. The quiet warning is on by default (--hang_timeout off), so a default run pays it.
+  // Without any no watch is made. The quiet warning is on by default (--hang_timeout off), so a
+  // default run watches them.
   if (policy_.enabled() || policy_.warns_quiet() || beats_shown) {
-    files_ = std::make_unique<HeartbeatFiles>(io, [this](int local_rank) { file_beat(local_rank); });
+    files_ = std::make_unique<HeartbeatFiles>(io, std::move(heartbeat_watch),
+                                              [this](int local_rank) { file_beat(local_rank); });
   }
   if (!timer_file.empty()) {
     file_timers_ = std::make_unique<FileTimerServer>(io, timer_file, [this](const ExpiredTimer& expired) {

@@ -169,6 +169,7 @@ std::optional<Containment::MemoryEvents> Containment::memory_events() const {
 
 void Containment::prepare_round() {
   if (path_.empty() || !round_path_.empty()) return;
+  emptied_ = false;
   round_path_ = path_ + "/round." + std::to_string(++rounds_);
   if (::mkdir(round_path_.c_str(), 0755) == 0) {
     round_dir_.reset(::open(round_path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -191,7 +192,12 @@ Containment::~Containment() {
   round_dir_.reset();
   round_procs_.reset();
   procs_.reset();
-  remove_cgroup(path_);
+  // The last round's end killed and waited for everything already: no second cgroup.kill.
+  if (emptied_) {
+    remove_tree(path_);
+  } else {
+    remove_cgroup(path_);
+  }
 }
 
 void Containment::kill_cgroup(const std::string& path) {
@@ -247,7 +253,7 @@ void Containment::kill_all(const std::set<pid_t>& keep) {
   if (!path_.empty()) {
     kill_cgroup(path_);
     // Wait (briefly) until they are gone, so the next round's workers meet none of them.
-    wait_empty(path_, std::chrono::seconds(1));
+    emptied_ = wait_empty(path_, std::chrono::seconds(1));
     // A killed cgroup is not reused: clone3 into a cgroup once killed gives a child that is
     // SIGKILLed at birth (Linux 6.18 compares the cgroup's kill count with that of the parent's
     // own cgroup), so each round's workers start in a new one (prepare_round()).

@@ -80,6 +80,7 @@ class Containment {
   std::string round_path_;
   UniqueFd round_dir_;
   UniqueFd round_procs_;
+  bool emptied_ = true;  // no worker was put in since the last kill_all() saw the cgroup empty
   std::string why_not_;
 };
 

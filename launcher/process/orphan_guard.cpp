@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -62,13 +63,14 @@ struct Message {
 OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& private_folder,
                                const std::function<void()>& chores) {
   Pipe pipe = Pipe::create();
+  UniqueFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));  // inherited by the guard
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork (orphan guard)");
   if (pid == 0) {
     pipe.write_end.reset();
     run_guard(pipe.read_end.get(), cgroup, private_folder, chores);
   }
-  return OrphanGuard(std::move(pipe.write_end), pid);
+  return OrphanGuard(std::move(pipe.write_end), pid, std::move(inotify));
 }
 
 void OrphanGuard::watch(pid_t process_group) { send('+', process_group); }

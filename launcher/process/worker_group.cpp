@@ -75,8 +75,36 @@ void WorkerGroup::plan_numa_binding() {
 
 namespace {
 
-// A worker's folder under the files root (and the log folder): attempt_N/rank_R.
+// A worker's own files, each named once.
+constexpr const char* kErrorFileName = "error.json";
+constexpr const char* kHeartbeatFileName = "heartbeat";
+constexpr const char* kStacksFileName = "stacks.txt";
+constexpr const char* kWorkerFileNames[] = {kErrorFileName, kHeartbeatFileName, kStacksFileName};
+
+// A worker's folder in the log folder: attempt_N/rank_R, torchrun's layout.
 std::string rank_folder(int attempt, int rank) { return fmt::format("attempt_{}/rank_{}", attempt, rank); }
+
+// Where the worker of `rank` keeps its own files (error file, heartbeat, stacks) in this
+// attempt: a path to which "error.json" and the others are appended. In a log folder, the
+// attempt_N/rank_R/ folder, emptied of an earlier run's files. In the private folder, which no
+// one reads after ddprun, flat names (rank_R.error.json): a folder per worker costs a block on
+// the disk, and on ext4 mounted with `discard` (this project's VM) every rmdir at exit waits
+// for the device to discard that block: 22 ms to make and remove 8 rank folders and their
+// heartbeat files, against 3 ms flat (scripts/bench/phases.py, README). A restarted worker
+// must not find the files of the attempt before, so they are removed.
+std::string worker_files_prefix(const RunPaths& paths, int attempt, int rank) {
+  std::error_code ec;
+  if (!paths.logs_root.empty()) {
+    const fs::path dir = fs::path(paths.logs_root) / rank_folder(attempt, rank);
+    fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
+    fs::create_directories(dir, ec);
+    if (ec) throw std::system_error(ec, "cannot create " + dir.string());
+    return dir.string() + "/";
+  }
+  const std::string prefix = fmt::format("{}/rank_{}.", paths.private_root, rank);
+  for (const char* name : kWorkerFileNames) ::unlink((prefix + name).c_str());
+  return prefix;
+}
 
 }  // namespace
 
@@ -91,14 +119,10 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     w->local_rank = local_rank;
     w->rank = round.base_rank + local_rank;
     if (!paths_.files_root().empty()) {
-      const fs::path dir = fs::path(paths_.files_root()) / rank_folder(attempt, w->rank);
-      std::error_code ec;
-      fs::remove_all(dir, ec);  // a re-used log dir must not show an older attempt's files
-      fs::create_directories(dir, ec);
-      if (ec) throw std::system_error(ec, "cannot create " + dir.string());
-      w->error_file = (dir / "error.json").string();
-      w->heartbeat_file = (dir / "heartbeat").string();
-      w->stacks_file = (dir / "stacks.txt").string();
+      const std::string prefix = worker_files_prefix(paths_, attempt, w->rank);
+      w->error_file = prefix + kErrorFileName;
+      w->heartbeat_file = prefix + kHeartbeatFileName;
+      w->stacks_file = prefix + kStacksFileName;
       heartbeat_files.push_back(w->heartbeat_file);
     }
     prepared.push_back(std::move(w));

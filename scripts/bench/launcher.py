@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Launcher benchmark: ddprun next to torchrun, same machine, same run.
 
-  scripts/bench/launcher.py [--torch 1.13|2] [--ddprun build/launcher/ddprun] [--runs 30]
+  scripts/bench/launcher.py [--torch 1.13|2] [--ddprun build/launcher/ddprun ...] [--runs 30]
 
 --torch picks the torchrun: 1.13 (default) is Debian's python3-torch, run with
 --redirects 9:1 --tee 9:1 (it fails under Python 3.11 without them; they redirect nothing) and
@@ -12,7 +12,9 @@
 Prints three tables:
   1. start-to-exit time for N trivial workers (/bin/true): launch, supervise, exit; next to a
      bare posix_spawn of N (a C program that spawns them and waits for them), run in turn with
-     ddprun (paired: one of each, --runs times) so that a change of load falls on both;
+     ddprun (paired: one of each, --runs times) so that a change of load falls on both; with
+     several --ddprun (a build before a change and one after it), each of them in turn, with a
+     row of its own;
   2. crash-to-restarted latency: from a worker's exit(1) to the restarted worker's main(), as
      measured and minus the worker's own start-up (exec of a tiny C program, measured
      separately), with the slowest ddprun run and the fastest torchrun run;
@@ -53,29 +55,31 @@ def with_free_port(run):
     raise SystemExit("bench/launcher.py: torchrun failed 5 times in a row")
 
 
-def start_to_exit(ddprun, torchrun_cmd, bare_spawn, runs, torch_runs):
+def start_to_exit(ddpruns, torchrun_cmd, bare_spawn, runs, torch_runs):
     env = env_for_runs()
     counts = (1, 2, 4, 8)
-    d = {n: [] for n in counts}
+    d = {(ddprun, n): [] for ddprun in ddpruns for n in counts}
     b = {n: [] for n in counts}
     for _ in range(runs):
         for n in counts:
-            d[n].append(timed([ddprun, f"--nproc_per_node={n}", "/bin/true"], env))
+            for ddprun in ddpruns:
+                d[ddprun, n].append(timed([ddprun, f"--nproc_per_node={n}", "/bin/true"], env))
             b[n].append(timed([bare_spawn, str(n), "/bin/true"], env))
     rows = []
     for n in counts:
         t = [with_free_port(lambda port: timed(torchrun_cmd + [f"--nproc_per_node={n}", f"--master_port={port}",
                                                                "--no_python", "/bin/true"], env))
              for _ in range(torch_runs)]
-        ratios = [x / y for x, y in zip(d[n], b[n])]
-        rows.append((n, statistics.median(d[n]) * 1e3, statistics.median(b[n]) * 1e3,
-                     statistics.median(ratios), statistics.median(t) * 1e3))
+        for i, ddprun in enumerate(ddpruns):
+            ratios = [x / y for x, y in zip(d[ddprun, n], b[n])]
+            rows.append((n, i + 1, statistics.median(d[ddprun, n]) * 1e3, statistics.median(b[n]) * 1e3,
+                         statistics.median(ratios), statistics.median(t) * 1e3))
     print("\n1. start-to-exit time, N workers of /bin/true (median; ddprun and a bare posix_spawn of N "
           "in turn, ratio: median of the pairs' ratios)")
-    print(f"{'workers':>8} {'ddprun ms':>10} {'spawn ms':>9} {'ddprun/spawn':>13} {'torchrun ms':>12} "
+    print(f"{'workers':>8} {'ddprun':>7} {'ddprun ms':>10} {'spawn ms':>9} {'ddprun/spawn':>13} {'torchrun ms':>12} "
           f"{'torchrun/ddprun':>16}")
-    for n, dm, bm, ratio, tm in rows:
-        print(f"{n:>8} {dm:>10.2f} {bm:>9.2f} {ratio:>12.2f}x {tm:>12.1f} {tm / dm:>15.0f}x")
+    for n, which, dm, bm, ratio, tm in rows:
+        print(f"{n:>8} {which:>7} {dm:>10.2f} {bm:>9.2f} {ratio:>12.2f}x {tm:>12.1f} {tm / dm:>15.0f}x")
 
 
 def restart_latency(ddprun, torchrun_cmd, worker, runs, torch_runs):
@@ -145,10 +149,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--torch", choices=TORCH_VERSIONS, default="1.13",
                     help="whose torchrun: 1.13 (Debian's python3) or 2 (the venv's python)")
-    ap.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
+    ap.add_argument("--ddprun", action="append",
+                    help="a ddprun to measure (repeatable: table 1 measures each, the others the first); "
+                         "default build/launcher/ddprun")
     ap.add_argument("--runs", type=int, default=30, help="runs per ddprun figure")
     ap.add_argument("--torch-runs", type=int, default=3, help="runs per torchrun figure (slow)")
     args = ap.parse_args()
+    ddpruns = args.ddprun or [os.path.join(ROOT, "build", "launcher", "ddprun")]
     if shutil.which("gcc") is None:
         sys.exit("bench/launcher.py: needs gcc for the crash-latency worker")
     command, fixes = torchrun(args.torch)
@@ -159,12 +166,13 @@ def main():
         worker = compile_worker(tmp)
         bare_spawn = compile_bare_spawn(tmp)
         load = os.getloadavg()[0]
-        print(f"machine: {os.cpu_count()} cores, {os.uname().release}, load average {load:.2f}; "
-              f"ddprun {args.ddprun}")
+        print(f"machine: {os.cpu_count()} cores, {os.uname().release}, load average {load:.2f}")
+        for i, ddprun in enumerate(ddpruns):
+            print(f"ddprun {i + 1}: {ddprun}")
         print(f"torchrun: torch {version}, {' '.join(torchrun_cmd)}")
-        start_to_exit(args.ddprun, torchrun_cmd, bare_spawn, args.runs, args.torch_runs)
-        restart_latency(args.ddprun, torchrun_cmd, worker, args.runs, args.torch_runs)
-        peak_memory(args.ddprun, torchrun_cmd)
+        start_to_exit(ddpruns, torchrun_cmd, bare_spawn, args.runs, args.torch_runs)
+        restart_latency(ddpruns[0], torchrun_cmd, worker, args.runs, args.torch_runs)
+        peak_memory(ddpruns[0], torchrun_cmd)
         print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Where the milliseconds of a ddprun run go: start to exit of N trivial workers, by phase.
 
-    scripts/bench/phases.py [--ddprun build/launcher/ddprun] [--nproc 2] [--runs 30]
+    scripts/bench/phases.py [--ddprun build/launcher/ddprun ...] [--nproc 2] [--runs 30]
 
 Each run is `ddprun --nproc_per_node=N --event_log=FILE /bin/true`, timed from just before its
 exec to just after it is reaped (a Python subprocess.run, as scripts/bench/launcher.py does);
@@ -20,7 +20,10 @@ the event log's timestamps (wall clock, taken inside ddprun) split that time int
 
 Runs with ddprun's cgroup (where it can make one) and with DDPRUN_CGROUP=0 alternate, and so
 does a bare posix_spawn of N (a C program that spawns N /bin/true and waits), for scale.
-Medians over --runs of each.
+Medians over --runs of each; the last row is each total over the bare spawn's, the median of
+the ratios of runs made one after the other. Give several --ddprun (a build before a change and
+one after it) to compare them in one run: each round runs every build in each mode in turn, so
+a change of the machine's load falls on all of them alike.
 """
 import argparse
 import json
@@ -52,31 +55,40 @@ def one_run(ddprun, nproc, log, env):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
+    ap.add_argument("--ddprun", action="append",
+                    help="a ddprun to measure (repeatable); default build/launcher/ddprun")
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--runs", type=int, default=30)
     args = ap.parse_args()
+    ddpruns = args.ddprun or [os.path.join(ROOT, "build", "launcher", "ddprun")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    modes = {"cgroup": dict(env, DDPRUN_CGROUP="1"), "DDPRUN_CGROUP=0": dict(env, DDPRUN_CGROUP="0")}
+    cgroup_modes = {"cgroup": dict(env, DDPRUN_CGROUP="1"), "DDPRUN_CGROUP=0": dict(env, DDPRUN_CGROUP="0")}
+    # One column per build and mode: (name, ddprun, environment).
+    columns = [(name if len(ddpruns) == 1 else f"{name}, {i + 1}", ddprun, mode_env)
+               for i, ddprun in enumerate(ddpruns) for name, mode_env in cgroup_modes.items()]
     with tempfile.TemporaryDirectory() as tmp:
         bare = compile_bare_spawn(tmp)
         log = os.path.join(tmp, "events.jsonl")
-        rows = {mode: [] for mode in modes}
+        rows = {name: [] for name, _, _ in columns}
         bare_times = []
         for _ in range(args.runs):
-            for mode, mode_env in modes.items():
-                rows[mode].append(one_run(args.ddprun, args.nproc, log, mode_env))
+            for name, ddprun, mode_env in columns:
+                rows[name].append(one_run(ddprun, args.nproc, log, mode_env))
             t0 = time.perf_counter()
             subprocess.run([bare, str(args.nproc), "/bin/true"], env=env, check=True)
             bare_times.append(time.perf_counter() - t0)
     print(f"{args.nproc} workers of /bin/true, median of {args.runs} runs of each, interleaved; "
-          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; ddprun {args.ddprun}")
-    print(f"| phase | {' | '.join(modes)} |")
-    print(f"|---|{'---|' * len(modes)}")
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    for i, ddprun in enumerate(ddpruns):
+        print(f"ddprun {i + 1}: {ddprun}")
+    print(f"| phase | {' | '.join(name for name, _, _ in columns)} |")
+    print(f"|---|{'---|' * len(columns)}")
     for i, phase in enumerate(PHASES + ("total",)):
-        cells = [f"{statistics.median(r[i] for r in rows[mode]) * 1e3:.2f} ms" for mode in modes]
+        cells = [f"{statistics.median(r[i] for r in rows[name]) * 1e3:.2f} ms" for name, _, _ in columns]
         print(f"| {phase} | {' | '.join(cells)} |")
-    print(f"| a bare posix_spawn of {args.nproc}, for scale | {statistics.median(bare_times) * 1e3:.2f} ms | |")
+    ratios = [f"{statistics.median(r[-1] / b for r, b in zip(rows[name], bare_times)):.2f}x" for name, _, _ in columns]
+    print(f"| total / a bare posix_spawn of {args.nproc} ({statistics.median(bare_times) * 1e3:.2f} ms) "
+          f"| {' | '.join(ratios)} |")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ port=$(sed -n 's/^MASTER_PORT=//p' "$T/env.0")
 [[ "$port" =~ ^[0-9]+$ ]] && (( port >= 1 && port <= 65535 )) || fail "MASTER_PORT '$port'"
 for r in 0 1 2; do
   errfile=$(sed -n 's/^TORCHELASTIC_ERROR_FILE=//p' "$T/env.$r")
-  [[ "$errfile" == */attempt_0/rank_$r/error.json ]] || fail "rank $r error file '$errfile'"
+  # In ddprun's private folder (no --log_dir), flat: a folder per rank costs a block on the disk.
+  [[ "$errfile" == */ddprun.*/rank_$r.error.json ]] || fail "rank $r error file '$errfile'"
   grep -v '^TORCHELASTIC_ERROR_FILE=' "$T/env.$r" > "$T/got.$r"
   cat > "$T/want.$r" <<ENV
 GROUP_RANK=0

@@ -29,7 +29,7 @@ TEST_CASE("heartbeat files: touching a rank's file is one beat of that rank") {
   asio::io_context io;
   const std::string dir = temp_dir();
   std::vector<int> beats;
-  HeartbeatFiles files(io, [&](int rank) { beats.push_back(rank); });
+  HeartbeatFiles files(io, UniqueFd(), [&](int rank) { beats.push_back(rank); });
   files.watch(0, dir + "/hb0");
   files.watch(1, dir + "/hb1");
   io.poll();

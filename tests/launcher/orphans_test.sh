@@ -53,9 +53,12 @@ setsid bash -c "touch $T/session.$RANK; exec -a $T/own-session sleep 300" &
 ( (touch "$T/daemon.$RANK"; exec -a "$T/daemon" sleep 300) & )
 for _ in $(seq 100); do [[ -f $T/session.$RANK && -f $T/daemon.$RANK ]] && break; sleep 0.05; done
 touch "$T/escaped.$RANK"
+# Both ranks' escapes exist before either ends: a failing rank stops the other, which on a
+# loaded machine may not have made its own yet (a rank waited 0.2 s before: a timeout, once).
+until [[ -f $T/escaped.0 && -f $T/escaped.1 ]]; do sleep 0.05; done
 case "$HOW" in
-  exit) sleep 0.2; exit 0 ;;
-  fail) sleep 0.2; exit 3 ;;
+  exit) exit 0 ;;
+  fail) exit 3 ;;
   *) exec -a "$T/worker" sleep 300 ;;
 esac
 SH

@@ -32,10 +32,16 @@ expect_in "$T/d.out" '^\[rank1\]: trained 1$'
 # Debian's torchrun 1.13 needs --redirects/--tee under Python 3.11 (see the notes); they
 # redirect nothing here.
 # torchrun's default port 29500 collides with any other torchrun on the host: give it a free one.
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-(cd "$T" && /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 --max_restarts=1 --master_port="$port" \
-  --rdzv_id=same --redirects 9:1 --tee 9:1 --log_dir "$T/tlogs" "$T/train.py" "$T/torchrun") \
-  >"$T/t.out" 2>"$T/t.err" || { cat "$T/t.err"; fail "the script failed under torchrun"; }
+# It binds it seconds later (its start-up, on a loaded machine), and meanwhile another process
+# may take it: then torchrun exits, and runs again with another.
+for attempt in 1 2 3; do
+  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  (cd "$T" && /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 --max_restarts=1 --master_port="$port" \
+    --rdzv_id=same --redirects 9:1 --tee 9:1 --log_dir "$T/tlogs" "$T/train.py" "$T/torchrun") \
+    >"$T/t.out" 2>"$T/t.err" && break
+  grep -qi "address already in use" "$T/t.err" && (( attempt < 3 )) || { cat "$T/t.err"; fail "the script failed under torchrun"; }
+  echo "torchrun's port $port was taken before it bound it; again with another"
+done
 
 /usr/bin/python3 - "$T" <<'PY'
 import json, sys

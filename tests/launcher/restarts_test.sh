@@ -13,13 +13,16 @@ fi
 [ "$RANK" = 0 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 30
 exit 0
 SH
-run_ddprun flaky --nproc_per_node=2 --max_restarts=2 "$T/flaky"
+run_ddprun flaky --nproc_per_node=2 --max_restarts=2 --event_log="$T/flaky.jsonl" "$T/flaky"
 expect_eq "$RC" 0 "crash then success"
 expect_eq "$(tr '\n' ' ' < "$T/attempts.0")" "0 1 " "rank 0 attempts"
 expect_eq "$(tr '\n' ' ' < "$T/attempts.1")" "0 1 " "rank 1 attempts"
 expect_in "$T/flaky.err" "rank 1 \(local rank 1\) failed: exit code 2; stopping the other workers"
 expect_in "$T/flaky.err" "restarting workers \(restart 1 of 2\)"
 ok "crash -> restart -> success, restart count visible"
+# Each round ends once, also the last one, which the job's end follows at once.
+expect_eq "$(round_events "$T/flaky.jsonl")" "round_started round_ended round_started round_ended exit " "rounds' ends"
+ok "each round ends once (round_ended), the last one too"
 
 worker always <<'SH'
 #!/bin/sh

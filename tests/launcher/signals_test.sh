@@ -13,13 +13,15 @@ SH
 all_ready() { [[ -f "$T/ready.0" && -f "$T/ready.1" ]]; }
 for sig in TERM INT HUP QUIT; do
   rm -f "$T"/ready.*
-  "$DDPRUN" --nproc_per_node=2 --shutdown_timeout=3 "$T/sleeper" >"$T/$sig.out" 2>"$T/$sig.err" &
+  "$DDPRUN" --nproc_per_node=2 --shutdown_timeout=3 --event_log="$T/$sig.jsonl" "$T/sleeper" >"$T/$sig.out" 2>"$T/$sig.err" &
   pid=$!
   wait_for 30 all_ready
   kill -s "$sig" "$pid"
   set +e; wait "$pid"; rc=$?; set -e
   expect_eq "$rc" "$((128 + $(kill -l "$sig")))" "exit code after SIG$sig"
   expect_in "$T/$sig.err" "stopped by SIG$sig"
+  # The round stopped by the signal ends once, in the exit (it is never reported).
+  expect_eq "$(round_events "$T/$sig.jsonl")" "round_started round_ended exit " "the round's end after SIG$sig"
   wait_for 10 no_leftovers
   ok "SIG$sig stops everything, exit $rc"
 done
