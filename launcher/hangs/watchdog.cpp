@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "ddprun/clocks.hpp"
+#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 
@@ -58,17 +59,15 @@ void Watchdog::progress(int local_rank, std::optional<long long> step) {
 
 ProgressRecord Watchdog::record(int local_rank) const {
   if (local_rank < 0 || static_cast<size_t>(local_rank) >= heartbeat_files_.size()) return {};
-  const int fd = ::open(heartbeat_files_[local_rank].c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  const auto read = [fd] {
+  const UniqueFd file(::open(heartbeat_files_[local_rank].c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) return {};
+  const auto read = [fd = file.get()] {
     std::string content(kProgressRecordBytes, '\0');
     const ssize_t n = ::pread(fd, content.data(), content.size(), 0);
     content.resize(n > 0 ? static_cast<size_t>(n) : 0);
     return content;
   };
-  auto record = read_stable(read);
-  ::close(fd);
-  return record.value_or(ProgressRecord{});
+  return read_stable(read).value_or(ProgressRecord{});
 }
 
 std::optional<long long> Watchdog::recorded_step(int local_rank) const {
