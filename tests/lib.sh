@@ -58,6 +58,17 @@ wait_for() {
   done
 }
 
+# torch_workers: for a test of Python workers in TORCH_PYTHON's PyTorch: skips without its torch,
+# makes it the workers' interpreter (PYTHON_EXEC) with no PYTHONPATH, and puts the py-spy of the
+# 2.x virtual environment (scripts/install-deps.sh --torch2) last in PATH where there is one.
+torch_workers() {
+  "$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "$TORCH_PYTHON has no torch.distributed"
+  export PYTHON_EXEC=$TORCH_PYTHON
+  unset PYTHONPATH
+  source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
+  if [[ -x "$TORCH2_VENV/bin/py-spy" ]]; then export PATH="$PATH:$TORCH2_VENV/bin"; fi
+}
+
 # status_url FILE: the URL (http://HOST:PORT) of the status server ddprun announced in FILE (its
 # stderr), once it has.
 status_url() {

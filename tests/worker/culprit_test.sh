@@ -17,11 +17,7 @@
 #     is dated no later than the first wait began, before the waiting ranks of node 1).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
-"$TORCH_PYTHON" -c 'import torch.distributed' 2>/dev/null || skip "$TORCH_PYTHON has no torch.distributed"
-export PYTHON_EXEC=$TORCH_PYTHON
-source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
-[[ -x "$TORCH2_VENV/bin/py-spy" ]] && export PATH="$PATH:$TORCH2_VENV/bin"
-unset PYTHONPATH
+torch_workers
 
 # sleeper.py OUT BEFORE: BEFORE all_reduces, then rank 1 sleeps in rank_one_sleeps() while rank 0
 # writes OUT/waiting (the time) and enters the next all_reduce.

@@ -11,11 +11,7 @@
 #  3. the job restarts: the script resumes from its snapshot, and steps rise again.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
-"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
-export PYTHON_EXEC=$TORCH_PYTHON
-source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
-[[ -x "$TORCH2_VENV/bin/py-spy" ]] && export PATH="$PATH:$TORCH2_VENV/bin"
-unset PYTHONPATH
+torch_workers
 
 "$DDPRUN" --nproc_per_node=2 --hang_timeout=auto:5 --max_restarts=1 --status_port=0 --log_dir="$T/logs" \
   --event_log="$T/events.jsonl" "$DDPRUN_TESTS_DIR/worker/examples/ddp_tutorial.py" 100000 1 \

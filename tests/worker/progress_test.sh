@@ -19,12 +19,8 @@
 #     Python's, those of the wrapper's python child (py-spy, where installed).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
-"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON has no torch"
-export PYTHON_EXEC=$TORCH_PYTHON
-source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
-[[ -x "$TORCH2_VENV/bin/py-spy" ]] && export PATH="$PATH:$TORCH2_VENV/bin"
+torch_workers
 probe=$DDPRUN_TESTS_DIR/worker/progress_probe.py
-unset PYTHONPATH
 
 mkdir "$T/user"
 echo 'USER_SITECUSTOMIZE = True' > "$T/user/sitecustomize.py"
