@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "report/failure_report.hpp"
 
 namespace ddprun::launcher {
 

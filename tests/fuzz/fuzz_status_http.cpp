@@ -23,7 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view head(reinterpret_cast<const char*>(data), size);
   JobView view;
   view.phase = "running";
-  view.ranks = {{0, 0, 100, true, 1.0, 2.0}};
+  RankView rank;
+  rank.pid = 100;
+  rank.running = true;
+  rank.last_beat = 1.0;
+  rank.deadline = 2.0;
+  view.ranks = {rank};
   const std::string response = http_response(head, view, 3.0);
   const std::string_view known[] = {"HTTP/1.1 200 OK\r\n", "HTTP/1.1 503 Service Unavailable\r\n",
                                     "HTTP/1.1 404 Not Found\r\n", "HTTP/1.1 405 Method Not Allowed\r\n",

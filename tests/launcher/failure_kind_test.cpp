@@ -173,7 +173,10 @@ TEST_CASE("failure kinds: --failure_rules is checked") {
       {R"([{"pattern": "a", "kind": "k", "retryable": true, "extra": 1}])", "unknown key \"extra\""},
       {"not json", "is not valid JSON"},
   };
-  for (const auto& [text, message] : bad) {
+  for (const auto& row : bad) {
+    // Not a structured binding: CAPTURE's lambda cannot capture one in C++17 (clang refuses).
+    const char* text = row.first;
+    const char* message = row.second;
     CAPTURE(text);
     try {
       config::parse_failure_rules(text);
