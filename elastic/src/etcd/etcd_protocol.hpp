@@ -66,7 +66,8 @@ WatchEvent parse_kv(const nlohmann::json& kv, bool deleted = false);
 // std::runtime_error when the gateway reports an error or the watch was canceled (compacted).
 std::vector<WatchEvent> parse_watch_message(const nlohmann::json& message);
 
-// The gateway writes 64-bit integers as strings and leaves out zero values.
+// The gateway writes 64-bit integers as strings and leaves out zero values. Anything else that
+// is not a whole signed 64-bit integer (a fraction, text, 2^63) throws, naming the field.
 std::int64_t json_int(const nlohmann::json& object, const char* field);
 
 // The body of a transaction that puts `key` with `lease` unless it exists, and reads the
