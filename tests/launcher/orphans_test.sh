@@ -24,10 +24,15 @@ orphans_running() {
   [[ $(grep -c -- "$T/orphan 300" <<<"$running") == 3 ]]
 }
 wait_for 10 orphans_running
+# The guard names itself, not the script: pgrep -f "$T" does not see it, so it is looked for by name.
+guard_of() { pgrep -f "^ddprun: orphan guard of $1\$" >/dev/null; }
+guard_of "$pid" || fail "no process named 'ddprun: orphan guard of $pid'"
 start=$(date +%s.%N)
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 wait_for 10 no_leftovers
+guard_gone() { ! guard_of "$1"; }
+wait_for 10 guard_gone "$pid"
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" "BEGIN { printf \"%.3f\", e - s }")
 ok "ddprun SIGKILLed: workers and grandchildren gone after ${elapsed}s"
 
@@ -89,6 +94,7 @@ for mode in "${modes[@]}"; do
     esac
     wait "$pid" 2>/dev/null || true
     wait_for 10 no_leftovers
+    wait_for 10 guard_gone "$pid"
     # Its cgroup is gone too (removed by ddprun, or by the guard after a SIGKILL).
     [[ $mode == fallback ]] || wait_for 10 test ! -e "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun.$pid"
   done
