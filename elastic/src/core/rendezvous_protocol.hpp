@@ -10,7 +10,8 @@
 //                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
 //                     {"type":"spare","place":P,"why":"..."}  (joined; waits as a hot spare)
-//   both ways         {"type":"heartbeat"} every heartbeat_interval
+//   both ways         {"type":"heartbeat"}: a node's every heartbeat_interval; the host's in answer,
+//                     when it has sent that node nothing for a while (tcp/channel.hpp)
 // A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
 // server refuses a join (or hello) of another version with a "finish", whose shape therefore
 // never changes; it is the only thing a peer that has not authenticated is ever told. Field names are those of the C++ structs.
@@ -49,6 +50,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
+
+// A heartbeat as every version sends it: sent from this text and recognised by it, without
+// building or parsing JSON (a host of 10,000 nodes receives 20,000 a second).
+inline constexpr std::string_view kHeartbeatText = R"({"type":"heartbeat"})";
 
 // Messages nest a few levels (a finish's outcome holds failures); a line nested deeper than this
 // is not a message. Without the bound, a peer's line of 1 MiB of '[' built a tree whose
