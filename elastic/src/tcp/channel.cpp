@@ -137,6 +137,7 @@ void Channel::read_next() {
         }
         if (line == kHeartbeatText) {
           self->in_.erase(0, length);
+          if (self->answer_heartbeats_) self->answer_if_silent();
         } else {
           std::optional<nlohmann::json> parsed = parse_message(line);
           self->in_.erase(0, length);
@@ -150,7 +151,6 @@ void Channel::read_next() {
             on_message(message);
           }
         }
-        if (self->answer_heartbeats_) self->answer_if_silent();
         if (!self->closed_) self->read_next();
       });
 }

@@ -22,9 +22,8 @@
 namespace ddprun::elastic {
 
 // How long the side that answers heartbeats (Channel::answer_heartbeats) may stay silent before
-// it answers the next message with one: with the peer's messages every heartbeat_interval, it
-// is heard from at least every heartbeat_timeout / 3, and at every message when the interval is
-// longer than that.
+// it answers the peer's next heartbeat: with those every heartbeat_interval, it is heard from at
+// least every heartbeat_timeout / 3, and at every heartbeat when the interval is longer than that.
 double heartbeat_answer_after(const RendezvousTimeouts& timeouts);
 
 class Channel : public std::enable_shared_from_this<Channel> {
@@ -46,9 +45,10 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Sends no heartbeats until authenticate(): an untagged one could otherwise cross the
   // peer's switch to tagged lines. Call before start().
   void hold_heartbeats_until_authenticated() { heartbeats_held_ = true; }
-  // Sends no heartbeat on its own: answers a message of the peer with one when this end has
-  // sent nothing for heartbeat_answer_after(timeouts), so that the peer, which sends every
-  // heartbeat_interval, hears from this end at least every heartbeat_timeout / 3. The
+  // Sends no heartbeat on its own: answers a heartbeat of the peer with one when this end has
+  // sent nothing for heartbeat_answer_after(timeouts), so that the peer, which sends one every
+  // heartbeat_interval, hears from this end at least every heartbeat_timeout / 3. Other
+  // messages are not answered so: a broadcast's replies must not double the host's sends. The
   // rendezvous host's side. Call before start().
   void answer_heartbeats() { answer_heartbeats_ = true; }
   // A connection that opens with a PyTorch TCPStore client's greeting (tcpstore_greeting.hpp:
