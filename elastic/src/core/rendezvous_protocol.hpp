@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/job_coordinator.hpp"
@@ -90,5 +91,25 @@ StopReason parse_stop_reason(std::string_view name);
 
 // A coordinator's message as the server sends it.
 nlohmann::json to_wire(const Message& message);
+
+// A message's line as it is sent (without its newline): compact; text that is not UTF-8 (an
+// --rdzv_id, a worker's error message) replaced, not thrown.
+std::string wire_text(const nlohmann::json& message);
+
+// The lines of a round's broadcasts, each wire_text(to_wire(message)) to the byte, with the JSON
+// built once a round instead of once a node: a broadcast to 10,000 nodes built and serialised
+// 10,000 JSON objects. A round's assignments differ only in group_rank and base_rank (adjacent
+// keys), so the rest is kept as text around them; its stops are all the same.
+class BroadcastLines {
+ public:
+  std::string assign(const RoundAssignment& assignment);
+  const std::string& stop(const Stop& stop);
+
+ private:
+  std::optional<RoundAssignment> shape_;  // the assignment head_ and tail_ were made from
+  std::string head_, tail_;
+  std::optional<Stop> stop_;  // the stop stop_line_ was made from
+  std::string stop_line_;
+};
 
 }  // namespace ddprun::elastic

@@ -67,9 +67,12 @@ void Channel::authenticate(MessageAuth auth) {
 
 void Channel::send(const nlohmann::json& message) {
   if (closed_ || sending_finished_) return;
-  // Replaced, not thrown: an --rdzv_id or a worker's error message need not be UTF-8.
-  const std::string text = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  queue(auth_ ? auth_->seal(text) : text);
+  send_line(wire_text(message));
+}
+
+void Channel::send_line(std::string text) {
+  if (closed_ || sending_finished_) return;
+  queue(auth_ ? auth_->seal(text) : std::move(text));
 }
 
 void Channel::send_heartbeat() {

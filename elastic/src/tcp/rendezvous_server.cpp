@@ -415,8 +415,12 @@ void RendezvousServer::deliver(const Messages& messages) {
       } else {
         send_finish(node, it->second, finish->outcome);
       }
+    } else if (const auto* assign = std::get_if<Assign>(&message)) {
+      it->second.round = assign->assignment;
+      it->second.channel->send_line(broadcast_lines_.assign(assign->assignment));
+    } else if (const auto* stop = std::get_if<Stop>(&message)) {
+      it->second.channel->send_line(broadcast_lines_.stop(*stop));
     } else {
-      if (const auto* assign = std::get_if<Assign>(&message)) it->second.round = assign->assignment;
       it->second.channel->send(to_wire(message));
     }
   }

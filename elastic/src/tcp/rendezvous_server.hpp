@@ -19,6 +19,7 @@
 #include "auth/rendezvous_auth.hpp"
 #include "core/job_coordinator.hpp"
 #include "core/event_loop.hpp"
+#include "core/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
 
@@ -97,6 +98,7 @@ class RendezvousServer {
   int reserve_fd_ = -1;
   asio::steady_timer accept_pause_;
   JobCoordinator coordinator_;
+  BroadcastLines broadcast_lines_;  // the lines of a round's assigns and stops, serialised once
   asio::steady_timer deadline_timer_;
   std::map<NodeId, Connection> connections_;
   std::set<NodeId> unjoined_;  // those of connections_ that have not joined, oldest first
