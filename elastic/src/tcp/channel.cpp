@@ -138,21 +138,20 @@ void Channel::read_next() {
             return self->lost(fmt::format("sent {}", e.what()));
           }
         }
-        if (line == kHeartbeatText) {
-          self->in_.erase(0, length);
+        // A heartbeat as ddprun sends it is known by its text; any other is parsed.
+        const bool heartbeat_text = line == kHeartbeatText;
+        std::optional<nlohmann::json> parsed;
+        if (!heartbeat_text) parsed = parse_message(line);
+        self->in_.erase(0, length);
+        if (!heartbeat_text && !parsed) {
+          return self->lost(fmt::format(
+              "sent a message that is not a JSON object with a \"type\" (nested at most {} deep)", kMaxMessageDepth));
+        }
+        if (heartbeat_text || (*parsed)["type"] == "heartbeat") {
           if (self->answer_heartbeats_) self->answer_if_silent();
-        } else {
-          std::optional<nlohmann::json> parsed = parse_message(line);
-          self->in_.erase(0, length);
-          if (!parsed) {
-            return self->lost(fmt::format(
-                "sent a message that is not a JSON object with a \"type\" (nested at most {} deep)", kMaxMessageDepth));
-          }
-          const nlohmann::json& message = *parsed;
-          if (message["type"] != "heartbeat" && self->on_message_) {
-            const OnMessage on_message = self->on_message_;  // the handler may close() this channel
-            on_message(message);
-          }
+        } else if (self->on_message_) {
+          const OnMessage on_message = self->on_message_;  // the handler may close() this channel
+          on_message(*parsed);
         }
         if (!self->closed_) self->read_next();
       });

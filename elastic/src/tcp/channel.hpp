@@ -64,7 +64,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool received_anything() const { return received_anything_; }
   // Queues a message; ignored once the channel is closed or finish_sending() was called.
   void send(const nlohmann::json& message);
-  // The same for a message already made into its line (wire_text, AssignLines).
+  // The same for a message already made into its line (wire_text, BroadcastLines).
   void send_line(std::string text);
   // Sends what is queued, then closes this direction (the peer reads it all, then EOF); keeps
   // reading until the peer closes too, at most heartbeat_timeout, then calls on_closed.
