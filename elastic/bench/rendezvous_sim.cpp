@@ -6,13 +6,17 @@
 // simulated: a node's workers start at once on an assignment and stop at once on a stop. No
 // secret: the host must run without one (an open rendezvous).
 //
-//   ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--heartbeat=INTERVAL:TIMEOUT] [--fail] [--print-join]
+//   ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--heartbeat=INTERVAL:TIMEOUT] [--fail] [--hold=SECONDS]
+//                         [--print-join]
 // NNODES is the job's --nnodes (MIN:MAX or N). Connects NODES nodes at once and, once every
 // node has its first round or was refused, prints {"event":"refused","nodes":K,"error":"..."}
 // if any were, then {"event":"assigned","round":1,"nodes":N,"seconds":S,"reconnects":R} (S
 // from the first connect); with --fail it then closes one node's connection (a launcher
 // killed) and prints {"event":"reassigned","round":2,...} when every other node has the next
-// round (S from the close). --print-join prints the join line the first node would send.
+// round (S from the close). --hold=SECONDS then keeps every node connected and idle (heartbeats
+// only) that long, between {"event":"holding"} and {"event":"held","seconds":S,"cpu_seconds":C}
+// (C: this process's CPU time while holding), so that the host's cost at rest can be measured.
+// --print-join prints the join line the first node would send.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -47,8 +51,9 @@ nlohmann::json join_message(const RendezvousConfig& config, const std::string& a
 
 class Simulation {
  public:
-  Simulation(asio::io_context& io, asio::ip::tcp::endpoint host, int nodes, RendezvousConfig config, bool fail)
-      : io_(io), host_(std::move(host)), config_(std::move(config)), fail_(fail), nodes_(nodes) {}
+  Simulation(asio::io_context& io, asio::ip::tcp::endpoint host, int nodes, RendezvousConfig config, bool fail,
+             double hold)
+      : io_(io), host_(std::move(host)), config_(std::move(config)), fail_(fail), hold_(hold), nodes_(nodes) {}
 
   void start() {
     start_ = Clock::now();
@@ -191,8 +196,28 @@ class Simulation {
   }
 
   void done() {
+    if (hold_ > 0 && !holding_) return hold();
     std::cout.flush();
     std::exit(0);
+  }
+
+  void hold() {
+    holding_ = true;
+    print({{"event", "holding"}});
+    const double cpu = cpu_seconds();
+    auto timer = std::make_shared<asio::steady_timer>(
+        io_, std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_)));
+    timer->async_wait([this, timer, cpu](const asio::error_code&) {
+      print({{"event", "held"}, {"seconds", hold_}, {"cpu_seconds", cpu_seconds() - cpu}});
+      done();
+    });
+  }
+
+  static double cpu_seconds() {
+    struct rusage usage {};
+    ::getrusage(RUSAGE_SELF, &usage);
+    const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
   }
 
   static void print(const nlohmann::json& line) { std::cout << line.dump() << std::endl; }
@@ -201,6 +226,8 @@ class Simulation {
   asio::ip::tcp::endpoint host_;
   RendezvousConfig config_;
   bool fail_;
+  double hold_;  // seconds to stay connected once measured (--hold)
+  bool holding_ = false;
   bool failed_ = false;  // one node's connection was closed on purpose
   std::vector<Node> nodes_;
   Clock::time_point start_, failed_at_;
@@ -213,7 +240,7 @@ class Simulation {
 
 int usage() {
   std::cerr << "usage: ddprun_rendezvous_sim HOST:PORT NODES RUN_ID NNODES [--heartbeat=INTERVAL:TIMEOUT] [--fail] "
-               "[--print-join]\n";
+               "[--hold=SECONDS] [--print-join]\n";
   return 64;
 }
 
@@ -222,6 +249,7 @@ int usage() {
 int main(int argc, char** argv) {
   if (argc < 5) return usage();
   bool fail = false, print_join = false;
+  double hold = 0;
   RendezvousTimeouts timeouts;
   for (int i = 5; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -229,6 +257,8 @@ int main(int argc, char** argv) {
       const std::string value = flag.substr(12);
       timeouts.heartbeat_interval = std::stod(value.substr(0, value.find(':')));
       timeouts.heartbeat_timeout = std::stod(value.substr(value.find(':') + 1));
+    } else if (flag.rfind("--hold=", 0) == 0) {
+      hold = std::stod(flag.substr(7));
     } else if (flag == "--fail") {
       fail = true;
     } else if (flag == "--print-join") {
@@ -259,7 +289,7 @@ int main(int argc, char** argv) {
   }
   asio::io_context io;
   Simulation simulation(io, {asio::ip::make_address(endpoint.host), static_cast<unsigned short>(endpoint.port)}, nodes,
-                        config, fail);
+                        config, fail, hold);
   simulation.start();
   io.run();
   return 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The TCP rendezvous host at scale: one real ddprun host and N-1 simulated nodes.
 
-  scripts/bench/scale.py [--nodes 1024,4096,8192,10000,16384] [--runs 3] [--default-check 8192]
+  scripts/bench/scale.py [--nodes 1024,4096,8192,10000,16384] [--runs 3] [--default-check 8192] [--hold SECONDS]
 
 The host is a real ddprun (--rdzv_backend=c10d, --nnodes=2:N, one trivial worker: `sleep`) on
 127.0.0.2; the other N-1 nodes are build/elastic/ddprun_rendezvous_sim, one process whose nodes
@@ -14,7 +14,9 @@ over --runs:
      the last node's first round; all N-1 nodes connect at once;
   2. a node lost -> every other node re-assigned: one simulated node's connection closed (a
      launcher killed) to the last survivor's next round (the host's own worker is restarted too);
-  3. the host's peak RSS (VmHWM).
+  3. the host's peak RSS (VmHWM);
+  4. with --hold SECONDS: every node then stays connected and idle that long, and the host's CPU
+     time over it (heartbeats only) is printed as a share of one core, with the simulator's.
 The host runs with --rdzv_conf max_connections=N+16, so that the figures measure the host, not
 this machine's ulimit -n; --default-check N runs N nodes once with the default settings and
 prints whether they ran or how many were refused, with the host's message. Both processes share
@@ -29,6 +31,8 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 from benchlib import ROOT, free_port
@@ -85,7 +89,38 @@ def check_join_bytes(ddprun, sim):
     print(f"join line: the simulator's equals a real node's byte for byte (but master_port): {simulated}")
 
 
-def run(ddprun, sim, nodes, conf, fail=True, heartbeat=None):
+def cpu_seconds(pid):
+    """The user and system CPU time of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def simulate(args, host_pid):
+    """Runs the simulator; its events by name, the host's CPU time while it held its nodes idle added
+    to "held"; {"failed": its last line} when it failed."""
+    with tempfile.TemporaryFile("w+") as err:
+        sim = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+        watchdog = threading.Timer(300, sim.kill)
+        watchdog.start()
+        events, held_from = {}, 0.0
+        for line in sim.stdout:
+            event = json.loads(line)
+            events[event["event"]] = event
+            if event["event"] == "holding":
+                held_from = cpu_seconds(host_pid)
+            elif event["event"] == "held":
+                event["host_cpu_seconds"] = cpu_seconds(host_pid) - held_from
+        sim.wait()
+        watchdog.cancel()
+        if sim.returncode != 0:
+            err.seek(0)
+            lines = err.read().strip().splitlines() or [f"the simulator exited with {sim.returncode}"]
+            return {"failed": lines[-1]}
+    return events
+
+
+def run(ddprun, sim, nodes, conf, fail=True, heartbeat=None, hold=0):
     """One run: the host and nodes-1 simulated nodes; returns the simulator's events and the host's VmHWM."""
     port = free_port()
     if heartbeat:
@@ -98,10 +133,11 @@ def run(ddprun, sim, nodes, conf, fail=True, heartbeat=None):
         args = [sim, f"{HOST}:{port}", str(nodes - 1), "scale", f"2:{nodes}"] + (["--fail"] if fail else [])
         if heartbeat:
             args.append(f"--heartbeat={heartbeat}")
-        out = subprocess.run(args, capture_output=True, text=True, timeout=300)
-        if out.returncode != 0:
-            return {"failed": out.stderr.strip().splitlines()[-1]}, 0
-        events = {e["event"]: e for e in map(json.loads, out.stdout.splitlines())}
+        if hold:
+            args.append(f"--hold={hold}")
+        events = simulate(args, host.pid)
+        if "failed" in events:
+            return events, 0
         with open(f"/proc/{host.pid}/status") as f:
             hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     finally:
@@ -120,16 +156,20 @@ def main():
     p.add_argument("--default-check", type=int, default=8192, metavar="N")
     p.add_argument("--heartbeat", metavar="INTERVAL:TIMEOUT",
                    help="every node's --rdzv_conf heartbeat_interval and heartbeat_timeout (default 0.5:5)")
+    p.add_argument("--hold", type=float, default=0, metavar="SECONDS",
+                   help="keep the nodes connected and idle this long after each run; print the CPU at rest")
     a = p.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start, "
           f"ulimit -n {os.sysconf('SC_OPEN_MAX')}")
     check_join_bytes(a.ddprun, a.sim)
-    print("| nodes | join -> every node assigned | a node lost -> every other node re-assigned | host peak RSS |")
-    print("|---|---|---|---|")
+    rest = " host CPU at rest (heartbeats only) | the simulator's |" if a.hold else ""
+    print(f"| nodes | join -> every node assigned | a node lost -> every other node re-assigned | host peak RSS |{rest}")
+    print("|---|---|---|---|" + ("---|---|" if a.hold else ""))
     for nodes in map(int, a.nodes.split(",")):
-        joins, fails, rss, failures = [], [], [], []
+        joins, fails, rss, host_rest, sim_rest, failures = [], [], [], [], [], []
         for _ in range(a.runs):
-            events, hwm = run(a.ddprun, a.sim, nodes, f"max_connections={nodes + 16}", heartbeat=a.heartbeat)
+            events, hwm = run(a.ddprun, a.sim, nodes, f"max_connections={nodes + 16}", heartbeat=a.heartbeat,
+                              hold=a.hold)
             if "failed" in events:
                 failures.append(events["failed"])
                 continue
@@ -138,12 +178,17 @@ def main():
             joins.append(events["assigned"]["seconds"])
             fails.append(events["reassigned"]["seconds"])
             rss.append(hwm)
+            if a.hold:
+                host_rest.append(events["held"]["host_cpu_seconds"] / a.hold)
+                sim_rest.append(events["held"]["cpu_seconds"] / a.hold)
         failed = f" ({len(failures)} of {a.runs} runs failed: {failures[0]})" if failures else ""
         if not joins:
-            print(f"| {nodes} | - | - | - |{failed}", flush=True)
+            print(f"| {nodes} | - | - | - |{' - | - |' if a.hold else ''}{failed}", flush=True)
             continue
+        at_rest = (f" {statistics.median(host_rest) * 100:.0f} % of a core | {statistics.median(sim_rest) * 100:.0f} % |"
+                   if a.hold else "")
         print(f"| {nodes} | {statistics.median(joins) * 1000:.0f} ms | {statistics.median(fails) * 1000:.0f} ms "
-              f"| {statistics.median(rss) / 1024:.1f} MiB |{failed}", flush=True)
+              f"| {statistics.median(rss) / 1024:.1f} MiB |{at_rest}{failed}", flush=True)
     if a.default_check:
         n = a.default_check
         events, _ = run(a.ddprun, a.sim, n, "last_call_timeout=2", fail=False)

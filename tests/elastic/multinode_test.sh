@@ -3,7 +3,7 @@
 # addresses (127.0.0.2, .3, .4). The scenarios of every backend (scenarios.sh) with
 # --rdzv_backend=c10d, node a (127.0.0.2) hosting the rendezvous at a fresh port each time; then
 # the TCP rendezvous's own: the static backend, a mismatched run id, a host that goes away, a
-# node over the host's connection cap.
+# node over the host's connection cap, a host that stops answering.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
@@ -122,4 +122,26 @@ expect_eq "$(grep -cE "refused a node: $refusal" "$T/a.err")" 1 "the host's line
 expect_not_in "$T/c.err" "connecting again"
 expect_eq "$(cat "$T/soft.0")" 100 "the soft ulimit -n of the host's worker (ddprun's own is raised)"
 ok "[c10d] a node over max_connections is refused once, naming max_connections and ulimit -n, and exits 69"
+
+# 6. The host stops (SIGSTOP: its connections stay open and say nothing). It sends a heartbeat
+# only in answer to a node's, so a node hears none, and within heartbeat_timeout it stops its
+# workers and exits 69 naming the silence.
+next_port; rm -f "$T"/soft.* "$T/release"
+stalled=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=stalledhost
+         --rdzv_conf=heartbeat_timeout=2)
+node 127.0.0.2 a "${stalled[@]}" "$T/limits"
+node 127.0.0.3 b "${stalled[@]}" "$T/limits"
+wait_for 60 test -e "$T/soft.0" -a -e "$T/soft.1"
+kill -STOP "$PID_a"
+stopped_at=$SECONDS
+finish_within 30 b
+(( SECONDS - stopped_at <= 2 + 10 )) || fail "node b noticed its stopped host after $((SECONDS - stopped_at)) s (heartbeat_timeout 2 s)"
+expect_eq "$RC_b" 69 "the node of a stopped host ($(show b))"
+expect_in "$T/b.err" "lost the rendezvous at 127.0.0.2:$port: it sent nothing, not even a heartbeat, for 2 s"
+# Resumed, the host may find its own connection silent too and end by itself before the TERM.
+kill -CONT "$PID_a"
+kill -TERM "$PID_a" 2>/dev/null || true
+finish a
+touch "$T/release"
+ok "[c10d] a stopped host is noticed by its node within heartbeat_timeout: exit 69, naming the silence"
 wait_for 10 no_leftovers

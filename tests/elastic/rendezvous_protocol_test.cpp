@@ -86,6 +86,43 @@ TEST_CASE("server messages") {
   CHECK_THROWS_AS(parse_stop_reason("bored"), std::invalid_argument);
 }
 
+// The host serialises a round's broadcasts once (BroadcastLines): each line must be the one the
+// JSON of that node's message gives, whatever the round's strings hold, and a change of any field
+// but an assignment's two ranks must make it serialise again.
+TEST_CASE("BroadcastLines gives every node's line as to_wire(...) serialised would") {
+  RoundAssignment first{1, 0, 0, 4, 0, 8, "10.0.0.1", 4567, "job", true, "", 0};
+  RoundAssignment quoted = first;
+  quoted.run_id = R"(a "base_rank":0,"group_rank":0 \ run)";
+  quoted.restart_reason = "worker rank 3 failed: \xff\xfe not UTF-8\n";
+  quoted.backoff = 1.5;
+  RoundAssignment later = first;
+  later.round = 2;
+  later.restart_count = 1;
+  RoundAssignment moved = later;
+  moved.master_addr = "10.0.0.9";
+  moved.master_port = 29500;
+  moved.agent_store = false;
+  RoundAssignment bigger = moved;
+  bigger.group_world_size = 10000;
+  bigger.world_size = 80000;
+  BroadcastLines lines;
+  for (RoundAssignment shape : {first, first, quoted, later, moved, bigger, first}) {
+    for (const auto& [group_rank, base_rank] : {std::pair{0, 0}, {1, 2}, {3, 6}, {9999, 79992}}) {
+      shape.group_rank = group_rank;
+      shape.base_rank = base_rank;
+      const std::string expected = wire_text(to_wire(Assign{7, shape}));
+      CAPTURE(expected);
+      CHECK(lines.assign(shape) == expected);
+    }
+  }
+  for (const Stop& stop : {Stop{1, 1, StopReason::kNodeLost, "node b was lost"}, Stop{2, 1, StopReason::kNodeLost, "node b was lost"},
+                           Stop{1, 2, StopReason::kNodeLost, "node b was lost"},
+                           Stop{1, 2, StopReason::kWorkerFailed, "node b was lost"},
+                           Stop{1, 2, StopReason::kWorkerFailed, "rank 3 \"failed\" \xff"}}) {
+    CHECK(lines.stop(stop) == wire_text(to_wire(stop)));
+  }
+}
+
 TEST_CASE("a message missing a field is an error, not a default") {
   nlohmann::json j = RoundAssignment{};
   j.erase("master_port");

@@ -34,22 +34,25 @@ std::string_view digits_at(const std::string& s, std::size_t& i) {
   return run;
 }
 
-// "n2" < "n10" and "127.0.0.9" < "127.0.0.10": runs of digits compare as numbers.
-bool natural_less(const std::string& a, const std::string& b) {
+// "n2" < "n10" and "127.0.0.9" < "127.0.0.10": runs of digits compare as numbers. Negative,
+// zero or positive as a is before, the same as, or after b: one call per field in the group-rank
+// sort of 10,000 nodes, not two.
+int natural_compare(const std::string& a, const std::string& b) {
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
     const bool da = std::isdigit(static_cast<unsigned char>(a[i]));
     const bool db = std::isdigit(static_cast<unsigned char>(b[j]));
     if (da && db) {
       const std::string_view na = digits_at(a, i), nb = digits_at(b, j);
-      if (na.size() != nb.size()) return na.size() < nb.size();
-      if (na != nb) return na < nb;
+      if (na.size() != nb.size()) return na.size() < nb.size() ? -1 : 1;
+      if (const int c = na.compare(nb)) return c;
     } else {
-      if (a[i] != b[j]) return a[i] < b[j];
+      if (a[i] != b[j]) return a[i] < b[j] ? -1 : 1;
       ++i, ++j;
     }
   }
-  return a.size() - i < b.size() - j;
+  const std::size_t left_a = a.size() - i, left_b = b.size() - j;
+  return left_a == left_b ? 0 : left_a < left_b ? -1 : 1;
 }
 
 // What --nproc_per_node accepts (launch_config.cpp).
@@ -91,10 +94,8 @@ std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& can
     if ((a.node_rank >= 0) != (b.node_rank >= 0)) return a.node_rank >= 0;
     if (a.node_rank != b.node_rank) return a.node_rank < b.node_rank;
     if (a.hosts_rendezvous != b.hosts_rendezvous) return a.hosts_rendezvous;
-    if (natural_less(a.hostname, b.hostname)) return true;
-    if (natural_less(b.hostname, a.hostname)) return false;
-    if (natural_less(a.addr, b.addr)) return true;
-    if (natural_less(b.addr, a.addr)) return false;
+    if (const int c = natural_compare(a.hostname, b.hostname)) return c < 0;
+    if (const int c = natural_compare(a.addr, b.addr)) return c < 0;
     return a.join_order < b.join_order;
   });
   auto next = rest.begin();

@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "ddprun/input_limits.hpp"
 
@@ -123,5 +124,43 @@ struct WireMessage {
 }  // namespace
 
 json to_wire(const Message& message) { return std::visit(WireMessage{}, message); }
+
+std::string wire_text(const json& message) { return message.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+namespace {
+bool same_but_ranks(const RoundAssignment& a, const RoundAssignment& b) {
+  const auto rest = [](const RoundAssignment& x) {
+    return std::tie(x.round, x.restart_count, x.group_world_size, x.world_size, x.master_addr, x.master_port,
+                    x.run_id, x.agent_store, x.restart_reason, x.backoff);
+  };
+  return rest(a) == rest(b);
+}
+}  // namespace
+
+std::string BroadcastLines::assign(const RoundAssignment& assignment) {
+  constexpr std::string_view kBaseRank = R"("base_rank":)";
+  constexpr std::string_view kRanks = R"("base_rank":0,"group_rank":0)";
+  if (!shape_ || !same_but_ranks(*shape_, assignment)) {
+    RoundAssignment shape = assignment;
+    shape.base_rank = shape.group_rank = 0;
+    const std::string text = wire_text(to_wire(Assign{0, shape}));
+    // A key with its quotes and colon cannot occur inside a string value, whose quotes are
+    // escaped: the first match is the key.
+    const std::size_t at = text.find(kRanks);
+    if (at == std::string::npos) return wire_text(to_wire(Assign{0, assignment}));  // the keys no longer adjacent
+    head_ = text.substr(0, at + kBaseRank.size());
+    tail_ = text.substr(at + kRanks.size());
+    shape_ = std::move(shape);
+  }
+  return fmt::format(R"({}{},"group_rank":{}{})", head_, assignment.base_rank, assignment.group_rank, tail_);
+}
+
+const std::string& BroadcastLines::stop(const Stop& stop) {
+  if (!stop_ || stop_->round != stop.round || stop_->reason != stop.reason || stop_->why != stop.why) {
+    stop_line_ = wire_text(to_wire(stop));
+    stop_ = stop;
+  }
+  return stop_line_;
+}
 
 }  // namespace ddprun::elastic

@@ -10,7 +10,8 @@
 //                     {"type":"stop","round":R,"reason":"worker_failed","why":"..."}
 //                     {"type":"finish","outcome":{JobOutcome}}  (also a refusal; then it closes)
 //                     {"type":"spare","place":P,"why":"..."}  (joined; waits as a hot spare)
-//   both ways         {"type":"heartbeat"} every heartbeat_interval
+//   both ways         {"type":"heartbeat"}: a node's every heartbeat_interval; the host's in answer,
+//                     when it has sent that node nothing for a while (tcp/channel.hpp)
 // A node whose workers succeeded answers a "stop" of that round with "workers_stopped". The
 // server refuses a join (or hello) of another version with a "finish", whose shape therefore
 // never changes; it is the only thing a peer that has not authenticated is ever told. Field names are those of the C++ structs.
@@ -18,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/job_coordinator.hpp"
@@ -49,6 +51,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
+
+// A heartbeat as every version sends it: sent from this text and recognised by it, without
+// building or parsing JSON (a host of 10,000 nodes receives 20,000 a second).
+inline constexpr std::string_view kHeartbeatText = R"({"type":"heartbeat"})";
 
 // Messages nest a few levels (a finish's outcome holds failures); a line nested deeper than this
 // is not a message. Without the bound, a peer's line of 1 MiB of '[' built a tree whose
@@ -85,5 +91,25 @@ StopReason parse_stop_reason(std::string_view name);
 
 // A coordinator's message as the server sends it.
 nlohmann::json to_wire(const Message& message);
+
+// A message's line as it is sent (without its newline): compact; text that is not UTF-8 (an
+// --rdzv_id, a worker's error message) replaced, not thrown.
+std::string wire_text(const nlohmann::json& message);
+
+// The lines of a round's broadcasts, each wire_text(to_wire(message)) to the byte, with the JSON
+// built once a round instead of once a node: a broadcast to 10,000 nodes built and serialised
+// 10,000 JSON objects. A round's assignments differ only in group_rank and base_rank (adjacent
+// keys), so the rest is kept as text around them; its stops are all the same.
+class BroadcastLines {
+ public:
+  std::string assign(const RoundAssignment& assignment);
+  const std::string& stop(const Stop& stop);
+
+ private:
+  std::optional<RoundAssignment> shape_;  // the assignment head_ and tail_ were made from
+  std::string head_, tail_;
+  std::optional<Stop> stop_;  // the stop stop_line_ was made from
+  std::string stop_line_;
+};
 
 }  // namespace ddprun::elastic

@@ -54,8 +54,9 @@ asio::ip::tcp::endpoint Channel::local_endpoint() const {
 void Channel::start(OnMessage on_message, OnClosed on_closed) {
   on_message_ = std::move(on_message);
   on_closed_ = std::move(on_closed);
+  last_sent_ = std::chrono::steady_clock::now();
   expect_message_within_timeout();
-  send_heartbeat_later();
+  if (!answer_heartbeats_) send_heartbeat_later();
   read_next();
 }
 
@@ -66,9 +67,23 @@ void Channel::authenticate(MessageAuth auth) {
 
 void Channel::send(const nlohmann::json& message) {
   if (closed_ || sending_finished_) return;
-  // Replaced, not thrown: an --rdzv_id or a worker's error message need not be UTF-8.
-  const std::string text = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  out_.push_back((auth_ ? auth_->seal(text) : text) + "\n");
+  send_line(wire_text(message));
+}
+
+void Channel::send_line(std::string text) {
+  if (closed_ || sending_finished_) return;
+  queue(auth_ ? auth_->seal(text) : std::move(text));
+}
+
+void Channel::send_heartbeat() {
+  if (closed_ || sending_finished_ || heartbeats_held_) return;
+  queue(auth_ ? auth_->seal(kHeartbeatText) : std::string(kHeartbeatText));
+}
+
+void Channel::queue(std::string line) {
+  line += '\n';
+  out_.push_back(std::move(line));
+  last_sent_ = std::chrono::steady_clock::now();
   if (!writing_) write_next();
 }
 
@@ -123,16 +138,20 @@ void Channel::read_next() {
             return self->lost(fmt::format("sent {}", e.what()));
           }
         }
-        std::optional<nlohmann::json> parsed = parse_message(line);
+        // A heartbeat as ddprun sends it is known by its text; any other is parsed.
+        const bool heartbeat_text = line == kHeartbeatText;
+        std::optional<nlohmann::json> parsed;
+        if (!heartbeat_text) parsed = parse_message(line);
         self->in_.erase(0, length);
-        if (!parsed) {
-          return self->lost(fmt::format("sent a message that is not a JSON object with a \"type\" (nested at most {} deep)",
-                                        kMaxMessageDepth));
+        if (!heartbeat_text && !parsed) {
+          return self->lost(fmt::format(
+              "sent a message that is not a JSON object with a \"type\" (nested at most {} deep)", kMaxMessageDepth));
         }
-        const nlohmann::json& message = *parsed;
-        if (message["type"] != "heartbeat" && self->on_message_) {
+        if (heartbeat_text || (*parsed)["type"] == "heartbeat") {
+          if (self->answer_heartbeats_) self->answer_if_silent();
+        } else if (self->on_message_) {
           const OnMessage on_message = self->on_message_;  // the handler may close() this channel
-          on_message(message);
+          on_message(*parsed);
         }
         if (!self->closed_) self->read_next();
       });
@@ -187,11 +206,19 @@ void Channel::wait_for_silence() {
   });
 }
 
+double heartbeat_answer_after(const RendezvousTimeouts& timeouts) {
+  return std::max(0.0, timeouts.heartbeat_timeout / 3 - timeouts.heartbeat_interval);
+}
+
+void Channel::answer_if_silent() {
+  if (std::chrono::steady_clock::now() - last_sent_ >= seconds(heartbeat_answer_after(timeouts_))) send_heartbeat();
+}
+
 void Channel::send_heartbeat_later() {
   heartbeat_timer_.expires_after(seconds(timeouts_.heartbeat_interval));
   heartbeat_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_ || self->sending_finished_) return;
-    if (!self->heartbeats_held_) self->send({{"type", "heartbeat"}});
+    self->send_heartbeat();
     self->send_heartbeat_later();
   });
 }

@@ -1,6 +1,11 @@
 // One rendezvous connection: newline-delimited JSON messages over TCP, with heartbeats both
 // ways. Used by both ends (RendezvousServer and TcpRendezvous). Once authenticate() is called,
 // every line in both directions carries a tag (rendezvous_auth.hpp).
+//
+// Heartbeats: a node sends one every heartbeat_interval; the host only answers them, when it
+// has sent that node nothing for a while (answer_heartbeats()), so that each side still hears
+// from the other well within heartbeat_timeout while the host of 10,000 nodes sends a few
+// thousand heartbeats a second instead of 20,000 (and runs no heartbeat timer per node).
 #pragma once
 
 #include <asio.hpp>
@@ -15,6 +20,11 @@
 #include "auth/rendezvous_auth.hpp"
 
 namespace ddprun::elastic {
+
+// How long the side that answers heartbeats (Channel::answer_heartbeats) may stay silent before
+// it answers the peer's next heartbeat: with those every heartbeat_interval, it is heard from at
+// least every heartbeat_timeout / 3, and at every heartbeat when the interval is longer than that.
+double heartbeat_answer_after(const RendezvousTimeouts& timeouts);
 
 class Channel : public std::enable_shared_from_this<Channel> {
  public:
@@ -35,6 +45,12 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Sends no heartbeats until authenticate(): an untagged one could otherwise cross the
   // peer's switch to tagged lines. Call before start().
   void hold_heartbeats_until_authenticated() { heartbeats_held_ = true; }
+  // Sends no heartbeat on its own: answers a heartbeat of the peer with one when this end has
+  // sent nothing for heartbeat_answer_after(timeouts), so that the peer, which sends one every
+  // heartbeat_interval, hears from this end at least every heartbeat_timeout / 3. Other
+  // messages are not answered so: a broadcast's replies must not double the host's sends. The
+  // rendezvous host's side. Call before start().
+  void answer_heartbeats() { answer_heartbeats_ = true; }
   // A connection that opens with a PyTorch TCPStore client's greeting (tcpstore_greeting.hpp:
   // torchrun pointed at this rendezvous) gets the answer to its ping, so that the client goes
   // on to its first real query and fails at once on the closed connection instead of retrying
@@ -48,6 +64,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool received_anything() const { return received_anything_; }
   // Queues a message; ignored once the channel is closed or finish_sending() was called.
   void send(const nlohmann::json& message);
+  // The same for a message already made into its line (wire_text, BroadcastLines).
+  void send_line(std::string text);
   // Sends what is queued, then closes this direction (the peer reads it all, then EOF); keeps
   // reading until the peer closes too, at most heartbeat_timeout, then calls on_closed.
   void finish_sending();
@@ -64,6 +82,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void expect_message_within_timeout();
   void wait_for_silence();
   void send_heartbeat_later();
+  void send_heartbeat();
+  void answer_if_silent();
+  void queue(std::string line);
   void lost(const std::string& why);
 
   asio::ip::tcp::socket socket_;
@@ -81,6 +102,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::string in_;
   std::deque<std::string> out_;
   bool heartbeats_held_ = false;
+  bool answer_heartbeats_ = false;
+  std::chrono::steady_clock::time_point last_sent_;  // when a line was last queued
   bool writing_ = false;
   bool sending_finished_ = false;
   bool closed_ = false;

@@ -50,10 +50,6 @@ constexpr double kFdLimitPause = 0.05;
 // again, and, with more nodes than the cap, again and again).
 constexpr double kJoinGrace = 1.0;
 
-bool out_of_descriptors(const asio::error_code& ec) {
-  return ec == asio::error::no_descriptors || (ec.category() == asio::system_category() && ec.value() == ENFILE);
-}
-
 // A failure reported over a node's connection must be in range (check_failure) and, for its
 // current round, one of that node's own workers (reports about other rounds change nothing in
 // the coordinator).
@@ -82,10 +78,12 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
       reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
       accept_pause_(io),
       coordinator_(std::move(settings), monotonic_seconds()),
-      deadline_timer_(io) {
+      deadline_timer_(io),
+      auth_timer_(io) {
   // Workers must not inherit the rendezvous port or its connections: a worker holding a copy
   // would keep a connection open after this server closed it.
   ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
+  acceptor_.non_blocking(true);  // accept_pending takes connections until there are none
   accept_next();
   wait_for_next_deadline();
 }
@@ -97,45 +95,80 @@ RendezvousServer::~RendezvousServer() {
 }
 
 void RendezvousServer::accept_next() {
-  acceptor_.async_accept([this, alive = lifetime_.token()](const asio::error_code& ec, asio::ip::tcp::socket socket) {
-    if (alive.expired() || ec == asio::error::operation_aborted) return;
-    if (out_of_descriptors(ec)) return accept_one_at_fd_limit();
-    if (!ec && !shut_down_) make_room();
-    if (!ec && !shut_down_ && connections_.size() >= max_connections_) {
-      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-      refuse_over_cap(std::move(socket));
-    } else if (!ec && !shut_down_) {
-      ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-      asio::error_code ignored;
-      const asio::ip::tcp::endpoint source = socket.remote_endpoint(ignored);
-      const NodeId node = next_node_++;
-      auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, describe(source));
-      Connection& connection = connections_[node];
-      connection.source = source;
-      unjoined_.insert(node);
-      connection.connected = monotonic_seconds();
-      connection.channel = channel;
-      connection.authenticated = !auth_.required();
-      connection.auth_deadline = std::make_shared<asio::steady_timer>(acceptor_.get_executor());
-      connection.auth_deadline->expires_after(seconds(timeouts_.auth_timeout));
-      connection.auth_deadline->async_wait([this, node, alive = lifetime_.token()](const asio::error_code& ec) {
-        if (ec || alive.expired()) return;
-        const auto it = connections_.find(node);
-        if (it == connections_.end() || it->second.joined) return;
-        it->second.channel->close();
-        connections_.erase(it);
-        unjoined_.erase(node);
-        send_host_finish_when_others_closed();
-      });
-      if (auth_.required()) channel->hold_heartbeats_until_authenticated();
-      channel->answer_tcpstore_clients([this, node](const std::string& greeting) {
-        turn_away_torchrun(node, !is_ddprun_probe(greeting));
-      });
-      channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
-                     [this, node](const std::string& why) { on_closed(node, why); });
-    }
-    accept_next();
+  acceptor_.async_wait(asio::ip::tcp::acceptor::wait_read, [this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (alive.expired() || ec == asio::error::operation_aborted || shut_down_) return;
+    accept_pending();
   });
+}
+
+// Takes every connection the kernel has queued, in one turn of the loop: thousands of nodes
+// connect within moments of each other, and a listen queue that overflows (net.core.somaxconn,
+// 4096 here) drops connections, which the nodes' kernels try again only a second later.
+// accept4 gives the descriptor close-on-exec (workers must not inherit it) and the peer's
+// address without more system calls.
+void RendezvousServer::accept_pending() {
+  for (;;) {
+    asio::ip::tcp::endpoint source;
+    socklen_t length = static_cast<socklen_t>(source.capacity());
+    const int fd = ::accept4(acceptor_.native_handle(), source.data(), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) return accept_one_at_fd_limit();
+      break;  // nothing pending (EAGAIN), or the kernel short of memory: wait for the next readiness
+    }
+    source.resize(length);
+    asio::error_code ec;
+    asio::ip::tcp::socket socket(acceptor_.get_executor());
+    socket.assign(source.protocol(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      continue;
+    }
+    admit(std::move(socket), source);
+  }
+  accept_next();
+}
+
+void RendezvousServer::admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& source) {
+  make_room();
+  if (connections_.size() >= max_connections_) return refuse_over_cap(std::move(socket));
+  const NodeId node = next_node_++;
+  auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, describe(source));
+  Connection& connection = connections_[node];
+  connection.source = source;
+  connection.connected = monotonic_seconds();
+  connection.channel = channel;
+  connection.authenticated = !auth_.required();
+  unjoined_.insert(node);
+  if (unjoined_.size() == 1) close_unjoined_at_deadline();
+  if (auth_.required()) channel->hold_heartbeats_until_authenticated();
+  channel->answer_heartbeats();
+  channel->answer_tcpstore_clients([this, node](const std::string& greeting) {
+    turn_away_torchrun(node, !is_ddprun_probe(greeting));
+  });
+  channel->start([this, node](const nlohmann::json& message) { on_message(node, message); },
+                 [this, node](const std::string& why) { on_closed(node, why); });
+}
+
+// One timer for every connection that has not joined: they are accepted, and so reach their
+// auth_timeout, in the order of their ids (unjoined_'s), so the oldest one's deadline is the next.
+// A timer per connection cost 10,000 timers, each firing to find its node joined long ago.
+void RendezvousServer::close_unjoined_at_deadline() {
+  while (!unjoined_.empty()) {
+    const auto it = connections_.find(*unjoined_.begin());
+    const double deadline = it->second.connected + timeouts_.auth_timeout;
+    if (deadline > monotonic_seconds()) {
+      auth_timer_.expires_at(monotonic_time_point(deadline));
+      auth_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+        if (!ec && !alive.expired()) close_unjoined_at_deadline();
+      });
+      return;
+    }
+    it->second.channel->close();
+    connections_.erase(it);
+    unjoined_.erase(unjoined_.begin());
+    send_host_finish_when_others_closed();
+  }
 }
 
 void RendezvousServer::make_room() {
@@ -382,8 +415,12 @@ void RendezvousServer::deliver(const Messages& messages) {
       } else {
         send_finish(node, it->second, finish->outcome);
       }
+    } else if (const auto* assign = std::get_if<Assign>(&message)) {
+      it->second.round = assign->assignment;
+      it->second.channel->send_line(broadcast_lines_.assign(assign->assignment));
+    } else if (const auto* stop = std::get_if<Stop>(&message)) {
+      it->second.channel->send_line(broadcast_lines_.stop(*stop));
     } else {
-      if (const auto* assign = std::get_if<Assign>(&message)) it->second.round = assign->assignment;
       it->second.channel->send(to_wire(message));
     }
   }

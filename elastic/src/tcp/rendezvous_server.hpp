@@ -19,6 +19,7 @@
 #include "auth/rendezvous_auth.hpp"
 #include "core/job_coordinator.hpp"
 #include "core/event_loop.hpp"
+#include "core/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
 
@@ -56,7 +57,6 @@ class RendezvousServer {
     std::shared_ptr<Channel> channel;
     asio::ip::tcp::endpoint source;  // the peer's address and port
     std::optional<Handshake> handshake;  // with a secret or MUNGE, until it has authenticated
-    std::shared_ptr<asio::steady_timer> auth_deadline;
     bool authenticated = false;
     bool joined = false;
     bool hosts_rendezvous = false;  // the connection of the launcher this server runs in (own_source_)
@@ -67,6 +67,9 @@ class RendezvousServer {
   };
 
   void accept_next();
+  void accept_pending();
+  void admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& source);
+  void close_unjoined_at_deadline();
   void accept_one_at_fd_limit();
   void make_room();
   void refuse_over_cap(asio::ip::tcp::socket socket);
@@ -95,9 +98,11 @@ class RendezvousServer {
   int reserve_fd_ = -1;
   asio::steady_timer accept_pause_;
   JobCoordinator coordinator_;
+  BroadcastLines broadcast_lines_;  // the lines of a round's assigns and stops, serialised once
   asio::steady_timer deadline_timer_;
   std::map<NodeId, Connection> connections_;
   std::set<NodeId> unjoined_;  // those of connections_ that have not joined, oldest first
+  asio::steady_timer auth_timer_;  // the oldest of unjoined_ reaches auth_timeout
   // Connections refused at the cap, until the node has read why and closed.
   std::set<std::shared_ptr<Channel>> refused_;
   NodeId next_node_ = 1;
