@@ -36,6 +36,29 @@ PY
 # within LOW HIGH VALUE: LOW <= VALUE <= HIGH, in decimals.
 within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
 
+# free_tcp_port [AFTER]: a TCP port nothing has bound, below the kernel's range of automatic ports
+# (ip_local_port_range), so that no outgoing connection is given it later; from a random start,
+# or the first free one after AFTER. (Tests run beside each other: a fixed or unchecked port
+# collides, a port in the automatic range may be taken by any connection.)
+free_tcp_port() {
+  python3 - "${1:-}" <<'PY'
+import random, socket, sys
+floor, ceiling = 10000, int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+port = int(sys.argv[1]) + 1 if sys.argv[1] else random.randrange(floor, ceiling - 1000)
+for _ in range(ceiling - floor):
+    port = port if floor <= port < ceiling else floor
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            port += 1
+            continue
+    print(port)
+    sys.exit(0)
+sys.exit("no free TCP port below %d" % ceiling)
+PY
+}
+
 # json_field FILE EXPR: a value of the JSON file FILE as Python prints it, e.g. json_field r.json '["kind"]'.
 json_field() { python3 -c "import json, sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
 # events FILE EVENT KEY: KEY of every EVENT in the event log FILE, one a line (None where absent).

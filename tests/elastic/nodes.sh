@@ -1,7 +1,7 @@
 # Sourced by the elastic tests that run several ddprun processes as nodes on loopback addresses.
 # port: a rendezvous port, next_port: a fresh one for the next scenario.
-port=$(( 20000 + RANDOM % 20000 ))
-next_port() { port=$((port + 1)); }
+port=$(free_tcp_port)
+next_port() { port=$(free_tcp_port "$port"); }
 # node ADDR NAME ARGS...: starts ddprun as the node at ADDR in the background (pid in PID_<NAME>),
 # its output in $T/NAME.out and $T/NAME.err.
 node() {

@@ -133,7 +133,7 @@ ok "status server: /healthz 200, /status with ranks, pids and beat ages"
 rm -f "$T/stop"
 
 # 6. Two nodes: rank 3 (node 1, local rank 1) hangs; both nodes report it and restart.
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_tcp_port)
 common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$port --hang_timeout=2 --max_restarts=1)
 HANG_RANK=3 STEPS=10 "$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 --event_log="$T/b.jsonl" "$T/beater" >"$T/b.out" 2>"$T/b.err" &
 pid_b=$!

@@ -116,7 +116,7 @@ ok "a program named status runs as ./status, after --, or after an option"
 # 5. Two nodes (on 127.0.0.2 and .3), two ranks each: each ddprun shows its own ranks; `ddprun
 #    status` given both makes one table of the job's four ranks, and rank 2 (node 1) the straggler.
 rm -f "$T/stop"
-master=$(( 20000 + RANDOM % 20000 ))
+master=$(free_tcp_port)
 common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$master --status_port=0
         --progress_pattern="$pattern")
 "$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$T/stepper" >"$T/b.out" 2>"$T/b.err" &

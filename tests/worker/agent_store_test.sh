@@ -206,10 +206,11 @@ ok "the store outlives rank 0: after it exits, and after it is killed"
 
 # 5. Two ddprun nodes on loopback: every worker, C++ and Python, is a client of the store that
 # the node of rank 0 serves.
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_tcp_port)
 two_nodes() {  # NAME PROGRAM ARGS...: both nodes, static backend, one worker each
   local name=$1; shift
-  local common=(--nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.2 --master_port=$((++port)))
+  port=$(free_tcp_port "$port")
+  local common=(--nnodes=2 --nproc_per_node=1 --master_addr=127.0.0.2 --master_port=$port)
   "$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$@" >"$T/$name.b.out" 2>"$T/$name.b.err" &
   local b=$!
   "$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 "$@" >"$T/$name.a.out" 2>"$T/$name.a.err" &
@@ -339,10 +340,10 @@ dist.barrier()
 dist.destroy_process_group()
 open(os.path.join(folder, f"fl.{rank}"), "w").write(f"{t.item()}\n")
 PY
-flood_port=$(( 20000 + RANDOM % 12000 ))  # below the ephemeral range (32768-): no client holds it
+flood_port=$(free_tcp_port)
 for order in before after race before after race; do
   rm -f "$T"/fl.* "$T"/rank1.connected
-  flood_port=$((flood_port + 1))
+  flood_port=$(free_tcp_port "$flood_port")
   FLOOD_AFTER=$([[ $order == before ]] && echo rank1.connected || true) \
     "$TORCH_PYTHON" "$T/flood_peer.py" $flood_port 100 "$T" > "$T/flood_peer.out" &
   flood=$!

@@ -73,7 +73,7 @@ ok "--hang_timeout=10 alone: rank 1, which never beat, named ${delay} s after ra
 
 # 3. Two nodes: only node 0 sees rank 1's record; both agree on the root cause.
 mkdir "$T/nodes"
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_tcp_port)
 common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$port --hang_timeout=5)
 "$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$T/sleeper.py" "$T/nodes" 11 >"$T/b.out" 2>"$T/b.err" &
 pid_b=$!
