@@ -29,7 +29,8 @@ std::string render(const Message& message) {
     return fmt::format("n{} assign round={} restarts={} group={}/{} ranks={}/{} master={}:{}{}{}", a->node, r.round,
                        r.restart_count, r.group_rank, r.group_world_size, r.base_rank, r.world_size, r.master_addr,
                        r.master_port, r.agent_store ? " agent_store" : "",
-                       r.backoff > 0 ? fmt::format(" backoff={:g}", r.backoff) : "");
+                       r.backoff > 0 ? fmt::format(" backoff={:g}", r.backoff) : "") +
+           (r.quarantined.empty() ? "" : " quarantined=" + r.quarantined.back().node);
   }
   if (const auto* s = std::get_if<Stop>(&message)) {
     return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
@@ -850,4 +851,159 @@ TEST_CASE("a consequence is never the root cause, even when it came first") {
   });
 }
 
+}  // namespace ddprun::elastic
+
+namespace ddprun::elastic {
+namespace {
+
+// Suspect nodes (quarantine.hpp): the root cause of a restarted round counts against its node.
+const std::string kQuarantine2 =
+    "its workers were the root cause of 2 hardware-like failures within 600 s (segfault, segfault)";
+
+TEST_CASE("quarantine: a node whose worker segfaults twice within the window is left out; the spare takes its place") {
+  JobSettings settings = job(3, 3, 5);
+  Script script(settings);
+  const auto run = [&](const std::string& command) { return script.run(command); };
+  CHECK(run("join 1 host").empty());
+  CHECK(run("join 2").empty());
+  CHECK(run("join 3").size() == 3);
+  CHECK(run("join 4") == Lines{"n4 spare 1: " + spare_why(1, "3", 1)});
+  CHECK(script.coordinator().membership().spares == std::vector<std::string>{"h4 (10.0.0.4)"});
+  // Round 1: n2's worker segfaults; a normal restart, n2 is counted once.
+  CHECK(run("@100 fail 2 1 exit=139 kind=segfault").size() == 2);
+  CHECK(run("@100 stopped 2 1").empty());
+  CHECK(run("@100 stopped 1 1").empty());
+  Lines round2 = run("@100 stopped 3 1");
+  REQUIRE(round2.size() == 4);
+  CHECK(round2[1] == "n2 assign round=2 restarts=1 group=1/3 ranks=2/6 master=10.0.0.1:1001");
+  // Round 2: again within the window: n2 gets its own finish (exit 71) and round 3 runs with
+  // the spare at full size.
+  CHECK(run("@200 fail 2 2 exit=139 kind=segfault").size() == 2);
+  CHECK(run("@200 stopped 2 2").empty());
+  CHECK(run("@200 stopped 1 2").empty());
+  const Lines round3 = run("@200 stopped 3 2");
+  CHECK(round3 == Lines{"n2 finish exit=71 restarts=2 failure=h2:20:139:segfault error=this node (h2 (10.0.0.2)) is "
+                        "quarantined: " + kQuarantine2 + "; the job goes on without it hopeless",
+                        "n1 assign round=3 restarts=2 group=0/3 ranks=0/6 master=10.0.0.1:1001 quarantined=h2 (10.0.0.2)",
+                        "n3 assign round=3 restarts=2 group=1/3 ranks=2/6 master=10.0.0.1:1001 quarantined=h2 (10.0.0.2)",
+                        "n4 assign round=3 restarts=2 group=2/3 ranks=4/6 master=10.0.0.1:1001 quarantined=h2 (10.0.0.2)"});
+  const JobMembership m = script.coordinator().membership();
+  CHECK(m.spares.empty());
+  REQUIRE(m.quarantined.size() == 1);
+  CHECK(m.quarantined[0].node == "h2 (10.0.0.2)");
+  CHECK(m.quarantined[0].why == kQuarantine2);
+  CHECK(script.coordinator().history().suspects.count(2) == 0);
+  // Its connection closing afterwards changes nothing.
+  CHECK(run("@201 gone 2").empty());
+  // The job's end names it on every node.
+  CHECK(run("@300 succeeded 1 3").empty());
+  CHECK(run("@300 succeeded 3 3").empty());
+  CHECK(run("@300 succeeded 4 3") == Lines{"n1 finish exit=0 restarts=2", "n3 finish exit=0 restarts=2",
+                                           "n4 finish exit=0 restarts=2"});
+}
+
+// Runs rounds in which `victim`'s worker fails with `kind` at each of `times`; returns the
+// messages of the last round's end.
+Lines fail_rounds(Script& script, int nodes, int victim, const std::string& kind, const std::vector<int>& times) {
+  Lines last;
+  int round = 1;
+  for (int t : times) {
+    script.run(fmt::format("@{} fail {} {} exit=139 kind={}", t, victim, round, kind));
+    for (int n = 1; n <= nodes; ++n) last = script.run(fmt::format("@{} stopped {} {}", t, n, round));
+    ++round;
+  }
+  return last;
+}
+
+TEST_CASE("quarantine: not at MIN without a spare, not the host, not outside the window, not a program's own failure") {
+  SUBCASE("at MIN without a spare: a normal restart, the reason says it is suspect") {
+    Script script(job(3, 3, 5));
+    script.run("join 1 host");
+    script.run("join 2");
+    script.run("join 3");
+    const Lines last = fail_rounds(script, 3, 2, "segfault", {100, 200});
+    CHECK(last.size() == 3);
+    for (const std::string& line : last) CHECK(line.find("round=3") != std::string::npos);
+  }
+  SUBCASE("the node that hosts the rendezvous stays") {
+    Script script(job(3, 3, 5));
+    script.run("join 1 host");
+    script.run("join 2");
+    script.run("join 3");
+    script.run("join 4");
+    const Lines last = fail_rounds(script, 3, 1, "segfault", {100, 200});
+    CHECK(last.size() == 4);  // three assigns and the spare's word
+    CHECK(script.coordinator().membership().quarantined.empty());
+  }
+  SUBCASE("the failures further apart than the window") {
+    Script script(job(3, 3, 5));
+    script.run("join 1 host");
+    script.run("join 2");
+    script.run("join 3");
+    script.run("join 4");
+    fail_rounds(script, 3, 2, "segfault", {100, 800});
+    CHECK(script.coordinator().membership().quarantined.empty());
+  }
+  SUBCASE("a Python exception is the program's, not the node's") {
+    Script script(job(3, 3, 5));
+    script.run("join 1 host");
+    script.run("join 2");
+    script.run("join 3");
+    script.run("join 4");
+    fail_rounds(script, 3, 2, "python_exception", {100, 200});
+    CHECK(script.coordinator().membership().quarantined.empty());
+  }
+  SUBCASE("quarantine_after=0 turns it off") {
+    JobSettings settings = job(3, 3, 5);
+    settings.quarantine.after = 0;
+    Script script(settings);
+    script.run("join 1 host");
+    script.run("join 2");
+    script.run("join 3");
+    script.run("join 4");
+    fail_rounds(script, 3, 2, "segfault", {100, 200});
+    CHECK(script.coordinator().membership().quarantined.empty());
+  }
+  SUBCASE("an elastic job shrinks to MIN without it") {
+    Script script(job(2, 3, 5));
+    script.run("join 1 host");
+    script.run("join 2");
+    script.run("join 3");
+    const Lines last = fail_rounds(script, 3, 3, "nccl_error", {100, 200});
+    REQUIRE(last.size() == 3);
+    CHECK(last[0].rfind("n3 finish exit=71", 0) == 0);
+    CHECK(last[1].find("group=0/2") != std::string::npos);
+  }
+}
+
+TEST_CASE("quarantine: a new coordinator goes on from the history of the last (the etcd leader's state)") {
+  JobSettings settings = job(3, 3, 5);
+  Script first(settings);
+  first.run("join 1 host");
+  first.run("join 2");
+  first.run("join 3");
+  first.run("join 4");
+  fail_rounds(first, 3, 2, "segfault", {100});
+  JobHistory history = first.coordinator().history();
+  REQUIRE(history.suspects.count(2) == 1);
+  REQUIRE(history.restart);
+  CHECK(history.restart->restarts.size() == 1);
+
+  // The next coordinator (a new leader) with the same node ids: one more failure quarantines n2.
+  settings.rounds_before = 1;
+  settings.restarts_used = 1;
+  settings.history = history;
+  Script second(settings);
+  second.run("join 1");
+  second.run("join 2");
+  second.run("join 3");
+  second.run("join 4");
+  second.run("@200 fail 2 2 exit=139 kind=segfault");
+  Lines last;
+  for (int n = 1; n <= 3; ++n) last = second.run(fmt::format("@200 stopped {} 2", n));
+  REQUIRE(!last.empty());
+  CHECK(last[0].rfind("n2 finish exit=71 restarts=2", 0) == 0);
+}
+
+}  // namespace
 }  // namespace ddprun::elastic

@@ -31,9 +31,14 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
     const auto key = keys_.parse(e.key);
     if (key.kind == etcd::JobKeys::Kind::kState) {
       const std::optional<Json> state = parse_peer_json(e.value);
-      if (state && state->is_object()) {
-        settings.rounds_before = state->value("rounds", 0);
-        settings.restarts_used = state->value("restarts", 0);
+      try {
+        if (!state || !state->is_object()) throw std::invalid_argument("not a JSON object");
+        etcd::JobState parsed = etcd::parse_state(*state, monotonic_seconds() - wall_seconds());
+        settings.rounds_before = parsed.rounds;
+        settings.restarts_used = parsed.restarts;
+        settings.history = std::move(parsed.history);
+      } catch (const std::exception& error) {
+        say(fmt::format("ddprun: ignoring the job's state in etcd, which this leader cannot read: {}\n", error.what()));
       }
     } else if (key.kind == etcd::JobKeys::Kind::kNode) {
       nodes.push_back(e);
@@ -43,11 +48,14 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
   leader_ = id_;
   coordinator_.emplace(settings, monotonic_seconds());
-  for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value);
+  state_ = {settings.rounds_before, settings.restarts_used, settings.history};
+  history_written_ = coordinator_->history_version();
+  membership_seen_ = coordinator_->membership_version();
+  for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value, e.create_revision);
   wait_for_deadline();
 }
 
-void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text) {
+void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text, std::int64_t created) {
   if (node_ids_.count(node)) return;
   const std::optional<Json> spec = parse_peer_json(spec_text);
   NodeSpec parsed;
@@ -57,9 +65,12 @@ void EtcdRendezvous::leader_join(const std::string& node, const std::string& spe
   } catch (const std::exception&) {
     return;  // not a ddprun node of this version: it will time out on its own
   }
-  const NodeId id = next_node_++;
+  // The revision that created its key names the node alike for every leader, so that the
+  // history a leader leaves in the state (suspect nodes) means the same nodes to the next.
+  const NodeId id = created > 0 ? static_cast<NodeId>(created) : (NodeId{1} << 62) + next_node_++;
   node_ids_[node] = id;
   node_names_[id] = node;
+  if (node == id_) coordinator_->runs_on(id);
   deliver(coordinator_->join(id, parsed, Joiner::kPeer, monotonic_seconds()));
 }
 
@@ -94,7 +105,12 @@ void EtcdRendezvous::leader_event(const std::string& node, const std::string& te
 }
 
 void EtcdRendezvous::deliver(const Messages& messages) {
-  if (messages.empty()) return wait_for_deadline();
+  if (coordinator_ && coordinator_->membership_version() != membership_seen_) {
+    membership_seen_ = coordinator_->membership_version();
+    announce(coordinator_->membership());
+  }
+  const bool history_changed = coordinator_ && coordinator_->history_version() != history_written_;
+  if (messages.empty() && !history_changed) return wait_for_deadline();
   std::vector<Json> ops;
   std::optional<JobOutcome> own_finish;
   std::optional<RoundAssignment> started;
@@ -107,8 +123,15 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     ops.push_back(put_op(keys_.message(name->second, id_, ++message_seq_), to_wire(m).dump(), lease_));
   }
   if (started) {
-    // For the next leader, should this one be lost.
-    ops.push_back(put_op(keys_.state(), Json{{"rounds", started->round}, {"restarts", started->restart_count}}.dump(), 0));
+    state_.rounds = started->round;
+    state_.restarts = started->restart_count;
+  }
+  if (started || history_changed) {
+    // For the next leader, should this one be lost: also a failed round's history (a suspect
+    // node, the crash-loop count) while the next round waits out its backoff.
+    history_written_ = coordinator_->history_version();
+    state_.history = coordinator_->history();
+    ops.push_back(put_op(keys_.state(), etcd::state_value(state_, wall_seconds() - monotonic_seconds()), 0));
   }
   const Json compare = {{{"key", base64_encode(keys_.leader())}, {"target", "VALUE"}, {"value", base64_encode(id_)}}};
   for (std::size_t i = 0; i < ops.size(); i += kMaxTxnOps) {
