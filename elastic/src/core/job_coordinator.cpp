@@ -609,7 +609,7 @@ void JobCoordinator::judge(NodeId node, const WorkerFailure& root, Messages& out
   c.failures = counted;
   c.nodes_without = static_cast<int>(nodes_.size()) - 1;
   c.min_nodes = settings_.min_nodes;
-  c.runs_rendezvous = node == host_ || node == runs_on_;
+  c.runs_rendezvous = node == host_;
   const QuarantineDecision d = decide_quarantine(c);
   if (!d.suspect) return;
   if (!d.quarantine) {

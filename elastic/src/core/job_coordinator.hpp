@@ -32,8 +32,9 @@
 // Suspect nodes (quarantine.hpp): when a failed round is restarted and its root cause is of a
 // hardware-like kind, it counts against the node whose worker it was; a node with
 // quarantine_after of them within quarantine_window is quarantined if the job keeps MIN nodes
-// without it (a spare takes its place, or the job shrinks) and it does not run the coordinator:
-// it gets a Finish of its own (exit_code::kQuarantined) and the next round goes on without it.
+// without it (a spare takes its place, or the job shrinks) and it is not the TCP host (whose
+// launcher the job's rendezvous runs in): it gets a Finish of its own (exit_code::kQuarantined)
+// and the next round goes on without it. An etcd leader so quarantined hands the lead over.
 #pragma once
 
 #include <array>
@@ -182,10 +183,8 @@ class JobCoordinator {
   // When tick() must be called next; none while nothing is timed.
   std::optional<double> next_deadline() const;
   bool finished() const { return phase_ == Phase::kFinished; }
-  // The node whose launcher runs this coordinator, when the transport knows it other than as
-  // Joiner::kHost (the etcd leader's own node): never quarantined, since the job's rendezvous
-  // would end with it.
-  void runs_on(NodeId node) { runs_on_ = node; }
+  // Restarts made so far, the one a failed round just decided included.
+  int restart_count() const { return restart_count_; }
   // What a next coordinator would need, and a number that changes whenever it does.
   JobHistory history() const;
   std::uint64_t history_version() const { return history_version_; }
@@ -277,7 +276,6 @@ class JobCoordinator {
   std::vector<WorkerFailure> failures_;  // this round's
   std::vector<NodeId> failure_nodes_;    // whose workers each of failures_ was
   // suspect nodes
-  std::optional<NodeId> runs_on_;
   std::map<NodeId, std::vector<SuspectFailure>> suspects_;  // counted_failures() of each node
   std::vector<QuarantinedNode> quarantined_;
   std::uint64_t history_version_ = 0;

@@ -37,7 +37,7 @@ struct QuarantineCase {
   std::vector<SuspectFailure> failures;  // the node's, oldest first, the latest (this round's) last
   int nodes_without = 0;                 // the job's nodes without this one: the others of the round and the spares
   int min_nodes = 1;                     // --nnodes MIN
-  bool runs_rendezvous = false;          // the node runs the job's coordinator (TCP host, etcd leader)
+  bool runs_rendezvous = false;          // the TCP host: the job's rendezvous would end with it
 };
 
 struct QuarantineDecision {

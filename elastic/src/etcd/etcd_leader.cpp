@@ -70,7 +70,6 @@ void EtcdRendezvous::leader_join(const std::string& node, const std::string& spe
   const NodeId id = created > 0 ? static_cast<NodeId>(created) : (NodeId{1} << 62) + next_node_++;
   node_ids_[node] = id;
   node_names_[id] = node;
-  if (node == id_) coordinator_->runs_on(id);
   deliver(coordinator_->join(id, parsed, Joiner::kPeer, monotonic_seconds()));
 }
 
@@ -122,6 +121,13 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     if (const auto* f = std::get_if<Finish>(&m); f && name->second == id_) own_finish = f->outcome;
     ops.push_back(put_op(keys_.message(name->second, id_, ++message_seq_), to_wire(m).dump(), lease_));
   }
+  // This node is quarantined while the job goes on: it hands the lead over. The next leader
+  // starts from the state, so the others' messages are left to it.
+  const bool resign = own_finish && !coordinator_->finished();
+  if (resign) {
+    ops.clear();
+    started.reset();
+  }
   if (started) {
     state_.rounds = started->round;
     state_.restarts = started->restart_count;
@@ -131,6 +137,7 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     // node, the crash-loop count) while the next round waits out its backoff.
     history_written_ = coordinator_->history_version();
     state_.history = coordinator_->history();
+    state_.restarts = coordinator_->restart_count();  // a restart decided, its round not started yet
     ops.push_back(put_op(keys_.state(), etcd::state_value(state_, wall_seconds() - monotonic_seconds()), 0));
   }
   const Json compare = {{{"key", base64_encode(keys_.leader())}, {"target", "VALUE"}, {"value", base64_encode(id_)}}};
@@ -143,6 +150,7 @@ void EtcdRendezvous::deliver(const Messages& messages) {
             },
             [this](const EtcdError& e) { lost_etcd(fmt::format("could not write to etcd: {}", e.what())); });
   }
+  if (resign) return step_down(std::move(*own_finish));
   if (own_finish) {
     leader_finish_ = own_finish;
     // Every other node got its finish: once they have read it and gone (or close_timeout
@@ -157,6 +165,16 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     clean_up_if_alone();
   }
   wait_for_deadline();
+}
+
+void EtcdRendezvous::step_down(JobOutcome outcome) {
+  say("ddprun: this node leads the rendezvous and is quarantined: another node takes the lead over\n");
+  coordinator_.reset();
+  node_ids_.clear();
+  node_names_.clear();
+  deadline_timer_.cancel();
+  // Queued after the state's transaction: the lease's revocation deletes the leader key.
+  finish_after_revoke(std::move(outcome));
 }
 
 void EtcdRendezvous::clean_up_if_alone() {

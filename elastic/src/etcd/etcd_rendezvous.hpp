@@ -85,6 +85,8 @@ class EtcdRendezvous final : public NodeRendezvous {
   void deliver(const Messages& messages);
   void wait_for_deadline();
   void clean_up_if_alone();
+  // Quarantined (a Finish to this node while the job goes on): writes nothing more, and leaves.
+  void step_down(JobOutcome outcome);
 
   RendezvousConfig config_;
   etcd::JobKeys keys_;
