@@ -43,20 +43,12 @@ run_scenarios a
 worker suspect_after_lead <<'SH'
 #!/bin/sh
 echo "$WORLD_SIZE $GROUP_WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$T/q.$1.$$"
-wait_file() {
-  tries=0
-  until [ -e "$1" ]; do
-    tries=$((tries + 1))
-    [ "$tries" -lt 1200 ] || exit 1
-    sleep 0.05
-  done
-}
 if [ "$GROUP_WORLD_SIZE" = 2 ]; then
-  wait_file "$T/q.release"
-  exit 0
+  exec "$T/file_made" "$T/q.release"
 fi
 if [ "$1" = c ]; then
-  if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then wait_file "$T/q.go"; else wait_file "$T/q.go2"; fi
+  if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then go="$T/q.go"; else go="$T/q.go2"; fi
+  "$T/file_made" "$go" || exit 1
   kill -SEGV $$
 fi
 exec sleep 120

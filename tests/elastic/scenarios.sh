@@ -361,29 +361,31 @@ SH
   ok "[$BACKEND] 3 nodes + 1 spare: a node killed, the spare runs its workers in the next round at world size 3"
 }
 
-# suspect NODE: writes "WORLD_SIZE GROUP_WORLD_SIZE RESTART_COUNT" to $T/q.NODE.PID; once every
+# file_made FILE: returns once FILE exists; fails after 60 s.
+worker file_made <<'SH'
+#!/bin/sh
+tries=0
+until [ -e "$1" ]; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 1200 ] || exit 1
+  sleep 0.05
+done
+SH
+# suspect NODE: writes "WORLD_SIZE GROUP_WORLD_SIZE RESTART_COUNT" to $T/q.NODE.PID. Once every
 # rank of the round runs and $T/q.go exists, node c's worker kills itself with SIGSEGV in the
-# first two rounds (a hardware-like failure: segfault); in the third (restart count 2) every
-# worker waits for $T/q.release and exits 0, before it others run until stopped.
+# first two rounds (a hardware-like failure: segfault), while the others run until stopped; in
+# the third (restart count 2) every worker waits for $T/q.release and exits 0.
 worker suspect <<'SH'
 #!/bin/sh
 echo "$WORLD_SIZE $GROUP_WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$T/q.$1.$$"
 echo "$TORCHELASTIC_RESTART_COUNT" > "$T/attempt.$RANK"
 "$T/round_started" || exit 1
-wait_file() {
-  tries=0
-  until [ -e "$1" ]; do
-    tries=$((tries + 1))
-    [ "$tries" -lt 1200 ] || exit 1
-    sleep 0.05
-  done
-}
 if [ "$1" = c ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then
-  wait_file "$T/q.go"
+  "$T/file_made" "$T/q.go" || exit 1
   kill -SEGV $$
 fi
 [ "$TORCHELASTIC_RESTART_COUNT" -ge 2 ] || exec sleep 120
-wait_file "$T/q.release"
+exec "$T/file_made" "$T/q.release"
 SH
 # literally TEXT: TEXT as an extended regular expression that matches only itself.
 literally() { sed 's/[][\.*^$()+?{}|]/\\&/g' <<<"$1"; }
