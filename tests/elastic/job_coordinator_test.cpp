@@ -111,10 +111,12 @@ class Script {
     }
     Lines lines;
     for (const Message& m : out) lines.push_back(render(m));
+    last_ = std::move(out);
     return lines;
   }
 
   const JobCoordinator& coordinator() const { return coordinator_; }
+  const Messages& last() const { return last_; }  // the last command's messages, unrendered
 
  private:
   NodeSpec spec(NodeId node, std::istringstream& in) {
@@ -167,6 +169,7 @@ class Script {
   JobSettings settings_;
   JobCoordinator coordinator_;
   double now_ = 0;
+  Messages last_;
   bool host_ = false;  // the node of the join being read is the host's own (option host)
 };
 
@@ -915,74 +918,65 @@ Lines fail_rounds(Script& script, int nodes, int victim, const std::string& kind
   return last;
 }
 
+// Nodes 1 (the host) to `nodes` joined, their first round assigned.
+void join_all(Script& script, int nodes) {
+  script.run("join 1 host");
+  for (int n = 2; n <= nodes; ++n) script.run(fmt::format("join {}", n));
+}
+
 TEST_CASE("quarantine: not at MIN without a spare, not the host, not outside the window, not a program's own failure") {
-  SUBCASE("at MIN without a spare: a normal restart, the reason says it is suspect") {
-    Script script(job(3, 3, 5));
-    script.run("join 1 host");
-    script.run("join 2");
-    script.run("join 3");
-    const Lines last = fail_rounds(script, 3, 2, "segfault", {100, 200});
-    CHECK(last.size() == 3);
-    for (const std::string& line : last) CHECK(line.find("round=3") != std::string::npos);
-  }
-  SUBCASE("the node that hosts the rendezvous stays") {
-    Script script(job(3, 3, 5));
-    script.run("join 1 host");
-    script.run("join 2");
-    script.run("join 3");
-    script.run("join 4");
-    const Lines last = fail_rounds(script, 3, 1, "segfault", {100, 200});
-    CHECK(last.size() == 4);  // three assigns and the spare's word
-    CHECK(script.coordinator().membership().quarantined.empty());
-  }
-  SUBCASE("the failures further apart than the window") {
-    Script script(job(3, 3, 5));
-    script.run("join 1 host");
-    script.run("join 2");
-    script.run("join 3");
-    script.run("join 4");
-    fail_rounds(script, 3, 2, "segfault", {100, 800});
-    CHECK(script.coordinator().membership().quarantined.empty());
-  }
-  SUBCASE("a Python exception is the program's, not the node's") {
-    Script script(job(3, 3, 5));
-    script.run("join 1 host");
-    script.run("join 2");
-    script.run("join 3");
-    script.run("join 4");
-    fail_rounds(script, 3, 2, "python_exception", {100, 200});
-    CHECK(script.coordinator().membership().quarantined.empty());
-  }
-  SUBCASE("quarantine_after=0 turns it off") {
-    JobSettings settings = job(3, 3, 5);
-    settings.quarantine.after = 0;
+  struct Row {
+    const char* what;
+    int min_nodes;
+    int quarantine_after;
+    int nodes;  // joined; beyond 3, spares
+    int victim;
+    const char* kind;
+    std::vector<int> times;
+  };
+  const std::vector<Row> rows = {
+      {"at MIN without a spare: a normal restart", 3, 2, 3, 2, "segfault", {100, 200}},
+      {"the node that hosts the rendezvous stays", 3, 2, 4, 1, "segfault", {100, 200}},
+      {"the failures further apart than the window", 3, 2, 4, 2, "segfault", {100, 800}},
+      {"a Python exception is the program's, not the node's", 3, 2, 4, 2, "python_exception", {100, 200}},
+      {"quarantine_after=0 turns it off", 3, 0, 4, 2, "segfault", {100, 200}},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.what);
+    JobSettings settings = job(row.min_nodes, 3, 5);
+    settings.quarantine.after = row.quarantine_after;
     Script script(settings);
-    script.run("join 1 host");
-    script.run("join 2");
-    script.run("join 3");
-    script.run("join 4");
-    fail_rounds(script, 3, 2, "segfault", {100, 200});
+    join_all(script, row.nodes);
+    const Lines last = fail_rounds(script, 3, row.victim, row.kind, row.times);
     CHECK(script.coordinator().membership().quarantined.empty());
+    REQUIRE(last.size() == static_cast<std::size_t>(row.nodes));  // the next round's assigns and the spare's word
+    for (int n = 0; n < 3; ++n) CHECK(last[n].find(fmt::format("round={}", row.times.size() + 1)) != std::string::npos);
   }
-  SUBCASE("an elastic job shrinks to MIN without it") {
-    Script script(job(2, 3, 5));
-    script.run("join 1 host");
-    script.run("join 2");
-    script.run("join 3");
-    const Lines last = fail_rounds(script, 3, 3, "nccl_error", {100, 200});
-    REQUIRE(last.size() == 3);
-    CHECK(last[0].rfind("n3 finish exit=71", 0) == 0);
-    CHECK(last[1].find("group=0/2") != std::string::npos);
-  }
+  // At MIN, the restart's reason says the node is suspect and why it is kept.
+  Script at_min(job(3, 3, 5));
+  join_all(at_min, 3);
+  fail_rounds(at_min, 3, 2, "segfault", {100, 200});
+  REQUIRE(!at_min.last().empty());
+  const auto* assign = std::get_if<Assign>(&at_min.last().front());
+  REQUIRE(assign != nullptr);
+  CHECK(assign->assignment.restart_reason.find("; node h2 (10.0.0.2) is suspect: " + kQuarantine2 +
+                                               "; kept, since the job would have 2 nodes without it, fewer than "
+                                               "--nnodes MIN 3, and no spare") != std::string::npos);
+}
+
+TEST_CASE("quarantine: an elastic job shrinks to MIN without the node") {
+  Script script(job(2, 3, 5));
+  join_all(script, 3);
+  const Lines last = fail_rounds(script, 3, 3, "nccl_error", {100, 200});
+  REQUIRE(last.size() == 3);
+  CHECK(last[0].rfind("n3 finish exit=71", 0) == 0);
+  CHECK(last[1].find("group=0/2") != std::string::npos);
 }
 
 TEST_CASE("quarantine: a new coordinator goes on from the history of the last (the etcd leader's state)") {
   JobSettings settings = job(3, 3, 5);
   Script first(settings);
-  first.run("join 1 host");
-  first.run("join 2");
-  first.run("join 3");
-  first.run("join 4");
+  join_all(first, 4);
   fail_rounds(first, 3, 2, "segfault", {100});
   JobHistory history = first.coordinator().history();
   REQUIRE(history.suspects.count(2) == 1);
@@ -994,10 +988,7 @@ TEST_CASE("quarantine: a new coordinator goes on from the history of the last (t
   settings.restarts_used = 1;
   settings.history = history;
   Script second(settings);
-  second.run("join 1");
-  second.run("join 2");
-  second.run("join 3");
-  second.run("join 4");
+  join_all(second, 4);
   second.run("@200 fail 2 2 exit=139 kind=segfault");
   Lines last;
   for (int n = 1; n <= 3; ++n) last = second.run(fmt::format("@200 stopped {} 2", n));
