@@ -15,16 +15,25 @@ next round started:
   shrink       --nnodes=2:3, no spare: the survivors go on as 2 nodes (world size 2, not 3).
 In etcd a lost node is noticed when its lease expires (heartbeat_timeout, 5 s by default): the
 rows with heartbeat_timeout=2 show how much of the time that is.
+
+torchrun 2.x (the PyTorch 2.x venv; --torchrun-runs, 0 to leave it out) has no spares: its rows
+are replacement and shrink with its c10d rendezvous (hosted by node .2's agent), --max_restarts=3
+and its defaults otherwise. Its workers are spares_python_worker.py (gloo, an all-reduce every
+50 ms, so that the survivors' workers fail when a peer is lost, as a training's would), and the
+lost node is its agent and its worker together, both SIGKILLed (a torchrun agent's SIGKILL alone
+leaves its worker running).
 """
 import argparse
 import os
 import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import tempfile
 import time
 
-from benchlib import ROOT, compile_worker, free_port, terminate_all, written_stamps
+from benchlib import BENCH_DIR, ROOT, compile_worker, free_port, terminate_all, torchrun, written_stamps
 from rendezvous import local_etcd
 
 
@@ -71,10 +80,80 @@ def one_run(ddprun, worker, rdzv, mode, conf, run_id):
             terminate_all(procs)
 
 
+# How long torchrun's next round is waited for.
+TORCHRUN_WAIT = 300
+
+
+def listening(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def process_tree(pid):
+    """`pid` and its descendants, from /proc's children lists."""
+    tree = [pid]
+    for p in tree:
+        for task in os.listdir(f"/proc/{p}/task"):
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    tree += [int(c) for c in f.read().split()]
+            except OSError:
+                pass
+    return tree
+
+
+def torchrun_run(mode, run_id):
+    """torchrun 2.x: seconds from the SIGKILL of node 2 (agent and worker) to the last worker of
+    the next round started; None when it did not within TORCHRUN_WAIT."""
+    command, fixes = torchrun("2")
+    port = free_port()
+    nnodes = {"replacement": "3", "shrink": "2:3"}[mode]
+    with tempfile.TemporaryDirectory() as d:
+        def start(i):
+            return subprocess.Popen(
+                command + [f"--nnodes={nnodes}", "--nproc_per_node=1", "--rdzv_backend=c10d",
+                           f"--rdzv_endpoint=127.0.0.2:{port}", f"--rdzv_id={run_id}", f"--local_addr=127.0.0.{i + 2}",
+                           "--max_restarts=3", *fixes, os.path.join(BENCH_DIR, "spares_python_worker.py"), d],
+                env=dict(os.environ, OMP_NUM_THREADS="1", LOGLEVEL="INFO"), stdout=subprocess.DEVNULL, stderr=open(f"/tmp/q/tr{i}.err", "w"))
+        procs = []
+        try:
+            deadline = time.time() + 120
+            # On loopback every agent's address matches the endpoint's, so each would host the
+            # rendezvous' store if it could: node .2 starts first and binds it, as it alone would
+            # on separate hosts.
+            procs = [start(0)]
+            wait_until(lambda: listening("127.0.0.2", port), deadline, "torchrun's rendezvous store")
+            procs += [start(i) for i in (1, 2)]
+            wait_until(lambda: len(written_stamps(d, "ready.0.")) == 3, deadline, "torchrun's 3 workers in their all-reduces")
+            victims = process_tree(procs[2].pid)
+            killed = time.time()
+            for pid in victims:
+                os.kill(pid, signal.SIGKILL)
+            if mode == "replacement":
+                procs.append(start(3))
+            world = 2 if mode == "shrink" else 3
+            try:
+                wait_until(lambda: len([t for t in written_stamps(d, "start.") if t > killed]) >= world,
+                           killed + TORCHRUN_WAIT, "torchrun's next round")
+            except RuntimeError:
+                return None
+            return max(t for t in written_stamps(d, "start.") if t > killed) - killed
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for p in procs:
+                p.wait(timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--torchrun-runs", type=int, default=3)
     args = ap.parse_args()
     if not shutil.which("etcd"):
         raise SystemExit("bench/spares.py: needs etcd (apt-get install etcd-server)")
@@ -99,6 +178,14 @@ def main():
                         figures.setdefault(mode, []).append(t)
                 med = {m: statistics.median(v) * 1e3 for m, v in figures.items()}
                 print(f"{label:<32} {med['spare']:>9.0f} {med['replacement']:>15.0f} {med['shrink']:>15.0f}")
+            if args.torchrun_runs > 0:
+                figures = {}
+                for k in range(args.torchrun_runs):
+                    for mode in ("replacement", "shrink"):
+                        figures.setdefault(mode, []).append(torchrun_run(mode, f"torchrun-{mode}-{k}"))
+                shown = {m: f"not within {TORCHRUN_WAIT} s" if None in v else f"{statistics.median(v) * 1e3:.0f}"
+                         for m, v in figures.items()}
+                print(f"{'torchrun 2.x (c10d), no spares':<32} {'-':>9} {shown['replacement']:>15} {shown['shrink']:>15}")
 
 
 if __name__ == "__main__":
