@@ -636,6 +636,7 @@ void JobCoordinator::forget(NodeId node) {
   if (host_ == node) host_.reset();
   workers_ -= gone.spec.nproc;
   nodes_.erase(node);
+  if (suspects_.erase(node) != 0) ++history_version_;  // a node that comes back is a new node
   if (const auto spare = std::find(spares_.begin(), spares_.end(), node); spare != spares_.end()) {
     spares_.erase(spare);
     ++membership_version_;
