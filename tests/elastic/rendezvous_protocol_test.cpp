@@ -48,8 +48,14 @@ TEST_CASE("every message survives the wire") {
   o.failures = {f, f};
   o.error = "";
   o.restarts = 2;
+  o.quarantined = {{"h3 (10.0.0.3)", "2 segfaults"}};
   const JobOutcome o2 = nlohmann::json(o).get<JobOutcome>();
   CHECK(nlohmann::json(o2) == nlohmann::json(o));
+  REQUIRE(o2.quarantined.size() == 1);
+  CHECK(o2.quarantined[0].node == "h3 (10.0.0.3)");
+  CHECK(o2.quarantined[0].why == "2 segfaults");
+  a.quarantined = o.quarantined;
+  CHECK(nlohmann::json(nlohmann::json(a).get<RoundAssignment>()) == nlohmann::json(a));
 
   NodeSpec s;
   s.run_id = "job";
