@@ -107,7 +107,8 @@ def process_tree(pid):
 
 def torchrun_run(mode, run_id):
     """torchrun 2.x: seconds from the SIGKILL of node 2 (agent and worker) to the last worker of
-    the next round started; None when its agents all exited first (the job ended), and a
+    the next round started; None when its agents all exited first (the job ended); "again" when
+    node .2's agent did not bind the rendezvous port within 60 s (nothing was measured); a
     RuntimeError when nothing happened within TORCHRUN_WAIT."""
     command, fixes = torchrun("2")
     port = free_port()
@@ -126,7 +127,10 @@ def torchrun_run(mode, run_id):
             # rendezvous' store if it could: node .2 starts first and binds it, as it alone would
             # on separate hosts.
             procs = [start(0)]
-            wait_until(lambda: listening("127.0.0.2", port), deadline, "torchrun's rendezvous store")
+            try:
+                wait_until(lambda: listening("127.0.0.2", port), time.time() + 60, "torchrun's rendezvous store")
+            except RuntimeError:
+                return "again"  # seen once in a run of 6: the agent never listened; another port is tried
             procs += [start(i) for i in (1, 2)]
             wait_until(lambda: len(written_stamps(d, "ready.0.")) == 3, deadline, "torchrun's 3 workers in their all-reduces")
             victims = process_tree(procs[2].pid)
@@ -182,7 +186,14 @@ def main():
                 figures = {}
                 for k in range(args.torchrun_runs):
                     for mode in ("replacement", "shrink"):
-                        figures.setdefault(mode, []).append(torchrun_run(mode, f"torchrun-{mode}-{k}"))
+                        t = "again"
+                        for attempt in range(3):
+                            t = torchrun_run(mode, f"torchrun-{mode}-{k}-{attempt}")
+                            if t != "again":
+                                break
+                        if t == "again":
+                            raise RuntimeError("torchrun's first agent never bound the rendezvous port, 3 times")
+                        figures.setdefault(mode, []).append(t)
                 shown = {m: "job ended" if None in v else f"{statistics.median(v) * 1e3:.0f}"
                          for m, v in figures.items()}
                 print(f"{'torchrun 2.x (c10d), no spares':<32} {'-':>9} {shown['replacement']:>15} {shown['shrink']:>15}")
