@@ -6,10 +6,15 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
 #include <system_error>
 
 #include "process/containment.hpp"
@@ -22,9 +27,37 @@ struct Message {
   pid_t process_group;
 };
 
+// Names the guard in ps and /proc/PID/cmdline as "ddprun: orphan guard of PID": a fork shows
+// ddprun's command line, with the training script's name in it, so `pgrep -f train.py` would
+// list the guard and `pkill -KILL -f train.py` would kill it with ddprun, leaving the cgroup
+// behind. The arguments' memory, whose bounds the kernel gives in /proc/self/stat, is
+// overwritten in place, as setproctitle does; it is the guard's own copy since the fork.
+void rename_process() {
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return;
+  const auto close = line.rfind(')');  // the name, in parentheses, may hold spaces
+  if (close == std::string::npos) return;
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  unsigned long long arg_start = 0, arg_end = 0;
+  for (int index = 3; fields >> field && index <= 49; ++index) {  // state is field 3
+    if (index == 48) arg_start = std::strtoull(field.c_str(), nullptr, 10);
+    if (index == 49) arg_end = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  if (arg_start == 0 || arg_end <= arg_start) return;
+  const std::string title = "ddprun: orphan guard of " + std::to_string(::getppid());
+  char* const args = reinterpret_cast<char*>(arg_start);
+  const std::size_t size = arg_end - arg_start;
+  std::memset(args, 0, size);  // the last byte stays '\0', so the kernel reads no further
+  std::memcpy(args, title.data(), std::min(title.size(), size - 1));
+  ::prctl(PR_SET_NAME, "ddprun-guard");
+}
+
 [[noreturn]] void run_guard(int from_launcher, const std::string& cgroup, const std::string& private_folder,
                             const std::function<void()>& chores) {
   ::setpgid(0, 0);  // out of ddprun's group: a Ctrl-C or killpg aimed at ddprun misses it
+  rename_process();
   // Hold no copy of ddprun's stdout/stderr: whoever reads them sees EOF when ddprun exits.
   if (int null = ::open("/dev/null", O_RDWR); null >= 0) {
     for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) ::dup2(null, fd);

@@ -104,6 +104,36 @@ TEST_CASE("64-bit numbers come as strings, zero values not at all") {
   CHECK(json_int(j, "missing") == 0);
 }
 
+TEST_CASE("a number that is not a whole signed 64-bit integer is refused, naming the field") {
+  struct Row {
+    const char* json;
+    bool accepted;
+    std::int64_t value;
+  };
+  const Row rows[] = {
+      {R"({"n": "-1"})", true, -1},  // an expired lease's TTL
+      {R"({"n": "9223372036854775807"})", true, 9223372036854775807},
+      {R"({"n": 42})", true, 42},
+      {R"({"n": "9223372036854775808"})", false, 0},  // 2^63
+      {R"({"n": 9223372036854775808})", false, 0},
+      {R"({"n": "12abc"})", false, 0},
+      {R"({"n": ""})", false, 0},
+      {R"({"n": " 7"})", false, 0},
+      {R"({"n": 1.5})", false, 0},
+      {R"({"n": true})", false, 0},
+      {R"({"n": null})", false, 0},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.json);
+    const auto j = nlohmann::json::parse(row.json);
+    if (row.accepted) {
+      CHECK(json_int(j, "n") == row.value);
+    } else {
+      CHECK_THROWS_WITH_AS(json_int(j, "n"), doctest::Contains("etcd sent n="), std::runtime_error);
+    }
+  }
+}
+
 TEST_CASE("the election: create the leader key only if absent, and read the job in the same revision") {
   const auto txn = create_and_read_txn("/p/leader", "me", 99, "/p/");
   CHECK(txn["compare"] == nlohmann::json::parse(R"([{"key": "L3AvbGVhZGVy", "target": "CREATE", "create_revision": "0"}])"));

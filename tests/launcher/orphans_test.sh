@@ -24,10 +24,15 @@ orphans_running() {
   [[ $(grep -c -- "$T/orphan 300" <<<"$running") == 3 ]]
 }
 wait_for 10 orphans_running
+# The guard names itself, not the script: pgrep -f "$T" does not see it, so it is looked for by name.
+guard_of() { pgrep -f "^ddprun: orphan guard of $1\$" >/dev/null; }
+guard_of "$pid" || fail "no process named 'ddprun: orphan guard of $pid'"
 start=$(date +%s.%N)
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 wait_for 10 no_leftovers
+guard_gone() { ! guard_of "$1"; }
+wait_for 10 guard_gone "$pid"
 elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" "BEGIN { printf \"%.3f\", e - s }")
 ok "ddprun SIGKILLed: workers and grandchildren gone after ${elapsed}s"
 
@@ -73,8 +78,10 @@ else
 fi
 for mode in "${modes[@]}"; do
   cg=1; [[ $mode == fallback ]] && cg=0
-  for how in exit fail term kill; do
-    [[ $mode == fallback && $how == kill ]] && continue  # not promised without a cgroup (README)
+  # pkill: `pkill -KILL -f SCRIPT` kills ddprun and its workers at once but not the orphan
+  # guard, whose command line names only itself, so the guard still stops the escapes.
+  for how in exit fail term kill pkill; do
+    [[ $mode == fallback && $how == *kill ]] && continue  # not promised without a cgroup (README)
     rm -f "$T"/escaped.* "$T"/session.* "$T"/daemon.*
     DDPRUN_CGROUP=$cg HOW=$how "$DDPRUN" --nproc_per_node=2 "$T/escapes" >"$T/esc.out" 2>"$T/esc.err" &
     pid=$!
@@ -83,9 +90,11 @@ for mode in "${modes[@]}"; do
     case $how in
       term) kill -TERM "$pid" ;;
       kill) kill -KILL "$pid" ;;
+      pkill) pkill -KILL -f -- "$T/escapes" ;;
     esac
     wait "$pid" 2>/dev/null || true
     wait_for 10 no_leftovers
+    wait_for 10 guard_gone "$pid"
     # Its cgroup is gone too (removed by ddprun, or by the guard after a SIGKILL).
     [[ $mode == fallback ]] || wait_for 10 test ! -e "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun.$pid"
   done
@@ -94,7 +103,7 @@ for mode in "${modes[@]}"; do
   DDPRUN_CGROUP=$cg HOW=fail "$DDPRUN" --nproc_per_node=2 --max_restarts=1 "$T/escapes" >"$T/esc.out" 2>"$T/esc.err" \
     || fail "$mode: the restarted job failed"
   expect_eq "$(cat "$T/at_restart.0" "$T/at_restart.1" | tr '\n' ' ')" "0 0 " "$mode: escapes of the first round alive at the restart"
-  if [[ $mode == cgroup ]]; then ends="exit, failure, SIGTERM and SIGKILL of ddprun"; else ends="exit, failure and SIGTERM"; fi
+  if [[ $mode == cgroup ]]; then ends="exit, failure, SIGTERM, SIGKILL of ddprun, and pkill -KILL -f of the script"; else ends="exit, failure and SIGTERM"; fi
   ok "$mode: setsid children and double-forked daemons are gone after a round's end, and after $ends"
 done
 

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cstdint>
+#include <limits>
 #include <stdexcept>
 
 namespace ddprun::elastic::etcd {
@@ -144,8 +147,21 @@ std::string make_node_id(std::string_view hostname, long pid, std::uint32_t rand
 std::int64_t json_int(const nlohmann::json& object, const char* field) {
   const auto it = object.find(field);
   if (it == object.end()) return 0;
-  if (it->is_string()) return std::stoll(it->get<std::string>());
-  return it->get<std::int64_t>();
+  const auto refuse = [&] {
+    return std::runtime_error(fmt::format("etcd sent {}={}, not a 64-bit integer", field, it->dump()));
+  };
+  if (it->is_number_integer() && !it->is_number_unsigned()) return it->get<std::int64_t>();
+  if (it->is_number_unsigned()) {
+    const auto value = it->get<std::uint64_t>();
+    if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) throw refuse();
+    return static_cast<std::int64_t>(value);
+  }
+  if (!it->is_string()) throw refuse();
+  const auto& text = it->get_ref<const std::string&>();
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) throw refuse();
+  return value;
 }
 
 WatchEvent parse_kv(const nlohmann::json& kv, bool deleted) {

@@ -86,7 +86,8 @@ std::string state_value(const JobState& state, double to_epoch);
 // for a field of the wrong type.
 JobState parse_state(const nlohmann::json& value, double from_epoch);
 
-// The gateway writes 64-bit integers as strings and leaves out zero values.
+// The gateway writes 64-bit integers as strings and leaves out zero values. Anything else that
+// is not a whole signed 64-bit integer (a fraction, text, 2^63) throws, naming the field.
 std::int64_t json_int(const nlohmann::json& object, const char* field);
 
 // The body of a transaction that puts `key` with `lease` unless it exists, and reads the
