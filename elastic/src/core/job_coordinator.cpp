@@ -132,9 +132,12 @@ JobCoordinator::JobCoordinator(JobSettings settings, double now)
       suspects_(settings_.history.suspects),
       quarantined_(settings_.history.quarantined) {
   if (settings_.history.restart) restart_policy_.restore(*settings_.history.restart);
+  restart_reason_ = settings_.history.restart_reason;
 }
 
-JobHistory JobCoordinator::history() const { return {restart_policy_.history(), suspects_, quarantined_}; }
+JobHistory JobCoordinator::history() const {
+  return {restart_policy_.history(), suspects_, quarantined_, restart_reason_};
+}
 
 JobMembership JobCoordinator::membership() const {
   JobMembership m;

@@ -56,11 +56,12 @@ using NodeId = std::uint64_t;
 // What a coordinator has learnt of the job that the next one must go on from (the etcd
 // rendezvous keeps it in its state key, for a new leader): the restart policy's history (none:
 // the policy starts afresh from restarts_used), each node's hardware-like root causes still in
-// the window, the nodes quarantined.
+// the window, the nodes quarantined, the last restart's reason.
 struct JobHistory {
   std::optional<RestartPolicy::History> restart;
   std::map<NodeId, std::vector<SuspectFailure>> suspects;
   std::vector<QuarantinedNode> quarantined;
+  std::string restart_reason;  // the last restart's, which the next round's assignments carry
 };
 
 // The job's identity and policy, set by the node that hosts the rendezvous.

@@ -218,8 +218,9 @@ std::string state_value(const JobState& state, double to_epoch) {
   }
   nlohmann::json quarantined = nlohmann::json::array();
   for (const QuarantinedNode& q : state.history.quarantined) quarantined.push_back({{"node", q.node}, {"why", q.why}});
-  nlohmann::json value = {{"rounds", state.rounds}, {"restarts", state.restarts}, {"suspects", suspects},
-                          {"quarantined", quarantined}};
+  nlohmann::json value = {{"rounds", state.rounds},         {"restarts", state.restarts},
+                          {"suspects", suspects},             {"quarantined", quarantined},
+                          {"restart_reason", state.history.restart_reason}};
   if (const auto& r = state.history.restart) {
     nlohmann::json times = nlohmann::json::array();
     for (double at : r->restarts) times.push_back({{"timestamp", at + to_epoch}});
@@ -232,6 +233,7 @@ JobState parse_state(const nlohmann::json& value, double from_epoch) {
   JobState state;
   state.rounds = value.value("rounds", 0);
   state.restarts = value.value("restarts", 0);
+  state.history.restart_reason = value.value("restart_reason", "");
   for (const auto& s : value.value("suspects", nlohmann::json::array())) {
     std::vector<SuspectFailure>& failures = state.history.suspects[std::stoull(s.at("node").get<std::string>())];
     for (const auto& f : s.at("failures")) failures.push_back({f.at("timestamp").get<double>(), f.at("kind").get<std::string>()});
