@@ -56,8 +56,8 @@ SH
 
 # 0. The history a suspect node's quarantine rests on survives a new leader: node c's worker
 # segfaults under leader a, a is SIGKILLed, and c's second segfault, under the next leader (any
-# of b, c, d; c hands the lead over when it is quarantined), quarantines it: c exits 71, b and
-# spare d finish the job at two nodes (--nnodes=2:3; a new leader's first round of fewer than MAX
+# of b, c, d; c hands the lead over when it is quarantined), quarantines it, and counts as the
+# second failure in a row of the crash-loop breaker: c exits 71, b and spare d finish the job at two nodes (--nnodes=2:3; a new leader's first round of fewer than MAX
 # nodes waits out last_call_timeout).
 rm -f "$T"/q.* "$T"/[abcd].events
 backend_job lead_history
@@ -84,6 +84,8 @@ for n in b c d; do finish_within 60 "$n"; done
 expect_eq "$RC_b $RC_c $RC_d" "0 71 0" "[etcd] c quarantined under the next leader ($(show b c d))"
 expect_in "$T/c.err" "is quarantined: its workers were the root cause of 2 hardware-like failures within 600 s \(segfault, segfault\)"
 for n in b d; do expect_in "$T/$n.events" '"event":"quarantined".*127\.0\.0\.4'; done
+# The crash-loop count went over to the next leader too: the second failure is the second in a row.
+expect_in "$T/b.err" "restarting workers \(restart 2 of 5\): .*no progress since the start \(2 in a row"
 wait_for 10 no_job_left
 backend_check_end lead_history lead_history
 ok "[etcd] a suspect node's history survives a new leader: its second segfault, under the next leader, quarantines it"
