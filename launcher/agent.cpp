@@ -166,6 +166,11 @@ class Agent::Impl {
       events_.write("spare", {{"place", place}, {"why", why}});
       publish_status();
     };
+    handlers.membership = [this](const elastic::JobMembership& m) {
+      job_spares_ = m.spares;
+      note_quarantined(m.quarantined);
+      publish_status();
+    };
     handlers.finish = [this](const elastic::JobOutcome& outcome) {
       Occurrence o(Event::kJobFinished);
       o.outcome = outcome;
@@ -217,6 +222,7 @@ class Agent::Impl {
       round_ = o.assignment;
       round_assigned_ = true;
       events_.set_round(round_.group_rank, attempts_started_);
+      note_quarantined(round_.quarantined);
       events_.write("round_started", {{"round", round_.round},
                                       {"restart_count", round_.restart_count},
                                       {"group_world_size", round_.group_world_size},
@@ -476,15 +482,28 @@ class Agent::Impl {
     events_.write("round_ended", {{"round", round_.round}});
   }
 
+  // Nodes quarantined since the last word of the coordinator: logged once each, on every node.
+  void note_quarantined(const std::vector<elastic::QuarantinedNode>& all) {
+    for (std::size_t i = quarantined_.size(); i < all.size(); ++i) {
+      events_.write("quarantined", {{"node", all[i].node}, {"why", all[i].why}});
+    }
+    if (all.size() > quarantined_.size()) quarantined_ = all;
+  }
+
   void exit_job() {
     end_round();
     signals_.close();
+    note_quarantined(outcome_.quarantined);
     if (shutdown_signal_ != 0) {
       exit_code_ = exit_code::kSignalBase + shutdown_signal_;
       say(fmt::format("ddprun: stopped by {}; workers stopped\n", signal_name(shutdown_signal_)));
+    } else if (outcome_.exit_code == exit_code::kQuarantined && !outcome_.error.empty()) {
+      exit_code_ = outcome_.exit_code;
+      say(fmt::format("ddprun: {}; exit {} so that the scheduler can drain this host\n", outcome_.error, exit_code_));
     } else {
       exit_code_ = outcome_.exit_code;
       if (exit_code_ != 0) say(format_failure_summary(outcome_, config_.program));
+      for (const auto& q : outcome_.quarantined) say(fmt::format("ddprun: quarantined during the job: {}: {}\n", q.node, q.why));
     }
     nlohmann::json fields = {{"exit_code", exit_code_}};
     if (shutdown_signal_ != 0) fields["signal"] = signal_name(shutdown_signal_);
@@ -500,6 +519,10 @@ class Agent::Impl {
       fields["stop_reason"] = outcome_.stop_reason;
     }
     if (!outcome_.error.empty()) fields["error"] = outcome_.error;
+    if (!outcome_.quarantined.empty()) {
+      fields["quarantined"] = nlohmann::json::array();
+      for (const auto& q : outcome_.quarantined) fields["quarantined"].push_back({{"node", q.node}, {"why", q.why}});
+    }
     events_.write("exit", fields);
     if (!config_.result_file.empty()) {
       const std::string error = write_result_file(
@@ -606,6 +629,8 @@ class Agent::Impl {
     view.failures = failures_by_kind_;
     view.last_failure = last_failure_;
     view.restart_reason = round_.restart_reason;
+    view.spares = job_spares_;
+    for (const auto& q : quarantined_) view.quarantined.emplace_back(q.node, q.why);
     for (const auto& w : group_.workers()) {
       RankView r;
       r.rank = w->rank;
@@ -675,6 +700,8 @@ class Agent::Impl {
   std::vector<elastic::WorkerFailure> further_failures_;
   bool round_assigned_ = false;
   bool round_open_ = false;  // workers were started and their round has not ended yet
+  std::optional<std::vector<std::string>> job_spares_;  // the job's spares, on the node that runs the coordinator
+  std::vector<elastic::QuarantinedNode> quarantined_;   // the job's quarantined nodes so far
   int spare_place_ = 0;  // this node waits as hot spare number N (rendezvous' spare); 0: it does not
   int hangs_found_ = 0;
   std::map<std::string, int> failures_by_kind_;  // this node's worker failures (/metrics)

@@ -21,6 +21,7 @@ const char* to_string(FailureKind kind) {
     case FailureKind::kCudaOom: return "cuda_oom";
     case FailureKind::kHostOom: return "host_oom";
     case FailureKind::kNcclError: return "nccl_error";
+    case FailureKind::kCudaError: return "cuda_error";
     case FailureKind::kCollectiveTimeout: return "collective_timeout";
     case FailureKind::kSegfault: return "segfault";
     case FailureKind::kAbort: return "abort";
@@ -36,7 +37,7 @@ const std::vector<FailureKind>& all_failure_kinds() {
   using K = FailureKind;
   static const std::vector<FailureKind> kinds = {
       K::kSyntaxError, K::kImportError, K::kPythonException, K::kCudaOom,  K::kHostOom,
-      K::kNcclError,   K::kCollectiveTimeout, K::kSegfault,  K::kAbort,    K::kKilled,
+      K::kNcclError,   K::kCudaError, K::kCollectiveTimeout, K::kSegfault,  K::kAbort,    K::kKilled,
       K::kHang,        K::kExitCode,    K::kConsequence};
   return kinds;
 }
@@ -131,6 +132,10 @@ const std::vector<TextRule>& text_rules() {
       {K::kNcclError, std::regex(R"(NCCL error|nccl(InternalError|SystemError|UnhandledCudaError|RemoteError|)"
                                  R"(InvalidUsage|InvalidArgument)|DistBackendError|Watchdog caught collective )"
                                  R"(operation timeout|NCCL communicator was aborted)",
+                                 exact)},
+      // After NCCL's (ncclUnhandledCudaError is NCCL's word) and CUDA's out of memory.
+      {K::kCudaError, std::regex(R"(CUDA error: |CUDA kernel errors might be|cudaError[A-Z]\w+|)"
+                                 R"((CUBLAS|CUDNN)_STATUS_EXECUTION_FAILED|uncorrectable ECC error)",
                                  exact)},
       {K::kCollectiveTimeout, std::regex(R"(Timed out waiting \d+ ?ms for (recv|send) operation|timed out on rank )"
                                          R"(\d+ of \d+ after|gloo.*timed out|Operation timed out!)",

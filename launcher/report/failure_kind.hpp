@@ -22,6 +22,7 @@ enum class FailureKind {
   kCudaOom,            // torch's OutOfMemoryError, "CUDA out of memory"
   kHostOom,            // the kernel's out-of-memory killer
   kNcclError,          // NCCL errors, DistBackendError, the NCCL watchdog's collective timeouts
+  kCudaError,          // a CUDA error other than out of memory: an illegal access, a launch failure, ECC
   kCollectiveTimeout,  // gloo's and the worker library's collective timeouts
   kSegfault,           // SIGSEGV, SIGBUS, SIGILL, SIGFPE
   kAbort,              // SIGABRT

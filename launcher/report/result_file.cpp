@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/exit_codes.hpp"
 #include "ddprun/system.hpp"
 #include "report/failure_report.hpp"
 
@@ -47,7 +48,12 @@ nlohmann::json job_result(const elastic::JobOutcome& outcome, int exit_code, int
                       {"attempt", attempt},
                       {"restarts", outcome.restarts},
                       {"max_restarts", max_restarts}};
-  if (shutdown_signal != 0) {
+  if (exit_code == exit_code::kQuarantined && !outcome.error.empty()) {
+    // This node was left out of a job that goes on: drain the host rather than run it again.
+    j["kind"] = "quarantined";
+    j["message"] = outcome.error;
+    if (!outcome.failures.empty()) j["root_cause"] = failure_json(outcome.failures.front());
+  } else if (shutdown_signal != 0) {
     // Stopped from outside (a preemption, scancel): the job itself did not fail.
     j["kind"] = "stopped";
     j["retryable"] = true;
@@ -64,6 +70,8 @@ nlohmann::json job_result(const elastic::JobOutcome& outcome, int exit_code, int
     j["message"] = outcome.error;
   }
   for (const auto& f : outcome.failures) j["failures"].push_back(failure_json(f));
+  j["quarantined"] = nlohmann::json::array();
+  for (const auto& q : outcome.quarantined) j["quarantined"].push_back({{"node", q.node}, {"why", q.why}});
   return j;
 }
 

@@ -153,6 +153,32 @@ std::string job_line(const std::vector<nlohmann::json>& nodes) {
   return line + "\n";
 }
 
+// "spares: h4 (10.0.0.4)" from the node that runs the coordinator, "quarantined: h2 (10.0.0.2):
+// why" from any: each line only when there is something to say. Fields of other types are skipped.
+std::string membership_lines(const std::vector<nlohmann::json>& nodes) {
+  std::vector<std::string> spares;
+  std::vector<std::string> quarantined;
+  for (const auto& n : nodes) {
+    const auto s = n.find("spares");
+    if (s != n.end() && s->is_array() && spares.empty()) {
+      for (const auto& name : *s) {
+        if (name.is_string()) spares.push_back(name.get<std::string>());
+      }
+    }
+    const auto q = n.find("quarantined");
+    if (q != n.end() && q->is_array() && q->size() > quarantined.size()) {
+      quarantined.clear();
+      for (const auto& node : *q) {
+        if (node.is_object()) quarantined.push_back(text_or_dash(node, "node") + ": " + text_or_dash(node, "why"));
+      }
+    }
+  }
+  std::string out;
+  if (!spares.empty()) out += fmt::format("spares: {}\n", fmt::join(spares, ", "));
+  for (const auto& q : quarantined) out += "quarantined: " + q + "\n";
+  return out;
+}
+
 }  // namespace
 
 StatusTarget parse_status_target(std::string_view text) {
@@ -221,7 +247,7 @@ std::string format_status(const std::vector<nlohmann::json>& nodes) {
   }
   // Numbers right-aligned, words left-aligned; the last column is not padded.
   const std::vector<bool> right = {true, false, true, false, true, true, true, false};
-  std::string out = job_line(nodes);
+  std::string out = job_line(nodes) + membership_lines(nodes);
   for (const auto& row : rows) {
     std::string line;
     for (std::size_t i = 0; i < row.size(); ++i) {

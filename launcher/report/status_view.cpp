@@ -102,6 +102,8 @@ std::string status_json(const JobView& view, double now) {
       {"node_rank", view.node_rank >= 0 ? nlohmann::json(view.node_rank) : nlohmann::json()},
       {"nodes", view.nodes > 0 ? nlohmann::json(view.nodes) : nlohmann::json()},
       {"spare", view.spare > 0 ? nlohmann::json(view.spare) : nlohmann::json()},
+      {"spares", view.spares ? nlohmann::json(*view.spares) : nlohmann::json()},
+      {"quarantined", nlohmann::json::array()},
       {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},
       {"healthy", code == 200},
       {"total_steps", job.total_steps},
@@ -112,6 +114,7 @@ std::string status_json(const JobView& view, double now) {
       {"last_failure", nlohmann::json()},
       {"restart_reason", view.restart_reason.empty() ? nlohmann::json() : nlohmann::json(view.restart_reason)},
   };
+  for (const auto& [node, why] : view.quarantined) j["quarantined"].push_back({{"node", node}, {"why", why}});
   if (const auto& f = view.last_failure) {
     j["last_failure"] = {{"rank", f->rank},          {"host", f->host}, {"exit_code", f->exit_code},
                          {"kind", f->kind},          {"retryable", f->retryable}, {"cause", f->cause}};

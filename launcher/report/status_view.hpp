@@ -58,6 +58,10 @@ struct JobView {
   std::map<std::string, int> failures;  // this node's worker failures by kind (failure_kind.hpp)
   std::optional<FailureView> last_failure;
   std::string restart_reason;        // why the last restart happened, "" before any
+  // The job's hot spares ("hostname (addr)", the next admitted first), known only on the node
+  // that runs the coordinator (the TCP host, the etcd leader); nullopt elsewhere.
+  std::optional<std::vector<std::string>> spares;
+  std::vector<std::pair<std::string, std::string>> quarantined;  // node, why: those left out of the job so far
   std::vector<RankView> ranks;
 };
 

@@ -156,7 +156,7 @@ ok "300 idle connections at ulimit -n 64: no busy loop, idle ones closed, the wo
 # the job's secret each join saying they host it, with the job's run id and --nnodes, and stay
 # connected: both are refused with the reason (before, the host gave its own finish to the
 # stranger's connection and hung), the host says so, and the real job ends normally, in one
-# round. A version of 2^32+7 is refused as that version, not read as 7 (the current one).
+# round. A version of 2^32+8 is refused as that version, not read as 8 (the current one).
 for variant in stranger insider; do
   next_port; rm -f "$T"/env.* "$T/starts"
   job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=claimed)
@@ -170,7 +170,7 @@ for variant in stranger insider; do
     > "$T/claim.out" 2>&1 &
   claimer=$!
   wait_for 20 grep -qs '"type":"finish"' "$T/claim.out"
-  "${peer[@]}" stranger 127.0.0.2 $port "${peer_secret[@]}" --version=4294967303 --run-id=claimed --nnodes=2 \
+  "${peer[@]}" stranger 127.0.0.2 $port "${peer_secret[@]}" --version=4294967304 --run-id=claimed --nnodes=2 \
     > "$T/version.out" 2>&1
   touch "$T/release"
   finish_within 30 a; finish_within 30 b
@@ -183,10 +183,10 @@ for variant in stranger insider; do
   expect_in "$T/claim.out" "this node says it hosts the rendezvous, but the rendezvous runs in the launcher of"
   expect_eq "$(grep -cE "refused a rendezvous connection from 127\.0\.0\.[0-9]+:[0-9]+: this node says it hosts the rendezvous" "$T/a.err")" 1 \
     "the host's lines about the claim ($variant)"
-  expect_in "$T/version.out" "this node speaks rendezvous protocol version 4294967303 but the rendezvous host speaks version [0-9]+"
-  expect_in "$T/a.err" "refused a rendezvous connection from .*protocol version 4294967303"
+  expect_in "$T/version.out" "this node speaks rendezvous protocol version 4294967304 but the rendezvous host speaks version [0-9]+"
+  expect_in "$T/a.err" "refused a rendezvous connection from .*protocol version 4294967304"
 done
-ok "a stranger (no secret) and an insider (with it) claiming to host are refused; the job ends normally; version 2^32+7 refused"
+ok "a stranger (no secret) and an insider (with it) claiming to host are refused; the job ends normally; version 2^32+8 refused"
 
 # libcrypto is opened only by a run that authenticates: where it cannot be loaded (hidden by
 # /dev/null bound over it in a mount namespace of this command alone), a run with a secret ends

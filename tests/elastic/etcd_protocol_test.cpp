@@ -1,6 +1,7 @@
 // The etcd rendezvous's pure parts: base64 as etcd's JSON gateway writes it, prefix ranges,
 // the job's key layout, and the gateway's watch messages and transactions.
 #include "etcd/etcd_protocol.hpp"
+#include "core/rendezvous_protocol.hpp"
 
 #include <doctest/doctest.h>
 
@@ -147,6 +148,39 @@ TEST_CASE("a put, as a transaction's operation: base64 key and value, a lease on
   CHECK(put_op("/p/a", "v", 7) ==
         nlohmann::json::parse(R"({"request_put": {"key": "L3AvYQ==", "value": "dg==", "lease": "7"}})"));
   CHECK(put_op("/p/a", "v", 0) == nlohmann::json::parse(R"({"request_put": {"key": "L3AvYQ==", "value": "dg=="}})"));
+}
+
+TEST_CASE("the job's state: the history a new leader goes on from, restart times carried over the epoch") {
+  JobState state;
+  state.rounds = 3;
+  state.restarts = 2;
+  state.history.restart = RestartPolicy::History{{100.5, 160.25}, 2, "ValueError at a.py:3"};
+  state.history.suspects[7587871391] = {{1700000000.5, "segfault"}};
+  state.history.quarantined = {{"h2 (10.0.0.2)", "its workers were ..."}};
+  state.history.restart_reason = "restart 2 of 3 after ...; node h2 (10.0.0.2) is quarantined: ...";
+  // Written on a host whose monotonic 0 is the epoch's 1000, read on one whose is 5000.
+  const std::string text = state_value(state, 1000);
+  const auto value = parse_peer_json(text);
+  REQUIRE(value);  // fractions only in "timestamp"s, revisions as strings: a peer's JSON
+  const JobState read = parse_state(*value, -5000);
+  CHECK(read.rounds == 3);
+  CHECK(read.restarts == 2);
+  REQUIRE(read.history.restart);
+  CHECK(read.history.restart->restarts == std::vector<double>{100.5 + 1000 - 5000, 160.25 + 1000 - 5000});
+  CHECK(read.history.restart->no_progress == 2);
+  CHECK(read.history.restart->last_exception == "ValueError at a.py:3");
+  CHECK(read.history.suspects == state.history.suspects);
+  REQUIRE(read.history.quarantined.size() == 1);
+  CHECK(read.history.quarantined[0].node == "h2 (10.0.0.2)");
+  CHECK(read.history.restart_reason == state.history.restart_reason);
+
+  // A state of an earlier version: rounds and restarts only, and no restart history.
+  const JobState old = parse_state(nlohmann::json::parse(R"({"rounds": 4, "restarts": 1})"), 0);
+  CHECK(old.rounds == 4);
+  CHECK(old.restarts == 1);
+  CHECK_FALSE(old.history.restart);
+  CHECK(old.history.suspects.empty());
+  CHECK_THROWS_AS(parse_state(nlohmann::json::parse(R"({"rounds": "x"})"), 0), nlohmann::json::exception);
 }
 
 }  // namespace

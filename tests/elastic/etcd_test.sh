@@ -37,6 +37,59 @@ backend_check_end() {
 # node of rank 0 that is lost is the leader, a.
 run_scenarios a
 
+# suspect_after_lead: node c's worker segfaults at once in the first round (once $T/q.go exists);
+# in a later round of three nodes, once $T/q.go2 exists. In a round of two, every worker waits for
+# $T/q.release and exits 0; the others run until stopped.
+worker suspect_after_lead <<'SH'
+#!/bin/sh
+echo "$WORLD_SIZE $GROUP_WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$T/q.$1.$$"
+if [ "$GROUP_WORLD_SIZE" = 2 ]; then
+  exec "$T/file_made" "$T/q.release"
+fi
+if [ "$1" = c ]; then
+  if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then go="$T/q.go"; else go="$T/q.go2"; fi
+  "$T/file_made" "$go" || exit 1
+  kill -SEGV $$
+fi
+exec sleep 120
+SH
+
+# 0. The history a suspect node's quarantine rests on survives a new leader: node c's worker
+# segfaults under leader a, a is SIGKILLed, and c's second segfault, under the next leader (any
+# of b, c, d; c hands the lead over when it is quarantined), quarantines it, and counts as the
+# second failure in a row of the crash-loop breaker: c exits 71, b and spare d finish the job at two nodes (--nnodes=2:3; a new leader's first round of fewer than MAX
+# nodes waits out last_call_timeout).
+rm -f "$T"/q.* "$T"/[abcd].events
+backend_job lead_history
+job=(--nnodes=2:3 --nproc_per_node=1 --max_restarts=5 "${RDZV[@]}"
+     --rdzv_conf=join_timeout=60,last_call_timeout=3,heartbeat_timeout=3,spares=1)
+node 127.0.0.2 a "${job[@]}" "$T/suspect_after_lead" a
+backend_first_joined
+node 127.0.0.3 b "${job[@]}" --event_log="$T/b.events" "$T/suspect_after_lead" b
+node 127.0.0.4 c "${job[@]}" "$T/suspect_after_lead" c
+running() { [[ $(cat "$T"/q.[abc].* 2>/dev/null | grep -c "^3 3 $1\$") == 3 ]]; }
+wait_for 60 running 0
+node 127.0.0.5 d "${job[@]}" --event_log="$T/d.events" "$T/suspect_after_lead" d
+wait_for 60 grep -qs "this node is a hot spare" "$T/d.err"
+touch "$T/q.go"
+wait_for 60 running 1
+kill -KILL "$PID_a"; finish a
+d_running() { grep -qs '^3 3 1$' "$T"/q.d.*; }
+wait_for 60 d_running
+touch "$T/q.go2"
+two_running() { [[ $(cat "$T"/q.[bd].* 2>/dev/null | grep -c '^2 2 2$') == 2 ]]; }
+wait_for 60 two_running
+touch "$T/q.release"
+for n in b c d; do finish_within 60 "$n"; done
+expect_eq "$RC_b $RC_c $RC_d" "0 71 0" "[etcd] c quarantined under the next leader ($(show b c d))"
+expect_in "$T/c.err" "is quarantined: its workers were the root cause of 2 hardware-like failures within 600 s \(segfault, segfault\)"
+for n in b d; do expect_in "$T/$n.events" '"event":"quarantined".*127\.0\.0\.4'; done
+# The crash-loop count went over to the next leader too: the second failure is the second in a row.
+expect_in "$T/b.err" "restarting workers \(restart 2 of 5\): .*no progress since the start \(2 in a row"
+wait_for 10 no_job_left
+backend_check_end lead_history lead_history
+ok "[etcd] a suspect node's history survives a new leader: its second segfault, under the next leader, quarantines it"
+
 # 1. etcd unreachable at the start: one line that names etcd and the flag, exit 69 after join_timeout.
 read -r closed < <(free_ports 1)
 run_ddprun unreachable --nnodes=2 --rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:$closed --rdzv_id=none \

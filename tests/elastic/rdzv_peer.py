@@ -25,7 +25,7 @@ import socket
 import sys
 import time
 
-VERSION = 7
+VERSION = 8
 
 
 def mac(key, data):

@@ -1,6 +1,8 @@
 #include "ddprun/rendezvous_config.hpp"
 
 #include <doctest/doctest.h>
+
+#include "core/node_identity.hpp"
 #include <unistd.h>
 
 #include <cstdio>
@@ -113,6 +115,22 @@ TEST_CASE("--rdzv_conf") {
                        "--node_rank below --nnodes, and a spare has none",
                        RendezvousConfigError);
 
+  // Suspect nodes: 2 within 600 s by default; 0 (either) turns quarantine off.
+  CHECK(c.quarantine_after == 2);
+  CHECK(c.quarantine_window == 600);
+  apply_rdzv_conf("quarantine_after=3,quarantine_window=60.5", c);
+  CHECK(c.quarantine_after == 3);
+  CHECK(c.quarantine_window == 60.5);
+  apply_rdzv_conf("quarantine_window=0", c);
+  CHECK(c.quarantine_window == 0);
+  CHECK(job_settings(c).quarantine.after == 0);
+  apply_rdzv_conf("quarantine_after=0,quarantine_window=600", c);
+  CHECK(job_settings(c).quarantine.after == 0);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("quarantine_after=-1", c),
+                       "--rdzv_conf quarantine_after=-1: expected a whole number, 0 or more", RendezvousConfigError);
+  CHECK_THROWS_AS(apply_rdzv_conf("quarantine_window=-5", c), RendezvousConfigError);
+  apply_rdzv_conf("quarantine_after=2", c);
+
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=-1", c),
                        "--rdzv_conf join_timeout=-1: expected a positive number of seconds, at most 1000000000 "
                        "(about 31 years)",
@@ -128,7 +146,7 @@ TEST_CASE("--rdzv_conf") {
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
                        "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
                        "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-                       "max_connections, max_membership_changes, spares, protocol, cacert, cert, key, user, password, "
+                       "max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, protocol, cacert, cert, key, user, password, "
                        "password_file",
                        RendezvousConfigError);
 }
@@ -308,7 +326,7 @@ TEST_CASE("rdzv_conf timeouts are bounded and bad values are quoted short, on on
       FAIL("accepted");
     } catch (const RendezvousConfigError& e) {
       const std::string message = e.what();
-      CHECK(message.size() < 400);  // the list of known keys, and the value quoted short
+      CHECK(message.size() < 450);  // the list of known keys, and the value quoted short
       CHECK(message.find('\n') == std::string::npos);
     }
   }

@@ -41,15 +41,21 @@ TEST_CASE("every message survives the wire") {
   CHECK(nlohmann::json(a2) == nlohmann::json(a));
   CHECK(nlohmann::json(a) == nlohmann::json::parse(R"({"round":3,"restart_count":1,"group_rank":2,
       "group_world_size":4,"base_rank":8,"world_size":16,"master_addr":"10.0.0.1","master_port":4567,
-      "run_id":"job","agent_store":true,"restart_reason":"","backoff":0.0})"));
+      "run_id":"job","agent_store":true,"restart_reason":"","backoff":0.0,"quarantined":[]})"));
 
   JobOutcome o;
   o.exit_code = 137;
   o.failures = {f, f};
   o.error = "";
   o.restarts = 2;
+  o.quarantined = {{"h3 (10.0.0.3)", "2 segfaults"}};
   const JobOutcome o2 = nlohmann::json(o).get<JobOutcome>();
   CHECK(nlohmann::json(o2) == nlohmann::json(o));
+  REQUIRE(o2.quarantined.size() == 1);
+  CHECK(o2.quarantined[0].node == "h3 (10.0.0.3)");
+  CHECK(o2.quarantined[0].why == "2 segfaults");
+  a.quarantined = o.quarantined;
+  CHECK(nlohmann::json(nlohmann::json(a).get<RoundAssignment>()) == nlohmann::json(a));
 
   NodeSpec s;
   s.run_id = "job";
@@ -73,7 +79,7 @@ TEST_CASE("server messages") {
   CHECK(to_wire(Spare{1, 2, "full"}) == nlohmann::json::parse(R"({"type":"spare","place":2,"why":"full"})"));
   CHECK(to_wire(Finish{1, JobOutcome{}}) ==
         nlohmann::json::parse(R"({"type":"finish","outcome":{"exit_code":0,"failures":[],"error":"","restarts":0,
-            "stop_reason":"","retryable":false}})"));
+            "stop_reason":"","retryable":false,"quarantined":[]}})"));
   // A refusal by a host of version 5, before stop_reason and retryable, still reads.
   const JobOutcome old = nlohmann::json::parse(R"({"exit_code":69,"failures":[],"error":"other version","restarts":0})")
                              .get<JobOutcome>();

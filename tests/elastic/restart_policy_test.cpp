@@ -149,4 +149,26 @@ TEST_CASE("restarts an earlier coordinator made count, at the time it took over"
   CHECK(policy.restarts_counted(151) == 0);
 }
 
+TEST_CASE("a policy restored from another's history decides as that one would (a new etcd leader)") {
+  WorkerFailure f;
+  f.kind = "python_exception";
+  f.exception = "ValueError";
+  f.location = "a.py:3";
+  RestartPolicy first(5, settings(0, 60, 100), 0, 0);
+  CHECK(first.decide(f, false, 10).restart);
+  CHECK(first.decide(f, true, 20).restart);
+  RestartPolicy::History h = first.history();
+  CHECK(h.restarts == std::vector<double>{10, 20});
+  CHECK(h.no_progress == 0);
+  CHECK(h.last_exception == "ValueError at a.py:3");
+  RestartPolicy second(5, settings(0, 60, 100), 2, 30);
+  second.restore(h);
+  // The window (100 s) counts the restarts at their own times, not at the take-over.
+  CHECK(second.restarts_counted(115) == 1);
+  // The same exception again with no progress: what the first policy would say.
+  const RestartDecision d = second.decide(f, false, 40);
+  CHECK_FALSE(d.restart);
+  CHECK(d.reason.find("the same ValueError at a.py:3 twice in a row") != std::string::npos);
+}
+
 }  // namespace ddprun::elastic

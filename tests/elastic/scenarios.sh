@@ -361,6 +361,102 @@ SH
   ok "[$BACKEND] 3 nodes + 1 spare: a node killed, the spare runs its workers in the next round at world size 3"
 }
 
+# file_made FILE: returns once FILE exists; fails after 60 s.
+worker file_made <<'SH'
+#!/bin/sh
+tries=0
+until [ -e "$1" ]; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 1200 ] || exit 1
+  sleep 0.05
+done
+SH
+# suspect NODE: writes "WORLD_SIZE GROUP_WORLD_SIZE RESTART_COUNT" to $T/q.NODE.PID. Once every
+# rank of the round runs and $T/q.go exists, node c's worker kills itself with SIGSEGV in the
+# first two rounds (a hardware-like failure: segfault), while the others run until stopped; in
+# the third (restart count 2) every worker waits for $T/q.release and exits 0.
+worker suspect <<'SH'
+#!/bin/sh
+echo "$WORLD_SIZE $GROUP_WORLD_SIZE $TORCHELASTIC_RESTART_COUNT" >> "$T/q.$1.$$"
+echo "$TORCHELASTIC_RESTART_COUNT" > "$T/attempt.$RANK"
+"$T/round_started" || exit 1
+if [ "$1" = c ] && [ "$TORCHELASTIC_RESTART_COUNT" -lt 2 ]; then
+  "$T/file_made" "$T/q.go" || exit 1
+  kill -SEGV $$
+fi
+[ "$TORCHELASTIC_RESTART_COUNT" -ge 2 ] || exec sleep 120
+exec "$T/file_made" "$T/q.release"
+SH
+# literally TEXT: TEXT as an extended regular expression that matches only itself.
+literally() { sed 's/[][\.*^$()+?{}|]/\\&/g' <<<"$1"; }
+third_round_running() { [[ $(cat "$T"/q.* 2>/dev/null | grep -c '^3 3 2$') == 3 ]]; }
+
+# Nodes a, b, c and spare d (--nnodes=3, spares=1): node c's worker segfaults in two rounds in a
+# row, within quarantine_window: c is quarantined (its ddprun exits 71), the third round runs with
+# the spare at full size, and every node's event log, the coordinator's /status (a: the TCP host,
+# the etcd leader; it lists the spare before) and the summary name c.
+scenario_quarantine() {
+  rm -f "$T"/q.* "$T"/attempt.* "$T"/[abcd].events
+  backend_job quarantine
+  local job=(--nnodes=3 --nproc_per_node=1 --max_restarts=3 "${RDZV[@]}"
+             --rdzv_conf=join_timeout=60,heartbeat_timeout=3,spares=1,quarantine_after=2,quarantine_window=600)
+  local n
+  node 127.0.0.2 a "${job[@]}" --status_port=0 --event_log="$T/a.events" "$T/suspect" a
+  backend_first_joined
+  local url
+  url=$(status_url "$T/a.err")
+  node 127.0.0.3 b "${job[@]}" --event_log="$T/b.events" "$T/suspect" b
+  node 127.0.0.4 c "${job[@]}" --event_log="$T/c.events" "$T/suspect" c
+  # d joins the full round: it waits as the spare; c fails only then.
+  first_round_running() { [[ $(cat "$T"/q.[abc].* 2>/dev/null | grep -c '^3 3 0$') == 3 ]]; }
+  wait_for 60 first_round_running
+  node 127.0.0.5 d "${job[@]}" --event_log="$T/d.events" "$T/suspect" d
+  spare_listed() { curl -sf "$url/status" | tr -d '\n ' | grep -q "\"spares\":\[\"$(hostname)(127.0.0.5)\"\]"; }
+  wait_for 60 spare_listed
+  touch "$T/q.go"
+  wait_for 90 third_round_running
+  curl -sf "$url/status" > "$T/a.status"
+  touch "$T/q.release"
+  for n in a b c d; do finish_within 60 "$n"; done
+  expect_eq "$RC_a $RC_b $RC_c $RC_d" "0 0 71 0" "[$BACKEND] the quarantined node exits 71, the others 0 ($(show a b c d))"
+  local victim="$(hostname) (127.0.0.4)"
+  local why="its workers were the root cause of 2 hardware-like failures within 600 s (segfault, segfault)"
+  expect_eq "$(cat "$T"/q.c.* | wc -l)" 2 "[$BACKEND] node c ran two rounds"
+  expect_eq "$(cat "$T"/q.d.*)" "3 3 2" "[$BACKEND] the spare's workers: world size 3, in the third round"
+  expect_in "$T/c.err" "$(literally "this node ($victim) is quarantined: $why; the job goes on without it; exit 71")"
+  expect_in "$T/a.err" "$(literally "node $victim is quarantined: $why; the job goes on without it")"
+  expect_in "$T/a.err" "$(literally "quarantined during the job: $victim: $why")"
+  for n in a b c d; do expect_in "$T/$n.events" "\"event\":\"quarantined\".*\"node\":\"$(literally "$victim")\""; done
+  expect_in "$T/a.status" "\"node\": \"$(literally "$victim")\""
+  expect_in "$T/d.events" '"event":"round_started".*"world_size":3'
+  wait_for 10 no_job_left
+  backend_check_end quarantine quarantine
+  ok "[$BACKEND] 3 nodes + 1 spare: a node whose worker segfaults twice is quarantined (exit 71); the spare runs the third round at world size 3"
+}
+
+# The same failures at --nnodes MIN without a spare: no quarantine, a normal restart that says
+# the node is suspect; c runs the third round too.
+scenario_suspect_at_min() {
+  rm -f "$T"/q.* "$T"/attempt.*
+  touch "$T/q.go"
+  backend_job suspect
+  local job=(--nnodes=3 --nproc_per_node=1 --max_restarts=3 "${RDZV[@]}" --rdzv_conf=join_timeout=60,heartbeat_timeout=3)
+  local n
+  node 127.0.0.2 a "${job[@]}" "$T/suspect" a
+  backend_first_joined
+  node 127.0.0.3 b "${job[@]}" "$T/suspect" b
+  node 127.0.0.4 c "${job[@]}" "$T/suspect" c
+  wait_for 90 third_round_running
+  touch "$T/q.release"
+  for n in a b c; do finish_within 60 "$n"; done
+  expect_eq "$RC_a $RC_b $RC_c" "0 0 0" "[$BACKEND] at MIN without a spare ($(show a b c))"
+  expect_eq "$(grep -c '^3 3 ' "$T"/q.c.* | awk -F: '{s += $2} END {print s}')" 3 "[$BACKEND] node c ran all three rounds"
+  expect_in "$T/a.err" "$(literally "node $(hostname) (127.0.0.4) is suspect: its workers were the root cause of 2 hardware-like failures within 600 s (segfault, segfault); kept, since the job would have 2 nodes without it, fewer than --nnodes MIN 3, and no spare")"
+  wait_for 10 no_job_left
+  backend_check_end suspect_at_min suspect
+  ok "[$BACKEND] at MIN without a spare: a node whose worker segfaults twice is kept; a normal restart"
+}
+
 # Every scenario above, in this order; VICTIM as scenario_rank0_lost's.
 run_scenarios() {
   local victim=$1
@@ -375,4 +471,6 @@ run_scenarios() {
   scenario_success_then_failure
   scenario_join_timeout
   scenario_spare_replaces_lost
+  scenario_quarantine
+  scenario_suspect_at_min
 }

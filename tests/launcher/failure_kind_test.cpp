@@ -8,6 +8,8 @@
 #include "ddprun/launch_config.hpp"
 #include "report/failure_kind.hpp"
 
+#include "core/quarantine.hpp"
+
 using namespace ddprun;
 using launcher::FailureEvidence;
 
@@ -98,6 +100,10 @@ TEST_CASE("failure kinds: the rules table") {
        "cuda_oom", true, "CUDA out of memory."},
       {"NCCL error", exited(1, kTraceback + "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled system error"),
        "nccl_error", true, "DistBackendError"},
+      {"CUDA error", exited(1, kTraceback + "RuntimeError: CUDA error: an illegal memory access was encountered"),
+       "cuda_error", true, "CUDA error: an illegal memory access was encountered"},
+      {"CUDA error from C++, then abort", [] { auto e = signalled(SIGABRT); e.stderr_tail = {"terminate called after throwing an instance of 'c10::Error'", "  what():  CUDA error: unspecified launch failure"}; return e; }(),
+       "cuda_error", true, "CUDA error: unspecified launch failure"},
       {"NCCL watchdog timeout", signalled(SIGABRT), "abort", true, "SIGABRT"},
       {"NCCL watchdog timeout text", [] { auto e = signalled(SIGABRT); e.stderr_tail = {"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out."}; return e; }(),
        "nccl_error", true, "Watchdog caught collective operation timeout"},
@@ -191,10 +197,19 @@ TEST_CASE("failure kinds: --failure_rules is checked") {
   CHECK(config::parse_failure_rules("[]").empty());
 }
 
+TEST_CASE("failure kinds: the rendezvous' hardware-like kinds (quarantine) are kinds the launcher gives") {
+  std::vector<std::string> names;
+  for (auto kind : launcher::all_failure_kinds()) names.push_back(launcher::to_string(kind));
+  for (std::string_view kind : elastic::hardware_like_kinds()) {
+    CAPTURE(kind);
+    CHECK(std::find(names.begin(), names.end(), kind) != names.end());
+  }
+}
+
 TEST_CASE("failure kinds: names") {
   std::vector<std::string> names;
   for (auto kind : launcher::all_failure_kinds()) names.push_back(launcher::to_string(kind));
   CHECK(names == std::vector<std::string>{"syntax_error", "import_error", "python_exception", "cuda_oom", "host_oom",
-                                          "nccl_error", "collective_timeout", "segfault", "abort", "killed", "hang",
+                                          "nccl_error", "cuda_error", "collective_timeout", "segfault", "abort", "killed", "hang",
                                           "exit_code", "consequence"});
 }

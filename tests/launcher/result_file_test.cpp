@@ -58,6 +58,24 @@ TEST_CASE("the result file: what a requeue script reads") {
     CHECK(j["retryable"] == true);
     CHECK(j["signal"] == "SIGTERM");
   }
+  SUBCASE("this node quarantined: drain the host, do not run it again") {
+    elastic::WorkerFailure f;
+    f.rank = 2;
+    f.host = "node7";
+    f.exit_code = 139;
+    f.signal = SIGSEGV;
+    f.kind = "segfault";
+    outcome.failures = {f};
+    outcome.exit_code = 71;
+    outcome.error = "this node (node7 (10.0.0.7)) is quarantined: ...";
+    outcome.quarantined = {{"node7 (10.0.0.7)", "2 segfaults"}};
+    const auto j = launcher::job_result(outcome, 71, 0, 1, 3);
+    CHECK(j["kind"] == "quarantined");
+    CHECK(j["retryable"] == false);
+    CHECK(j["message"] == outcome.error);
+    CHECK(j["root_cause"]["kind"] == "segfault");
+    CHECK(j["quarantined"] == nlohmann::json::parse(R"j([{"node": "node7 (10.0.0.7)", "why": "2 segfaults"}])j"));
+  }
   SUBCASE("a rendezvous error") {
     outcome.exit_code = 69;
     outcome.error = "timed out";

@@ -149,6 +149,22 @@ TEST_CASE("the table of several nodes: the job's ranks by rank, the pace of all 
   CHECK(format_status(nodes) == expected);
 }
 
+TEST_CASE("the table names the job's spares and quarantined nodes under the job line") {
+  const auto node = [](const char* host, nlohmann::json spares, nlohmann::json quarantined) {
+    return nlohmann::json{{"phase", "running"}, {"attempt", 0}, {"round", 3}, {"restart_count", 2},
+                          {"restarts_left", 1}, {"host", host}, {"node_rank", 0}, {"nodes", 3},
+                          {"hang_timeout", nullptr}, {"healthy", true}, {"ranks", nlohmann::json::array()},
+                          {"spares", spares}, {"quarantined", quarantined}};
+  };
+  const auto q = nlohmann::json::parse(R"j([{"node": "c (10.0.0.4)", "why": "2 segfaults"}])j");
+  // Node b does not run the coordinator (spares null); node a, the host, lists them.
+  const std::string text = format_status({node("b", nullptr, q), node("a", {"d (10.0.0.5)"}, q)});
+  CHECK(text.find("\nspares: d (10.0.0.5)\nquarantined: c (10.0.0.4): 2 segfaults\nrank") != std::string::npos);
+  const std::string quiet = format_status({node("a", nlohmann::json::array(), nlohmann::json::array())});
+  CHECK(quiet.find("spares") == std::string::npos);
+  CHECK(quiet.find("quarantined") == std::string::npos);
+}
+
 TEST_CASE("an answer with fields of other types than ddprun writes is refused, not drawn") {
   const auto odd = nlohmann::json::parse(R"({"ranks": [{"rank": "zero", "running": "yes"}]})");
   CHECK_THROWS_AS(format_status({odd}), nlohmann::json::exception);

@@ -156,6 +156,15 @@ TEST_CASE("/status: each rank's state and pace, the job's progress") {
   CHECK(waiting["phase"] == "spare");
   CHECK(waiting["spare"] == 2);
   CHECK(waiting["healthy"] == true);
+  // The job's spares, known where the coordinator runs; the quarantined nodes, on every node.
+  CHECK(before["spares"].is_null());
+  CHECK(before["quarantined"] == nlohmann::json::array());
+  JobView host;
+  host.spares = std::vector<std::string>{"h4 (10.0.0.4)", "h5 (10.0.0.5)"};
+  host.quarantined = {{"h2 (10.0.0.2)", "2 segfaults"}};
+  const auto coordinator = nlohmann::json::parse(status_json(host, 0));
+  CHECK(coordinator["spares"] == nlohmann::json::parse(R"j(["h4 (10.0.0.4)", "h5 (10.0.0.5)"])j"));
+  CHECK(coordinator["quarantined"] == nlohmann::json::parse(R"j([{"node": "h2 (10.0.0.2)", "why": "2 segfaults"}])j"));
 }
 
 TEST_CASE("/healthz and /status from a job view") {

@@ -11,6 +11,7 @@ inline constexpr int kSuccess = 0;
 inline constexpr int kUsage = 64;           // bad flag, value or config file (EX_USAGE)
 inline constexpr int kRendezvous = 69;      // nodes could not form or keep a job (EX_UNAVAILABLE)
 inline constexpr int kInternal = 70;        // a bug or an unexpected system error (EX_SOFTWARE)
+inline constexpr int kQuarantined = 71;    // this node was left out of the job as suspect hardware (EX_OSERR): drain it
 inline constexpr int kHung = 124;           // a worker made no progress within --hang_timeout (as timeout(1))
 inline constexpr int kCannotExecute = 126;  // the program exists but is not executable
 inline constexpr int kNotFound = 127;       // the program could not be found or started

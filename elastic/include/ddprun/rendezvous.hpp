@@ -60,6 +60,14 @@ struct WorkerFailure {
   bool progressed = false;    // its node's workers made progress (beats, steps) in this round
 };
 
+// A node the coordinator left out of the job for good: its workers were the root cause of
+// --rdzv_conf quarantine_after hardware-like failures within quarantine_window (its launcher exits
+// exit_code::kQuarantined, so that the scheduler can drain the host).
+struct QuarantinedNode {
+  std::string node;  // "hostname (addr)"
+  std::string why;   // one clause: the failures counted
+};
+
 // What one node needs to start its workers for a round.
 struct RoundAssignment {
   int round = 0;              // increases by one with every new round
@@ -76,6 +84,7 @@ struct RoundAssignment {
   // crash-loop backoff, seconds). Empty and 0 for the first round and membership changes.
   std::string restart_reason;
   double backoff = 0;
+  std::vector<QuarantinedNode> quarantined;  // every node quarantined in the job so far, in order
 };
 
 // Why a round ends early: a worker failed (here or on another node; uses the restart budget),
@@ -97,6 +106,14 @@ struct JobOutcome {
   // kind is retryable and which the policy did not judge hopeless (a crash loop, the same
   // exception twice), or a rendezvous error; false on success.
   bool retryable = false;
+  std::vector<QuarantinedNode> quarantined;  // every node quarantined in the job, in order
+};
+
+// The job's nodes beside those of the round, as the node that runs the coordinator knows them
+// (the TCP host, the etcd leader).
+struct JobMembership {
+  std::vector<std::string> spares;  // the hot spares, the next admitted first
+  std::vector<QuarantinedNode> quarantined;
 };
 
 class Rendezvous {
@@ -109,6 +126,9 @@ class Rendezvous {
     // `place` (1: the next one admitted, the earliest joined), starts no workers, and takes the
     // place of a lost node in the next round (start_round). Unset: nothing is said.
     std::function<void(int place, const std::string& why)> spare;
+    // Only on the node that runs the job's coordinator (the TCP host, the etcd leader): its
+    // spares or quarantined nodes changed. Unset: nothing is said.
+    std::function<void(const JobMembership&)> membership;
     // A line of ddprun's own about the rendezvous (ending in '\n'), for the launcher's
     // console; called at once, on the loop. Unset: standard error.
     std::function<void(const std::string& line)> say;

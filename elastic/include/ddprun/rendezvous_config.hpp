@@ -129,6 +129,11 @@ struct RendezvousConfig {
   // earliest joined replaces a lost node in the next round); a node beyond them is refused.
   // -1: any number.
   int spares = -1;
+  // --rdzv_conf quarantine_after and quarantine_window (seconds): a node whose workers are the
+  // root cause of that many hardware-like failures within the window is left out of the job
+  // when it can go on without it (core/quarantine.hpp). 0 (either): never.
+  int quarantine_after = 2;
+  double quarantine_window = 600;
   EtcdSettings etcd;  // --rdzv_backend=etcd only
 };
 
@@ -158,7 +163,7 @@ Endpoint single_node_master(const RendezvousConfig& config);
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
 // (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
-// max_connections, max_membership_changes, spares, the etcd backend's protocol (http|https), cacert,
+// max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, the etcd backend's protocol (http|https), cacert,
 // cert, key (paths), user and password (or password_file, a path), and
 // torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted

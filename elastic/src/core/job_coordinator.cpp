@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/node_identity.hpp"
+#include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
 
 namespace ddprun::elastic {
@@ -128,7 +129,23 @@ JobCoordinator::JobCoordinator(JobSettings settings, double now)
       round_(settings_.rounds_before),
       restart_count_(settings_.restarts_used),
       restart_policy_(settings_.max_restarts, settings_.restart, settings_.restarts_used, now),
-      join_deadline_(now + settings_.join_timeout) {}
+      join_deadline_(now + settings_.join_timeout),
+      suspects_(settings_.history.suspects),
+      quarantined_(settings_.history.quarantined) {
+  if (settings_.history.restart) restart_policy_.restore(*settings_.history.restart);
+  restart_reason_ = settings_.history.restart_reason;
+}
+
+JobHistory JobCoordinator::history() const {
+  return {restart_policy_.history(), suspects_, quarantined_, restart_reason_};
+}
+
+JobMembership JobCoordinator::membership() const {
+  JobMembership m;
+  for (NodeId id : spares_) m.spares.push_back(node_name(id));
+  m.quarantined = quarantined_;
+  return m;
+}
 
 std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec, Joiner joiner) const {
   const JobSettings& s = settings_;
@@ -242,6 +259,8 @@ Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, Joiner joiner, 
                    fmt::format("{} joined; admitting it in the next round", describe_node(node)), now, out);
       } else {
         out.push_back(spare(node, static_cast<int>(nodes_.size() - (parts_.size() - parts_gone_))));
+        spares_.push_back(node);
+        ++membership_version_;
       }
       break;
     }
@@ -311,11 +330,7 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
   Messages out;
   if (nodes_.count(node) == 0) return out;
   const std::string name = describe_node(node);
-  const int node_rank = nodes_.at(node).spec.node_rank;
-  if (node_rank >= 0) node_ranks_.erase(node_rank);
-  if (host_ == node) host_.reset();
-  workers_ -= nodes_.at(node).spec.nproc;
-  nodes_.erase(node);
+  forget(node);
   const auto part = parts_.find(node);
   switch (phase_) {
     case Phase::kGathering:
@@ -424,6 +439,10 @@ void JobCoordinator::start_round(double now, Messages& out) {
   });
   const std::vector<NodeId> spares(ids.begin() + std::min<std::size_t>(ids.size(), settings_.max_nodes), ids.end());
   ids.resize(ids.size() - spares.size());
+  if (spares != spares_) {
+    spares_ = spares;
+    ++membership_version_;
+  }
 
   std::vector<RankCandidate> candidates;
   for (NodeId id : ids) {
@@ -438,6 +457,7 @@ void JobCoordinator::start_round(double now, Messages& out) {
   phase_ = Phase::kRunning;
   round_failed_ = false;
   failures_.clear();
+  failure_nodes_.clear();
   last_call_deadline_.reset();
   parts_.clear();
   parts_gone_ = 0;
@@ -462,6 +482,7 @@ void JobCoordinator::start_round(double now, Messages& out) {
     a.run_id = settings_.run_id;
     a.restart_reason = restart_reason_;
     a.backoff = backoff_;
+    a.quarantined = quarantined_;
     out.push_back(Assign{id, a});
     parts_.add(id, Part::kRunning);
     node.last_round = round_;
@@ -500,14 +521,19 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
   if (round_failed_) {
     // The root cause is the first failure in time of those that were not only a consequence of
     // another (a rank whose peer's connection closed under it).
-    std::stable_sort(failures_.begin(), failures_.end(), [](const WorkerFailure& a, const WorkerFailure& b) {
+    const auto by_cause = [](const WorkerFailure& a, const WorkerFailure& b) {
       const bool ca = a.kind == "consequence", cb = b.kind == "consequence";
       if (ca != cb) return cb;
       return a.timestamp < b.timestamp;
-    });
+    };
+    // The first of the least, as stable_sort puts first.
+    const NodeId root_node =
+        failure_nodes_[std::min_element(failures_.begin(), failures_.end(), by_cause) - failures_.begin()];
+    std::stable_sort(failures_.begin(), failures_.end(), by_cause);
     const bool progressed = std::any_of(failures_.begin(), failures_.end(),
                                         [](const WorkerFailure& f) { return f.progressed; });
     const RestartDecision decision = restart_policy_.decide(failures_.front(), progressed, now);
+    ++history_version_;
     if (!decision.restart) {
       JobOutcome failure;
       failure.failures = failures_;
@@ -525,6 +551,7 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
     restart_reason_ = decision.reason;
     backoff_ = decision.backoff;
     not_before_ = now + decision.backoff;
+    judge(root_node, failures_.front(), out);
   } else {
     // Nodes joined or left. A round that ran for the last-call window counts as progress; a
     // run of quicker changes (a flapping node, or one joining and leaving on purpose) is free
@@ -573,11 +600,56 @@ void JobCoordinator::Parts::clear() {
 void JobCoordinator::record(NodeId node, WorkerFailure failure) {
   if (failure.host.empty()) failure.host = nodes_.at(node).spec.hostname;
   failures_.push_back(std::move(failure));
+  failure_nodes_.push_back(node);
   round_failed_ = true;
+}
+
+void JobCoordinator::judge(NodeId node, const WorkerFailure& root, Messages& out) {
+  if (settings_.quarantine.after <= 0 || !is_hardware_like(root.kind) || nodes_.count(node) == 0) return;
+  std::vector<SuspectFailure>& counted = suspects_[node];
+  counted = counted_failures(settings_.quarantine, std::move(counted), {root.timestamp, root.kind});
+  QuarantineCase c;
+  c.settings = settings_.quarantine;
+  c.failures = counted;
+  c.nodes_without = static_cast<int>(nodes_.size()) - 1;
+  c.min_nodes = settings_.min_nodes;
+  c.runs_rendezvous = node == host_;
+  const QuarantineDecision d = decide_quarantine(c);
+  if (!d.suspect) return;
+  if (!d.quarantine) {
+    restart_reason_ += fmt::format("; {} is suspect: {}", describe_node(node), d.why);
+    return;
+  }
+  restart_reason_ += fmt::format("; {} is quarantined: {}; the job goes on without it", describe_node(node), d.why);
+  quarantined_.push_back({node_name(node), d.why});
+  suspects_.erase(node);
+  JobOutcome outcome;
+  outcome.exit_code = exit_code::kQuarantined;
+  outcome.error = fmt::format("this node ({}) is quarantined: {}; the job goes on without it", node_name(node), d.why);
+  outcome.failures = {root};
+  outcome.restarts = restart_count_;
+  outcome.quarantined = quarantined_;
+  out.push_back(Finish{node, outcome});
+  forget(node);
+  ++membership_version_;
+}
+
+void JobCoordinator::forget(NodeId node) {
+  const Node& gone = nodes_.at(node);
+  if (gone.spec.node_rank >= 0) node_ranks_.erase(gone.spec.node_rank);
+  if (host_ == node) host_.reset();
+  workers_ -= gone.spec.nproc;
+  nodes_.erase(node);
+  if (suspects_.erase(node) != 0) ++history_version_;  // a node that comes back is a new node
+  if (const auto spare = std::find(spares_.begin(), spares_.end(), node); spare != spares_.end()) {
+    spares_.erase(spare);
+    ++membership_version_;
+  }
 }
 
 void JobCoordinator::finish(JobOutcome outcome, Messages& out) {
   phase_ = Phase::kFinished;
+  outcome.quarantined = quarantined_;
   parts_.clear();
   for (const auto& [id, node] : nodes_) out.push_back(Finish{id, outcome});
 }

@@ -28,6 +28,13 @@
 // round and at each round that leaves it out. A lost node's round ends at once, and the next
 // round starts as soon as the others have stopped (every node the job knows is there): the
 // earliest-joined spare takes its place, with no last call and no join timeout.
+//
+// Suspect nodes (quarantine.hpp): when a failed round is restarted and its root cause is of a
+// hardware-like kind, it counts against the node whose worker it was; a node with
+// quarantine_after of them within quarantine_window is quarantined if the job keeps MIN nodes
+// without it (a spare takes its place, or the job shrinks) and it is not the TCP host (whose
+// launcher the job's rendezvous runs in): it gets a Finish of its own (exit_code::kQuarantined)
+// and the next round goes on without it. An etcd leader so quarantined hands the lead over.
 #pragma once
 
 #include <array>
@@ -38,10 +45,24 @@
 #include <variant>
 #include <vector>
 
+#include "core/quarantine.hpp"
 #include "core/restart_policy.hpp"
 #include "ddprun/rendezvous.hpp"
 
 namespace ddprun::elastic {
+
+using NodeId = std::uint64_t;
+
+// What a coordinator has learnt of the job that the next one must go on from (the etcd
+// rendezvous keeps it in its state key, for a new leader): the restart policy's history (none:
+// the policy starts afresh from restarts_used), each node's hardware-like root causes still in
+// the window, the nodes quarantined, the last restart's reason.
+struct JobHistory {
+  std::optional<RestartPolicy::History> restart;
+  std::map<NodeId, std::vector<SuspectFailure>> suspects;
+  std::vector<QuarantinedNode> quarantined;
+  std::string restart_reason;  // the last restart's, which the next round's assignments carry
+};
 
 // The job's identity and policy, set by the node that hosts the rendezvous.
 struct JobSettings {
@@ -64,6 +85,8 @@ struct JobSettings {
   // one when its leader is lost): rounds already held, and restarts of max_restarts spent.
   int rounds_before = 0;
   int restarts_used = 0;
+  JobHistory history;
+  QuarantineSettings quarantine;  // --rdzv_conf quarantine_after, quarantine_window
 };
 
 // What a node says about itself when it joins.
@@ -85,8 +108,6 @@ struct NodeSpec {
   bool hosts_rendezvous = false;
   bool agent_store = false;  // it serves the workers' store on master_port when it gets group rank 0
 };
-
-using NodeId = std::uint64_t;
 
 // Who a joining node is, as the transport knows it without asking the node: the launcher the
 // coordinator runs in (the TCP server's own connection, made in its process; the single node
@@ -163,6 +184,15 @@ class JobCoordinator {
   // When tick() must be called next; none while nothing is timed.
   std::optional<double> next_deadline() const;
   bool finished() const { return phase_ == Phase::kFinished; }
+  // Restarts made so far, the one a failed round just decided included.
+  int restart_count() const { return restart_count_; }
+  // What a next coordinator would need, and a number that changes whenever it does.
+  JobHistory history() const;
+  std::uint64_t history_version() const { return history_version_; }
+  // The spares and the quarantined nodes, and a number that changes whenever they do (asking
+  // costs a walk of the spares only).
+  JobMembership membership() const;
+  std::uint64_t membership_version() const { return membership_version_; }
   // While a restart waits out its backoff: when the next round may start.
   std::optional<double> restart_at() const {
     return backing_off_ ? std::optional<double>(not_before_) : std::nullopt;
@@ -213,6 +243,11 @@ class JobCoordinator {
   void stop_round(StopReason reason, const std::string& why, double now, Messages& out);
   void end_round_if_stopped(double now, Messages& out);
   void record(NodeId node, WorkerFailure failure);
+  // After a failed round that is restarted: counts `root` against `node` and quarantines it
+  // when decide_quarantine() says so (a Finish to it; the reason joins restart_reason_).
+  void judge(NodeId node, const WorkerFailure& root, Messages& out);
+  // Forgets a node that is gone or quarantined (not its part in the round).
+  void forget(NodeId node);
   void finish(JobOutcome outcome, Messages& out);
 
   JobSettings settings_;
@@ -240,6 +275,13 @@ class JobCoordinator {
   std::size_t parts_gone_ = 0;  // those of parts_ lost after they succeeded
   bool round_failed_ = false;
   std::vector<WorkerFailure> failures_;  // this round's
+  std::vector<NodeId> failure_nodes_;    // whose workers each of failures_ was
+  // suspect nodes
+  std::map<NodeId, std::vector<SuspectFailure>> suspects_;  // counted_failures() of each node
+  std::vector<QuarantinedNode> quarantined_;
+  std::uint64_t history_version_ = 0;
+  std::vector<NodeId> spares_;  // the last round's spares and those that joined since, in order
+  std::uint64_t membership_version_ = 0;
   // stopping
   double close_deadline_ = 0;
   std::string stop_why_;

@@ -26,6 +26,9 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.max_membership_changes =
       config.max_membership_changes >= 0 ? config.max_membership_changes : 4 * config.max_nodes;
   s.spares = config.spares;
+  // A window of 0 turns quarantine off as quarantine_after=0 does.
+  s.quarantine.after = config.quarantine_window > 0 ? config.quarantine_after : 0;
+  s.quarantine.window = config.quarantine_window;
   return s;
 }
 

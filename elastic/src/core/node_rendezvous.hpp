@@ -47,6 +47,13 @@ class NodeRendezvous : public Rendezvous {
   // (check_assignment, check_outcome).
   void handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish);
 
+  // The job's spares or quarantined nodes changed (on the node that runs the coordinator).
+  void announce(JobMembership membership) {
+    post([m = std::move(membership)](Handlers& h) {
+      if (h.membership) h.membership(m);
+    });
+  }
+
   // A line of ddprun's own (ending in '\n') on the launcher's console.
   void say(const std::string& line) const;
 

@@ -236,6 +236,10 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       config.max_membership_changes = parse_count(key, value);
     } else if (key == "spares") {
       config.spares = parse_count(key, value);
+    } else if (key == "quarantine_after") {
+      config.quarantine_after = parse_count(key, value);
+    } else if (key == "quarantine_window") {
+      config.quarantine_window = value == "0" ? 0 : parse_seconds(key, value);
     } else if (key == "protocol") {
       if (value != "http" && value != "https") {
         throw RendezvousConfigError(fmt::format("--rdzv_conf protocol={}: expected http or https", shown(value)));
@@ -260,7 +264,7 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       throw RendezvousConfigError(fmt::format(
           "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
           "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-          "max_connections, max_membership_changes, spares, protocol, cacert, cert, key, user, password, "
+          "max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, protocol, cacert, cert, key, user, password, "
           "password_file",
           shown(key)));
     }

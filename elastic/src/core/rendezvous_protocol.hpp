@@ -31,8 +31,9 @@ namespace ddprun::elastic {
 // secret and tagged lines; a host refuses a failure report of another node's workers. 6:
 // WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
 // the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
-// options, which must match the job's. 7: spare.
-inline constexpr int kProtocolVersion = 7;
+// options, which must match the job's. 7: spare. 8: RoundAssignment and JobOutcome have the
+// quarantined nodes.
+inline constexpr int kProtocolVersion = 8;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -40,13 +41,15 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, 
                                    exit_code, signal, signal_from_outside, hung, message, traceback,
                                    error_file, timestamp, kind, retryable, cause, exception, location,
                                    step, progressed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QuarantinedNode, node, why)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
-                                   master_port, run_id, agent_store, restart_reason, backoff)
+                                   master_port, run_id, agent_store, restart_reason, backoff,
+                                   quarantined)
 // With defaults: a "finish" is also the refusal a host of another version sends, and its shape
 // before version 6 had no stop_reason.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures, error, restarts, stop_reason,
-                                                retryable)
+                                                retryable, quarantined)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max, crash_loop_limit, window)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,

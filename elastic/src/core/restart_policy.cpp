@@ -27,6 +27,16 @@ int RestartPolicy::restarts_counted(double now) const {
                                         [&](double at) { return at > now - settings_.window; }));
 }
 
+RestartPolicy::History RestartPolicy::history() const {
+  return {std::vector<double>(restarts_.begin(), restarts_.end()), no_progress_, last_exception_};
+}
+
+void RestartPolicy::restore(const History& history) {
+  restarts_.assign(history.restarts.begin(), history.restarts.end());
+  no_progress_ = history.no_progress;
+  last_exception_ = history.last_exception;
+}
+
 RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed, double now) {
   const std::string exception =
       root.kind == "python_exception" && !root.exception.empty() ? fmt::format("{} at {}", root.exception, root.location) : "";

@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "ddprun/rendezvous.hpp"
 
@@ -33,6 +34,18 @@ class RestartPolicy {
 
   // Restarts counted against --max_restarts at `now` (within the window, if any).
   int restarts_counted(double now) const;
+
+  // What the decisions rest on, for a new coordinator of the job to go on from (the etcd
+  // leader's state): the restarts' times on this policy's clock, the failures in a row with no
+  // progress, the last Python exception.
+  struct History {
+    std::vector<double> restarts;
+    int no_progress = 0;
+    std::string last_exception;
+  };
+  History history() const;
+  // Replaces what the constructor's `restarts_used` gave with `history` (times on the caller's clock).
+  void restore(const History& history);
 
  private:
   int max_restarts_;

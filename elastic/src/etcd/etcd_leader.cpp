@@ -31,9 +31,14 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
     const auto key = keys_.parse(e.key);
     if (key.kind == etcd::JobKeys::Kind::kState) {
       const std::optional<Json> state = parse_peer_json(e.value);
-      if (state && state->is_object()) {
-        settings.rounds_before = state->value("rounds", 0);
-        settings.restarts_used = state->value("restarts", 0);
+      try {
+        if (!state || !state->is_object()) throw std::invalid_argument("not a JSON object");
+        etcd::JobState parsed = etcd::parse_state(*state, monotonic_seconds() - wall_seconds());
+        settings.rounds_before = parsed.rounds;
+        settings.restarts_used = parsed.restarts;
+        settings.history = std::move(parsed.history);
+      } catch (const std::exception& error) {
+        say(fmt::format("ddprun: ignoring the job's state in etcd, which this leader cannot read: {}\n", error.what()));
       }
     } else if (key.kind == etcd::JobKeys::Kind::kNode) {
       nodes.push_back(e);
@@ -43,11 +48,14 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
   leader_ = id_;
   coordinator_.emplace(settings, monotonic_seconds());
-  for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value);
+  state_ = {settings.rounds_before, settings.restarts_used, settings.history};
+  history_written_ = coordinator_->history_version();
+  membership_seen_ = coordinator_->membership_version();
+  for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value, e.create_revision);
   wait_for_deadline();
 }
 
-void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text) {
+void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text, std::int64_t created) {
   if (node_ids_.count(node)) return;
   const std::optional<Json> spec = parse_peer_json(spec_text);
   NodeSpec parsed;
@@ -57,7 +65,9 @@ void EtcdRendezvous::leader_join(const std::string& node, const std::string& spe
   } catch (const std::exception&) {
     return;  // not a ddprun node of this version: it will time out on its own
   }
-  const NodeId id = next_node_++;
+  // The revision that created its key names the node alike for every leader, so that the
+  // history a leader leaves in the state (suspect nodes) means the same nodes to the next.
+  const NodeId id = created > 0 ? static_cast<NodeId>(created) : (NodeId{1} << 62) + next_node_++;
   node_ids_[node] = id;
   node_names_[id] = node;
   deliver(coordinator_->join(id, parsed, Joiner::kPeer, monotonic_seconds()));
@@ -94,7 +104,12 @@ void EtcdRendezvous::leader_event(const std::string& node, const std::string& te
 }
 
 void EtcdRendezvous::deliver(const Messages& messages) {
-  if (messages.empty()) return wait_for_deadline();
+  if (coordinator_ && coordinator_->membership_version() != membership_seen_) {
+    membership_seen_ = coordinator_->membership_version();
+    announce(coordinator_->membership());
+  }
+  const bool history_changed = coordinator_ && coordinator_->history_version() != history_written_;
+  if (messages.empty() && !history_changed) return wait_for_deadline();
   std::vector<Json> ops;
   std::optional<JobOutcome> own_finish;
   std::optional<RoundAssignment> started;
@@ -106,9 +121,24 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     if (const auto* f = std::get_if<Finish>(&m); f && name->second == id_) own_finish = f->outcome;
     ops.push_back(put_op(keys_.message(name->second, id_, ++message_seq_), to_wire(m).dump(), lease_));
   }
+  // This node is quarantined while the job goes on: it hands the lead over. The next leader
+  // starts from the state, so the others' messages are left to it.
+  const bool resign = own_finish && !coordinator_->finished();
+  if (resign) {
+    ops.clear();
+    started.reset();
+  }
   if (started) {
-    // For the next leader, should this one be lost.
-    ops.push_back(put_op(keys_.state(), Json{{"rounds", started->round}, {"restarts", started->restart_count}}.dump(), 0));
+    state_.rounds = started->round;
+    state_.restarts = started->restart_count;
+  }
+  if (started || history_changed) {
+    // For the next leader, should this one be lost: also a failed round's history (a suspect
+    // node, the crash-loop count) while the next round waits out its backoff.
+    history_written_ = coordinator_->history_version();
+    state_.history = coordinator_->history();
+    state_.restarts = coordinator_->restart_count();  // a restart decided, its round not started yet
+    ops.push_back(put_op(keys_.state(), etcd::state_value(state_, wall_seconds() - monotonic_seconds()), 0));
   }
   const Json compare = {{{"key", base64_encode(keys_.leader())}, {"target", "VALUE"}, {"value", base64_encode(id_)}}};
   for (std::size_t i = 0; i < ops.size(); i += kMaxTxnOps) {
@@ -120,6 +150,7 @@ void EtcdRendezvous::deliver(const Messages& messages) {
             },
             [this](const EtcdError& e) { lost_etcd(fmt::format("could not write to etcd: {}", e.what())); });
   }
+  if (resign) return step_down(std::move(*own_finish));
   if (own_finish) {
     leader_finish_ = own_finish;
     // Every other node got its finish: once they have read it and gone (or close_timeout
@@ -134,6 +165,16 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     clean_up_if_alone();
   }
   wait_for_deadline();
+}
+
+void EtcdRendezvous::step_down(JobOutcome outcome) {
+  say("ddprun: this node leads the rendezvous and is quarantined: another node takes the lead over\n");
+  coordinator_.reset();
+  node_ids_.clear();
+  node_names_.clear();
+  deadline_timer_.cancel();
+  // Queued after the state's transaction: the lease's revocation deletes the leader key.
+  finish_after_revoke(std::move(outcome));
 }
 
 void EtcdRendezvous::clean_up_if_alone() {

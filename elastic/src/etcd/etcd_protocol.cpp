@@ -171,6 +171,7 @@ WatchEvent parse_kv(const nlohmann::json& kv, bool deleted) {
   e.value = base64_decode(kv.value("value", ""));
   e.mod_revision = json_int(kv, "mod_revision");
   e.version = json_int(kv, "version");
+  e.create_revision = json_int(kv, "create_revision");
   return e;
 }
 
@@ -204,6 +205,50 @@ nlohmann::json put_op(const std::string& key, const std::string& value, std::int
   nlohmann::json put = {{"key", base64_encode(key)}, {"value", base64_encode(value)}};
   if (lease != 0) put["lease"] = std::to_string(lease);
   return {{"request_put", put}};
+}
+
+// Times are "timestamp"s, the one key whose number parse_peer_json takes with a fraction; node
+// revisions are strings, as the gateway writes 64-bit numbers.
+std::string state_value(const JobState& state, double to_epoch) {
+  nlohmann::json suspects = nlohmann::json::array();
+  for (const auto& [node, failures] : state.history.suspects) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const SuspectFailure& f : failures) list.push_back({{"timestamp", f.at}, {"kind", f.kind}});
+    suspects.push_back({{"node", std::to_string(node)}, {"failures", list}});
+  }
+  nlohmann::json quarantined = nlohmann::json::array();
+  for (const QuarantinedNode& q : state.history.quarantined) quarantined.push_back({{"node", q.node}, {"why", q.why}});
+  nlohmann::json value = {{"rounds", state.rounds},         {"restarts", state.restarts},
+                          {"suspects", suspects},             {"quarantined", quarantined},
+                          {"restart_reason", state.history.restart_reason}};
+  if (const auto& r = state.history.restart) {
+    nlohmann::json times = nlohmann::json::array();
+    for (double at : r->restarts) times.push_back({{"timestamp", at + to_epoch}});
+    value["restart_history"] = {{"restarts", times}, {"no_progress", r->no_progress}, {"last_exception", r->last_exception}};
+  }
+  return value.dump();
+}
+
+JobState parse_state(const nlohmann::json& value, double from_epoch) {
+  JobState state;
+  state.rounds = value.value("rounds", 0);
+  state.restarts = value.value("restarts", 0);
+  state.history.restart_reason = value.value("restart_reason", "");
+  for (const auto& s : value.value("suspects", nlohmann::json::array())) {
+    std::vector<SuspectFailure>& failures = state.history.suspects[std::stoull(s.at("node").get<std::string>())];
+    for (const auto& f : s.at("failures")) failures.push_back({f.at("timestamp").get<double>(), f.at("kind").get<std::string>()});
+  }
+  for (const auto& q : value.value("quarantined", nlohmann::json::array())) {
+    state.history.quarantined.push_back({q.at("node").get<std::string>(), q.at("why").get<std::string>()});
+  }
+  if (const auto r = value.find("restart_history"); r != value.end()) {
+    RestartPolicy::History h;
+    for (const auto& t : r->at("restarts")) h.restarts.push_back(t.at("timestamp").get<double>() + from_epoch);
+    h.no_progress = r->at("no_progress").get<int>();
+    h.last_exception = r->at("last_exception").get<std::string>();
+    state.history.restart = h;
+  }
+  return state;
 }
 
 }  // namespace ddprun::elastic::etcd

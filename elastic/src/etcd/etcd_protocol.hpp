@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/job_coordinator.hpp"
+
 namespace ddprun::elastic::etcd {
 
 std::string base64_encode(std::string_view bytes);
@@ -59,12 +61,30 @@ struct WatchEvent {
   std::string value;
   std::int64_t mod_revision = 0;
   std::int64_t version = 0;  // 1 when this put created the key; 0 for a delete
+  std::int64_t create_revision = 0;  // the revision that created the key: the same for every reader; 0 for a delete
 };
 // A key-value as the gateway gives it ({"key": b64, "value": b64, "mod_revision": "7", ...}).
 WatchEvent parse_kv(const nlohmann::json& kv, bool deleted = false);
 // One message of a /v3/watch stream ({"result": {"events": [...], ...}}). Throws
 // std::runtime_error when the gateway reports an error or the watch was canceled (compacted).
 std::vector<WatchEvent> parse_watch_message(const nlohmann::json& message);
+
+// The job's state key, what a new leader goes on from: the rounds held and restarts made, and
+// the coordinator's JobHistory (nodes by the revision that created their key, which every
+// leader sees alike). The restarts' times are on the writer's monotonic clock in `history` and
+// seconds since the epoch in the key: `to_epoch` is added when writing and `from_epoch` when
+// reading (the host's epoch time minus its monotonic time, and the reverse), so that a leader on
+// another host reads them on its own clock.
+struct JobState {
+  int rounds = 0;
+  int restarts = 0;
+  JobHistory history;
+};
+std::string state_value(const JobState& state, double to_epoch);
+// A state key's JSON as parse_peer_json read it; fields it lacks keep their defaults (the state
+// of a leader before version 8 has only rounds and restarts). Throws nlohmann::json::exception
+// for a field of the wrong type.
+JobState parse_state(const nlohmann::json& value, double from_epoch);
 
 // The gateway writes 64-bit integers as strings and leaves out zero values. Anything else that
 // is not a whole signed 64-bit integer (a fraction, text, 2^63) throws, naming the field.

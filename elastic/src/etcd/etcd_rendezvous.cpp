@@ -293,7 +293,7 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
           }
           clean_up_if_alone();
         } else {
-          leader_join(key.node, event.value);
+          leader_join(key.node, event.value, event.create_revision);
         }
       }
       if (event.deleted && key.node == id_ && !finishing_) {

@@ -80,11 +80,13 @@ class EtcdRendezvous final : public NodeRendezvous {
 
   // The leader's part.
   void lead(const Json& kvs, std::int64_t revision);
-  void leader_join(const std::string& node, const std::string& spec);
+  void leader_join(const std::string& node, const std::string& spec, std::int64_t created);
   void leader_event(const std::string& node, const std::string& event);
   void deliver(const Messages& messages);
   void wait_for_deadline();
   void clean_up_if_alone();
+  // Quarantined (a Finish to this node while the job goes on): writes nothing more, and leaves.
+  void step_down(JobOutcome outcome);
 
   RendezvousConfig config_;
   etcd::JobKeys keys_;
@@ -110,6 +112,9 @@ class EtcdRendezvous final : public NodeRendezvous {
   std::map<NodeId, std::string> node_names_;
   NodeId next_node_ = 1;
   std::uint64_t message_seq_ = 0;
+  etcd::JobState state_;                 // as last written to the state key
+  std::uint64_t history_written_ = 0;    // the coordinator's history_version() in state_
+  std::uint64_t membership_seen_ = 0;    // its membership_version() last announced
   asio::steady_timer deadline_timer_;
   std::optional<JobOutcome> leader_finish_;  // its own outcome, given once the others are gone
   bool cleaning_ = false;

@@ -425,6 +425,10 @@ void RendezvousServer::deliver(const Messages& messages) {
     }
   }
   send_host_finish_when_others_closed();
+  if (on_membership_ && coordinator_.membership_version() != membership_seen_) {
+    membership_seen_ = coordinator_.membership_version();
+    on_membership_(coordinator_.membership());
+  }
   wait_for_next_deadline();
 }
 

@@ -48,6 +48,9 @@ class RendezvousServer {
   // can have that source while this one is open.
   void expect_own_connection(const asio::ip::tcp::endpoint& source) { own_source_ = source; }
 
+  // Called, on the loop, whenever the job's spares or quarantined nodes change.
+  void on_membership(std::function<void(const JobMembership&)> handler) { on_membership_ = std::move(handler); }
+
   // The hosting launcher is going away: every other node gets a finish with `why` as the
   // rendezvous error, and nothing more happens.
   void shutdown(const std::string& why);
@@ -110,6 +113,8 @@ class RendezvousServer {
   // The hosting launcher's own finish waits until every other node has read its finish and
   // closed: once the host's launcher has it, it exits and takes this server with it.
   std::optional<std::pair<NodeId, JobOutcome>> host_finish_;
+  std::function<void(const JobMembership&)> on_membership_;
+  std::uint64_t membership_seen_ = 0;  // the coordinator's membership_version() last announced
   bool shut_down_ = false;
   int refusals_reported_ = 0;
   bool fd_limit_reported_ = false;

@@ -109,6 +109,7 @@ void TcpRendezvous::host_if_chosen() {
     try {
       server_ = std::make_unique<RendezvousServer>(io_, listen, job_settings(config_), config_.timeouts,
                                                    auth_, max_connections, fd_limit, [this](const std::string& line) { say(line); });
+      server_->on_membership([this](const JobMembership& m) { announce(m); });
       return;
     } catch (const std::system_error& e) {
       if (e.code().value() == EADDRNOTAVAIL) continue;  // not this host's address
