@@ -49,7 +49,8 @@ std::string render(const Message& message) {
 }
 
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
-//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [crash_loop_limit=L] [host]
+//   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [crash_loop_limit=L]
+//          [heartbeat_timeout=S] [host]
 //          [claims_host] [agent_store] [port=P] [addr=A]
 //        host: the transport knows N as the launcher the coordinator runs in (Joiner::kHost),
 //        and N says so; claims_host: N says it hosts, the transport does not know it so
@@ -127,6 +128,8 @@ class Script {
     s.max_nodes = settings_.max_nodes;
     s.max_restarts = settings_.max_restarts;
     s.restart = settings_.restart;
+    s.heartbeat_interval = settings_.heartbeat_interval;
+    s.heartbeat_timeout = settings_.heartbeat_timeout;
     s.nproc = 2;
     s.addr = fmt::format("10.0.0.{}", node);
     s.hostname = fmt::format("h{}", node);
@@ -137,6 +140,7 @@ class Script {
       std::sscanf(option.c_str(), "nnodes=%d:%d", &s.min_nodes, &s.max_nodes);
       std::sscanf(option.c_str(), "max_restarts=%d", &s.max_restarts);
       std::sscanf(option.c_str(), "crash_loop_limit=%d", &s.restart.crash_loop_limit);
+      std::sscanf(option.c_str(), "heartbeat_timeout=%lf", &s.heartbeat_timeout);
       std::sscanf(option.c_str(), "port=%d", &s.master_port);
       if (option.rfind("run=", 0) == 0) s.run_id = option.substr(4);
       if (option.rfind("addr=", 0) == 0) s.addr = option.substr(5);
@@ -603,6 +607,9 @@ TEST_CASE("nodes that do not fit the job are refused with the flag to fix") {
                                     "--crash_loop_limit=3 but rendezvous 'job' has --restart_on=retryable "
                                     "--restart_window=0 --restart_backoff_max=0 --crash_loop_limit=0; give every node "
                                     "the same restart options"},
+      {"join 2 heartbeat_timeout=1.5", "this node has --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=1.5 but "
+                                       "rendezvous 'job' has heartbeat_interval=0.5,heartbeat_timeout=5; give every "
+                                       "node the same heartbeat settings"},
       {"join 2 rank=3", "--node_rank=3 is out of range for --nnodes=3 (0 to 2)"},
       {"join 2 rank=1", "--node_rank=1 is already taken by node h1 (10.0.0.1) in rendezvous 'job'; give each node its "
                         "own --node_rank"},

@@ -74,6 +74,26 @@ expect_in "$T/wrong.err" "wrong"
 kill -TERM "$PID_a"; finish a
 ok "[c10d] mismatched run id refused: $(grep -v "rendezvous is open" "$T/wrong.err" | grep -m1 ddprun)"
 
+# 3b. Seconds with a fraction (the restart options and heartbeats travel in each node's join, the
+# backoff in each assignment: all doubles) make a job; other heartbeat settings on one node are
+# refused, naming them.
+next_port
+fractions=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=fractions
+           --max_restarts=1 --restart_window=0.5 --restart_backoff_max=0.25)
+node 127.0.0.2 a "${fractions[@]}" --rdzv_conf=join_timeout=20,heartbeat_interval=0.25,heartbeat_timeout=2.5 "$T/dump"
+wait_for 30 listening
+set +e
+"$DDPRUN" "${fractions[@]}" --local_addr=127.0.0.4 --rdzv_conf=heartbeat_interval=0.25,heartbeat_timeout=1.5 \
+  "$T/dump" >"$T/hb.out" 2>"$T/hb.err"
+rc=$?
+set -e
+expect_eq "$rc" 69 "other heartbeat settings: exit code ($(cat "$T/hb.err"))"
+expect_in "$T/hb.err" "heartbeat_interval=0.25,heartbeat_timeout=1.5 but rendezvous 'fractions' has heartbeat_interval=0.25,heartbeat_timeout=2.5"
+node 127.0.0.3 b "${fractions[@]}" --rdzv_conf=join_timeout=20,heartbeat_interval=0.25,heartbeat_timeout=2.5 "$T/dump"
+finish_within 30 a; finish_within 30 b
+expect_eq "$RC_a:$RC_b" "0:0" "a job with fractional seconds ($(show a b))"
+ok "[c10d] fractional --restart_window, --restart_backoff_max and heartbeats make a job; other heartbeat settings are refused"
+
 # 4. The host goes away while a node waits for the first round: the node connects again (as
 # before its first connection) and joins the host started in its place. Before, it ended at once
 # with "lost the rendezvous"; a host that closes waiting connections to make room under a flood

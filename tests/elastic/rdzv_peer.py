@@ -103,6 +103,7 @@ def spec(args, addr):
     lo, _, hi = args.nnodes.partition(":")
     return {"run_id": args.run_id, "min_nodes": int(lo), "max_nodes": int(hi or lo), "max_restarts": args.max_restarts,
             "restart": {"restart_on_any": False, "backoff_max": 60.0, "crash_loop_limit": 5, "window": 0.0},
+            "heartbeat_interval": 0.5, "heartbeat_timeout": 5.0,
             "node_rank": -1, "nproc": 1, "addr": addr, "hostname": "zz-forger", "master_port": 1,
             "hosts_rendezvous": args.claim_host, "agent_store": True}
 

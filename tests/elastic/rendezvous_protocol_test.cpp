@@ -173,6 +173,11 @@ TEST_CASE("every integer from a peer is range-checked before it is narrowed to a
       {R"({"type":"join","node":{"nproc":4294967297}})", false},
       {R"({"type":"finish","outcome":{"failures":[{"exit_code":4294967297}]}})", false},
       {R"({"type":"worker_failed","failure":{"timestamp":1e300}})", true},
+      // Seconds are doubles: a fraction there is the value (it refused every node whose
+      // --restart_window, --restart_backoff_max or heartbeat settings had one).
+      {R"({"type":"join","node":{"restart":{"window":0.5,"backoff_max":2.5},"heartbeat_interval":0.25,"heartbeat_timeout":1.5}})", true},
+      {R"({"type":"assign","assignment":{"backoff":2.5}})", true},
+      {R"({"type":"join","node":{"nproc":1.5}})", false},
       // A version is compared unnarrowed (is_protocol_version), so that the peer is told.
       {R"({"type":"hello","version":4294967301})", true},
       {R"({"type":"hello","version":18446744073709551615})", true},

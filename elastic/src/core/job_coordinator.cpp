@@ -183,6 +183,12 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
     return fmt::format("this node has {} but rendezvous '{}' has {}; give every node the same restart options",
                        options(spec.restart), s.run_id, options(s.restart));
   }
+  if (spec.heartbeat_interval != s.heartbeat_interval || spec.heartbeat_timeout != s.heartbeat_timeout) {
+    return fmt::format(
+        "this node has --rdzv_conf heartbeat_interval={:g},heartbeat_timeout={:g} but rendezvous '{}' has "
+        "heartbeat_interval={:g},heartbeat_timeout={:g}; give every node the same heartbeat settings",
+        spec.heartbeat_interval, spec.heartbeat_timeout, s.run_id, s.heartbeat_interval, s.heartbeat_timeout);
+  }
   if (spec.node_rank < -1 || spec.node_rank >= s.max_nodes) {
     return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
                        nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);

@@ -71,6 +71,8 @@ struct JobSettings {
   int max_nodes = 1;
   int max_restarts = 0;
   RestartSettings restart;    // the rest of the restart policy (restart_policy.hpp)
+  double heartbeat_interval = 0.5;  // see RendezvousTimeouts; every node must have the same
+  double heartbeat_timeout = 5;
   double join_timeout = 600;  // see RendezvousTimeouts
   double last_call_timeout = 30;
   double close_timeout = 60;
@@ -97,6 +99,10 @@ struct NodeSpec {
   int max_nodes = 1;
   int max_restarts = 0;
   RestartSettings restart;
+  // --rdzv_conf heartbeat_interval, heartbeat_timeout: the host answers a node's heartbeats by
+  // its own (elastic/README.md), so a node with a shorter timeout could take a live host for lost.
+  double heartbeat_interval = 0.5;
+  double heartbeat_timeout = 5;
   // This node.
   int node_rank = -1;  // -1: any
   int nproc = 1;

@@ -20,6 +20,8 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.max_nodes = config.max_nodes;
   s.max_restarts = config.max_restarts;
   s.restart = config.restart;
+  s.heartbeat_interval = config.timeouts.heartbeat_interval;
+  s.heartbeat_timeout = config.timeouts.heartbeat_timeout;
   s.join_timeout = config.timeouts.join_timeout;
   s.last_call_timeout = config.timeouts.last_call_timeout;
   s.close_timeout = config.timeouts.close_timeout;
@@ -39,6 +41,8 @@ NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_
   spec.max_nodes = config.max_nodes;
   spec.max_restarts = config.max_restarts;
   spec.restart = config.restart;
+  spec.heartbeat_interval = config.timeouts.heartbeat_interval;
+  spec.heartbeat_timeout = config.timeouts.heartbeat_timeout;
   spec.node_rank = config.node_rank;
   spec.nproc = config.nproc;
   spec.addr = std::move(addr);

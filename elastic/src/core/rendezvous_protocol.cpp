@@ -27,9 +27,19 @@ StopReason parse_stop_reason(std::string_view name) {
 namespace {
 struct TooDeep {};
 
+// The fields that hold seconds in a double (WorkerFailure's timestamp, RoundAssignment's backoff,
+// RestartSettings' backoff_max and window, NodeSpec's heartbeat settings): any finite number.
+bool holds_seconds(std::string_view key) {
+  for (std::string_view seconds : {"timestamp", "backoff", "backoff_max", "window", "heartbeat_interval",
+                                   "heartbeat_timeout"}) {
+    if (key == seconds) return true;
+  }
+  return false;
+}
+
 // Whether every number fits the field that holds it without narrowing (see parse_peer_json).
 // nlohmann's get<int>() casts: 2^32+5 became 5, and 1e300 was undefined behaviour (found by
-// fuzzing).
+// fuzzing). Every other number is an int: a fraction there would be cut.
 bool numbers_fit(const json& value, std::string_view key = {}) {
   if (value.is_object()) {
     for (const auto& [name, item] : value.items()) {
@@ -40,7 +50,8 @@ bool numbers_fit(const json& value, std::string_view key = {}) {
   if (value.is_array()) {
     return std::all_of(value.begin(), value.end(), [](const json& item) { return numbers_fit(item); });
   }
-  if (!value.is_number() || key == "timestamp") return true;
+  if (!value.is_number()) return true;
+  if (holds_seconds(key)) return std::isfinite(value.get<double>());
   if (key == "version") return value.is_number_integer();
   if (value.is_number_unsigned()) return value.get<std::uint64_t>() <= std::numeric_limits<int>::max();
   if (value.is_number_integer()) {

@@ -32,7 +32,7 @@ namespace ddprun::elastic {
 // WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
 // the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
 // options, which must match the job's. 7: spare. 8: RoundAssignment and JobOutcome have the
-// quarantined nodes.
+// quarantined nodes; NodeSpec the heartbeat settings, which must match the job's.
 inline constexpr int kProtocolVersion = 8;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
@@ -52,7 +52,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures,
                                                 retryable, quarantined)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max, crash_loop_limit, window)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
-                                   node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
+                                   heartbeat_interval, heartbeat_timeout, node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
 
 // A heartbeat as every version sends it: sent from this text and recognised by it, without
