@@ -26,6 +26,10 @@ std::string whereabouts(const RankCollectives& r) {
 
 }  // namespace
 
+RankCollectives rank_collectives(int rank, const ProgressRecord& record) {
+  return {rank, record.collectives, record.in_collective.value_or(false), record.collective};
+}
+
 std::optional<Culprits> find_culprits(const std::vector<RankCollectives>& ranks) {
   std::vector<RankCollectives> sorted = ranks;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });

@@ -15,6 +15,7 @@
 import json
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -41,21 +42,17 @@ class Seen(torch.utils.data.Dataset):
         return json.dumps(seen())
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def compiled_steps():
     """Three steps of a one-rank DDP model, through torch.compile where PyTorch has it (dynamo
-    traces the model's forward pre-hooks, ddprun's among them): the losses."""
-    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("WORLD_SIZE", "1")):
-        os.environ.setdefault(name, value)
-    if "MASTER_PORT" not in os.environ:
-        os.environ["MASTER_PORT"] = free_port()
-    torch.distributed.init_process_group("gloo")
+    traces the model's forward hooks, ddprun's among them): the losses. Alone (no MASTER_PORT),
+    the process group meets in a FileStore: a free port picked here could be taken by another
+    program before TCPStore binds it."""
+    if "MASTER_PORT" in os.environ:
+        torch.distributed.init_process_group("gloo")
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            store = torch.distributed.FileStore(os.path.join(folder, "store"), 1)
+            torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
