@@ -2,8 +2,9 @@
 #   progress_probe.py probe OUT [EXIT]  writes OUT/probe.json: sys.argv, __main__'s file, sys.path,
 #       PYTHONPATH, the sitecustomize that ran, ddprun's module (loaded? whose?), the same from
 #       DataLoader workers started by fork and by spawn, the losses of three steps of a DDP model
-#       (one rank, gloo) compiled by torch.compile (2.x) or not (1.13), and the optimizer steps
-#       ddprun's module counted; then exits with EXIT (or raises, "raise")
+#       (one rank, gloo) compiled by torch.compile (2.x) or not (1.13), then one backward under
+#       no_sync(), and the optimizer steps and DDP backward passes ddprun's module counted; then
+#       exits with EXIT (or raises, "raise")
 #   progress_probe.py train OUT        DDP on gloo, a 200 ms step; rank 1 blocks before the
 #       forward of step 5 while rank 0 waits in the all-reduce of that step's backward. No
 #       heartbeat code: its progress is what ddprun's module counts.
@@ -64,6 +65,8 @@ def compiled_steps():
         loss.backward()
         optimizer.step()
         losses.append(round(loss.item(), 6))
+    with model.no_sync():  # a backward that does not synchronise: no collective
+        run(torch.ones(2, 4)).sum().backward()
     torch.distributed.destroy_process_group()
     return losses
 
@@ -77,7 +80,9 @@ def probe(out, exit_code="0"):
     # (Not before raising: torch.distributed 2.x then prefixes the traceback with the rank, which
     # the traceback comparison of progress_test.sh does not expect.)
     report["compiled_losses"] = compiled_steps() if exit_code != "raise" else None
-    report["steps_counted"] = getattr(sys.modules.get("_ddprun_progress"), "_steps", None)
+    module = sys.modules.get("_ddprun_progress")
+    report["steps_counted"] = getattr(module, "_steps", None)
+    report["backward_counted"] = [module._collectives, module._op] if module else None
     with open(os.path.join(out, "probe.json"), "w") as f:
         json.dump(report, f)
     if exit_code == "raise":
