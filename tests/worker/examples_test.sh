@@ -48,20 +48,25 @@ PY
 
 rising "$url" 0 "$T/rank1.pid"
 ok "/status: each rank's steps rise, with nothing of ddprun's in the script"
+# auto judges nothing before it has learned a timeout from a few beats (at most every 100 ms),
+# and steps may rise faster than that.
+wait_for 60 grep -qs '"event":"hang_timeout_learned"' "$T/events.jsonl"
 
 # stop_outside_backward PID: SIGSTOPs PID, and once it is stopped reads its progress record (in
 # its DDPRUN_HEARTBEAT_FILE); inside a collective, it lets it go on and tries again. Writes the
-# time of the stop that stayed to $T/stopped_at and the record to $T/stopped_record.
+# time of the stop that stayed to $T/stopped_at, the record to $T/stopped_record, and how many
+# stops it took to $T/stops.
 stop_outside_backward() {
-  local pid=$1 heartbeat record
+  local pid=$1 heartbeat record stops
   heartbeat=$(tr '\0' '\n' <"/proc/$pid/environ" | sed -n 's/^DDPRUN_HEARTBEAT_FILE=//p')
-  for _ in $(seq 100); do
+  for stops in $(seq 100); do
     date +%s.%N >"$T/stopped_at"
     kill -STOP "$pid"
     wait_for 10 stopped "$pid"
     record=$(head -c 128 "$heartbeat")
     if [[ $record =~ \ in=0\  ]]; then
       echo "$record" >"$T/stopped_record"
+      echo "$stops" >"$T/stops"
       return
     fi
     kill -CONT "$pid"
@@ -99,7 +104,7 @@ if command -v py-spy >/dev/null; then
   expect_in "$logs/attempt_0/rank_0/stacks.txt" "\(ddp_tutorial.py:[0-9]+\)"
   stacks=", rank 0's Python stack"
 fi
-ok "rank 1 frozen after ddp_backward #$last: named ${delay} s after the stop (learned timeout ${learned} s; rank 0 waits in #$((last + 1)))$stacks; restarted from the snapshot, steps rise again"
+ok "rank 1 frozen after ddp_backward #$last (at stop $(cat "$T/stops"); those before it caught it inside one): named ${delay} s after the stop (learned timeout ${learned} s; rank 0 waits in #$((last + 1)))$stacks; restarted from the snapshot, steps rise again"
 
 kill -TERM "$pid"
 set +e; wait "$pid"; RC=$?; set -e
