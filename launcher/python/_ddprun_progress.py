@@ -13,8 +13,9 @@ number of optimizer steps, and the collectives entered (how many, the last one's
 the rank is inside it), so that ddprun shows steps and, when a job hangs, which rank did not
 reach the collective the others wait in. DDP's own gradient all-reduce, which runs in C++ inside
 backward, counts as a collective too: a backward pass after a synchronising forward of a DDP
-model is "ddp_backward", as the C++ worker library names it. The record is written through an mmap of the file:
-no system call, nobody woken; ddprun reads it at each beat and when it finds a hang.
+model is "ddp_backward", as the C++ worker library names it. The record is written through an
+mmap of the file: no system call, nobody woken; ddprun reads it at each beat and when it finds
+a hang.
 """
 import functools
 import importlib
@@ -185,8 +186,8 @@ def _backward(function):
 
 
 def _hook_forward(model_class, register, hook):
-    """Each model of `model_class` gets `hook` by its method `register` (a forward hook or pre-hook),
-    which beats: one call a forward pass. (A global hook on every module would cost each module
+    """Each model of `model_class` gets `hook` by its method `register` (a forward hook or
+    pre-hook), which beats: one call a forward pass. (A global hook on every module would cost each module
     call PyTorch's slow path, several microseconds: launcher/python/README.md.)"""
     init = model_class.__init__
     if getattr(init, "_ddprun_beats", False):

@@ -27,13 +27,9 @@ void write_record(const std::string& path, const ProgressRecord& record) {
   ::close(fd);
 }
 
-ProgressRecord record(long long step, long long coll, bool in, const std::string& op) {
-  return {step, coll, in, op};
-}
+ProgressRecord record(long long step, long long coll, bool in, const std::string& op) { return {step, coll, in, op}; }
 
-int open_fds() {
-  return static_cast<int>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {}));
-}
+int open_fds() { return static_cast<int>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {})); }
 
 }  // namespace
 
