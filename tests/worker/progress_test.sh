@@ -80,7 +80,7 @@ PY
 probe unset 0 -
 probe users 3 "$T/user"
 probe off 0 "$T/user" --progress=off
-ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat, a (compiled) DDP model trains alike and its steps are counted; --progress=off loads nothing"
+ok "the program sees what it sees without ddprun (argv, __main__, sys.path, PYTHONPATH unset and a user's, Debian's and a user's sitecustomize, exit 0 and 3), DataLoader workers (fork, spawn) never beat, a (compiled) DDP model trains alike and its steps and synchronised backward passes are counted; --progress=off loads nothing"
 
 probe raise raise "$T/user"
 # The traceback, line for line, with the rank's prefix.
