@@ -537,7 +537,9 @@ class Agent::Impl {
 
   Watchdog::Handlers watchdog_handlers() {
     Watchdog::Handlers h;
-    h.hung = [this](const std::vector<HungRank>& hung) { count_hang([&] { hangs_->ranks_hung(hung, ""); }); };
+    h.hung = [this](const std::vector<HungRank>& hung, const std::vector<ProgressRecord>& records) {
+      count_hang([&] { hangs_->ranks_hung(hung, "", records); });
+    };
     h.beat = [this](int local_rank, double at) {
       if (!status_) return;
       const auto deadline = watchdog_->deadline(local_rank);
@@ -596,10 +598,6 @@ class Agent::Impl {
       dispatch(std::move(o));
     };
     // Which ranks the others wait for: from the progress records (hangs/culprit.hpp).
-    h.collectives = [this](int local_rank) {
-      const ProgressRecord r = watchdog_->record(local_rank);
-      return RankCollectives{0, r.collectives, r.in_collective.value_or(false), r.collective};
-    };
     h.standing = [this](int local_rank) { return watchdog_->standing(local_rank); };
     return h;
   }

@@ -26,6 +26,10 @@ std::string whereabouts(const RankCollectives& r) {
 
 }  // namespace
 
+RankCollectives rank_collectives(int rank, const ProgressRecord& record) {
+  return {rank, record.collectives, record.in_collective.value_or(false), record.collective};
+}
+
 std::optional<Culprits> find_culprits(const std::vector<RankCollectives>& ranks) {
   std::vector<RankCollectives> sorted = ranks;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
@@ -47,7 +51,11 @@ std::optional<Culprits> find_culprits(const std::vector<RankCollectives>& ranks)
   }
   const std::string waited = collective(latest->op, c.waited);
   c.why = fmt::format("{} {} in {}; ", ranks_text(c.waiting), c.waiting.size() == 1 ? "waits" : "wait", waited);
-  if (behind.empty()) {
+  if (behind.empty() && latest->op == "ddp_backward") {
+    // A DDP backward pass is a collective from its start, before its gradients' all-reduce.
+    c.why += "every rank on this node entered it (the rank they wait for is on another node, or stuck in its own "
+             "backward pass before its all-reduce: see the stacks)";
+  } else if (behind.empty()) {
     c.why += "every rank on this node entered it (the rank they wait for is on another node, or the collective "
              "itself is stuck)";
   } else if (behind.size() == 1) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/progress_record.hpp"
+
 namespace ddprun::launcher {
 
 // What a rank's progress record says about its collectives.
@@ -23,6 +25,9 @@ struct RankCollectives {
   bool in = false;                 // inside collective number `coll` now
   std::string op;                  // its name (all_reduce), "" if unknown
 };
+
+// What `record`, global `rank`'s progress record, says about its collectives.
+RankCollectives rank_collectives(int rank, const ProgressRecord& record);
 
 struct Culprits {
   std::vector<int> ranks;  // the ranks the others wait for, by rank; empty: none on this node

@@ -46,6 +46,11 @@ std::optional<double> HangPolicy::beat(int local_rank, double now, std::optional
   return std::nullopt;
 }
 
+void HangPolicy::step_recorded(int local_rank, long long step) {
+  if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return;
+  ranks_[static_cast<size_t>(local_rank)].step = step;
+}
+
 void HangPolicy::output_paused(int local_rank, bool paused, double now) {
   if (local_rank < 0 || local_rank >= static_cast<int>(ranks_.size())) return;
   Rank& r = ranks_[static_cast<size_t>(local_rank)];

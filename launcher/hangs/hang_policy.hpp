@@ -69,6 +69,10 @@ class HangPolicy {
   // learned a larger one.
   std::optional<double> beat(int local_rank, double now, std::optional<long long> step = std::nullopt);
 
+  // `local_rank` is at `step`, as its progress record says between beats (read at a hang): its
+  // last step from now on. Not a beat: its clock does not move.
+  void step_recorded(int local_rank, long long step);
+
   // The ranks hung at `now`, longest silent first. Empty in the first round of a fixed policy
   // with no ranks, and whenever auto has nothing to judge by.
   std::vector<HungRank> hung(double now) const;

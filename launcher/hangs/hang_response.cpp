@@ -123,25 +123,23 @@ void HangResponse::timer_expired(const ExpiredTimer& expired) {
     return;
   }
   ranks_hung({timer_hang(owner->local_rank, expired.expired_at, wall_seconds())},
-             fmt::format("its torchelastic timer '{}' expired", expired.scope_id));
+             fmt::format("its torchelastic timer '{}' expired", expired.scope_id), {});
 }
 
-std::vector<RankCollectives> HangResponse::collectives() const {
+std::vector<RankCollectives> HangResponse::collectives(const std::vector<ProgressRecord>& records) const {
   std::vector<RankCollectives> out;
-  if (!handlers_.collectives) return out;
   for (const auto& w : group_.workers()) {
-    if (!w->alive) continue;
-    RankCollectives r = handlers_.collectives(w->local_rank);
-    r.rank = w->rank;
-    out.push_back(r);
+    if (!w->alive || w->local_rank < 0 || static_cast<size_t>(w->local_rank) >= records.size()) continue;
+    out.push_back(rank_collectives(w->rank, records[static_cast<size_t>(w->local_rank)]));
   }
   return out;
 }
 
-HangResponse::Blame HangResponse::blame(const std::vector<HungRank>& hung, const std::string& why) const {
+HangResponse::Blame HangResponse::blame(const std::vector<HungRank>& hung, const std::string& why,
+                                        const std::vector<ProgressRecord>& records) const {
   Blame b{hung, why, std::nullopt, ""};
   if (!why.empty() || !handlers_.standing) return b;  // an expired timer names its rank itself
-  const auto culprits = find_culprits(collectives());
+  const auto culprits = find_culprits(collectives(records));
   if (!culprits) return b;
   if (culprits->ranks.empty()) {
     b.note = culprits->why;
@@ -163,11 +161,12 @@ HangResponse::Blame HangResponse::blame(const std::vector<HungRank>& hung, const
   return b;
 }
 
-void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::string& why) {
+void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::string& why,
+                              const std::vector<ProgressRecord>& records) {
   const std::optional<int> round = handlers_.running_round();
   if (!round || reported_) return;
   reported_ = true;
-  const Blame blamed = blame(hung, why);
+  const Blame blamed = blame(hung, why, records);
   std::vector<elastic::WorkerFailure> failures;
   for (const auto& h : blamed.ranks) {
     const WorkerProcess* w = group_.by_local_rank(h.local_rank);

@@ -83,10 +83,9 @@ class HangResponse {
     std::function<std::optional<int>()> running_round;  // the round whose workers run, if they do
     std::function<bool(int round)> still_current;       // whether stacks of `round` still matter
     std::function<void(const elastic::WorkerFailure&)> failed;  // a hung rank, its stacks collected
-    // Optional, both or neither: what `local_rank`'s progress record says of its collectives
-    // (rank is filled in here), and where the hang policy sees it (silence, last step). With
-    // them, the ranks others wait for are reported rather than the waiting ones (culprit.hpp).
-    std::function<RankCollectives(int local_rank)> collectives;
+    // Optional: where the hang policy sees `local_rank` (silence, last step). With it, and the
+    // progress records that ranks_hung() is given, the ranks others wait for are reported rather
+    // than the waiting ones (culprit.hpp).
     std::function<HungRank(int local_rank)> standing;
   };
 
@@ -103,9 +102,11 @@ class HangResponse {
 
   // `hung` ranks made no progress (`why`: the cause, when the hang has one of its own). Once a
   // round, while the workers run: collects the stacks, then calls `failed` for each hung rank,
-  // or, when the progress records show that ranks wait in a collective that others of this node
-  // have not entered, for each of those others instead (culprit.hpp), whatever their silence.
-  void ranks_hung(const std::vector<HungRank>& hung, const std::string& why);
+  // or, when the progress `records` (every rank's, by local rank, read once at the hang) show
+  // that ranks wait in a collective that others of this node have not entered, for each of
+  // those others instead (culprit.hpp), whatever their silence.
+  void ranks_hung(const std::vector<HungRank>& hung, const std::string& why,
+                  const std::vector<ProgressRecord>& records);
 
   // torchelastic's timer of `expired.pid` expired: a hang of the worker that holds it, or of the
   // one whose process group it is in. Another process gets the signal it asked for, as torchrun
@@ -124,8 +125,10 @@ class HangResponse {
     std::string note;                   // a line for the user when no rank here is the culprit
     bool victims = false;               // every rank here waits for a rank elsewhere: dated when found
   };
-  Blame blame(const std::vector<HungRank>& hung, const std::string& why) const;
-  std::vector<RankCollectives> collectives() const;
+  Blame blame(const std::vector<HungRank>& hung, const std::string& why,
+              const std::vector<ProgressRecord>& records) const;
+  // What `records` (by local rank) say of the collectives of this node's running workers.
+  std::vector<RankCollectives> collectives(const std::vector<ProgressRecord>& records) const;
   void stacks_collected(int round, const std::vector<StackDumper::Target>& targets);
   // Says what the stacks of `targets` lack (a tool not installed), each once a run.
   void say_missing_tools(const std::vector<StackDumper::Target>& targets);

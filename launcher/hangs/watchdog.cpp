@@ -1,12 +1,8 @@
 #include "hangs/watchdog.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <chrono>
 
 #include "ddprun/clocks.hpp"
-#include "process/unique_fd.hpp"
 
 namespace ddprun::launcher {
 
@@ -29,15 +25,15 @@ Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, double qui
 
 void Watchdog::start_round(const std::vector<std::string>& heartbeat_files) {
   policy_.start_round(static_cast<int>(heartbeat_files.size()), monotonic_seconds());
-  heartbeat_files_ = heartbeat_files;
   for (size_t i = 0; files_ && i < heartbeat_files.size(); ++i) files_->watch(static_cast<int>(i), heartbeat_files[i]);
+  records_.start_round(heartbeat_files);
   judging_ = true;
   arm();
 }
 
 void Watchdog::end_round() {
   judging_ = false;
-  heartbeat_files_.clear();
+  records_.end_round();
   if (files_) files_->clear();
   if (file_timers_) file_timers_->clear();
   timer_.cancel();
@@ -57,31 +53,22 @@ void Watchdog::progress(int local_rank, std::optional<long long> step) {
   beat(local_rank, step);
 }
 
-ProgressRecord Watchdog::record(int local_rank) const {
-  if (local_rank < 0 || static_cast<size_t>(local_rank) >= heartbeat_files_.size()) return {};
-  const UniqueFd file(::open(heartbeat_files_[local_rank].c_str(), O_RDONLY | O_CLOEXEC));
-  if (!file) return {};
-  const auto read = [fd = file.get()] {
-    std::string content(kProgressRecordBytes, '\0');
-    const ssize_t n = ::pread(fd, content.data(), content.size(), 0);
-    content.resize(n > 0 ? static_cast<size_t>(n) : 0);
-    return content;
-  };
-  return read_stable(read).value_or(ProgressRecord{});
-}
-
-std::optional<long long> Watchdog::recorded_step(int local_rank) const {
+std::optional<long long> Watchdog::step_of(const ProgressRecord& record) const {
   if (pattern_steps_) return std::nullopt;
-  return record(local_rank).step;
+  return record.step;
 }
 
-HungRank Watchdog::standing(int local_rank) const {
-  HungRank h = policy_.standing(local_rank, monotonic_seconds());
-  if (const auto step = recorded_step(local_rank)) h.last_step = step;
-  return h;
+std::vector<ProgressRecord> Watchdog::read_records() {
+  auto records = records_.read_all();
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (const auto step = step_of(records[i])) policy_.step_recorded(static_cast<int>(i), *step);
+  }
+  return records;
 }
 
-void Watchdog::file_beat(int local_rank) { beat(local_rank, recorded_step(local_rank)); }
+HungRank Watchdog::standing(int local_rank) const { return policy_.standing(local_rank, monotonic_seconds()); }
+
+void Watchdog::file_beat(int local_rank) { beat(local_rank, step_of(records_.read(local_rank))); }
 
 void Watchdog::beat(int local_rank, std::optional<long long> step) {
   if (!judging_) return;
@@ -121,21 +108,20 @@ void Watchdog::check() {
   if (!judging_) return;
   const double now = monotonic_seconds();
   if (policy_.missing_heartbeats(now) && handlers_.missing) handlers_.missing(policy_.silent_for(0, now));  // no rank beat: the time since the start
-  // A rank's last step is in its record now, which may be past what its last beat said (beats
-  // are at most every 100 ms; the record keeps every step).
-  if (auto quiet = policy_.quiet(now); !quiet.empty() && handlers_.quiet) {
-    for (auto& q : quiet) {
-      if (const auto step = recorded_step(q.local_rank)) q.last_step = step;
-    }
-    handlers_.quiet(quiet);
-  }
+  auto quiet = policy_.quiet(now);
   auto hung = policy_.hung(now);
-  for (auto& h : hung) {
-    if (const auto step = recorded_step(h.local_rank)) h.last_step = step;
+  if (quiet.empty() && hung.empty()) {
+    arm();
+    return;
   }
+  // A rank's last step is in its record now, which may be past what its last beat said.
+  const auto records = read_records();
+  for (auto& q : quiet) q.last_step = policy_.last_step(q.local_rank);
+  for (auto& h : hung) h.last_step = policy_.last_step(h.local_rank);
+  if (!quiet.empty() && handlers_.quiet) handlers_.quiet(quiet);
   if (!hung.empty()) {
     judging_ = false;
-    handlers_.hung(hung);
+    handlers_.hung(hung, records);
     return;
   }
   arm();

@@ -17,13 +17,16 @@
 #include "hangs/file_timer_server.hpp"
 #include "hangs/hang_policy.hpp"
 #include "hangs/heartbeat_files.hpp"
+#include "hangs/progress_records.hpp"
 
 namespace ddprun::launcher {
 
 class Watchdog {
  public:
   struct Handlers {
-    std::function<void(const std::vector<HungRank>&)> hung;  // once per round
+    // Once per round: the hung ranks, and every rank's progress record (by local rank), read
+    // once for all that the hang's response decides.
+    std::function<void(const std::vector<HungRank>&, const std::vector<ProgressRecord>&)> hung;
     std::function<void(int, double)> beat;                  // local rank, monotonic_seconds()
     std::function<void(double)> learned;                    // auto: a new, larger timeout
     std::function<void(double)> missing;                    // auto: no rank beat within this many seconds
@@ -51,13 +54,8 @@ class Watchdog {
   // `step` if the pattern gave one.
   void progress(int local_rank, std::optional<long long> step);
 
-  // What `local_rank`'s worker last wrote in its heartbeat file's progress record
-  // (ddprun/progress_record.hpp): every field unknown when it keeps none, the round is over, or
-  // the record kept changing while read.
-  ProgressRecord record(int local_rank) const;
-
-  // Where `local_rank` stands now (HangPolicy::standing), its last step from its record as for
-  // a hung rank: for a rank that others wait for (culprit.hpp).
+  // Where `local_rank` stands now (HangPolicy::standing): for a rank that others wait for
+  // (culprit.hpp). At a hang its last step is its record's, read then.
   HungRank standing(int local_rank) const;
 
   const HangPolicy& policy() const { return policy_; }
@@ -68,9 +66,12 @@ class Watchdog {
  private:
   void beat(int local_rank, std::optional<long long> step = std::nullopt);
   void file_beat(int local_rank);
-  // `local_rank`'s step in its progress record; nullopt when it keeps none, or when a
-  // --progress_pattern gave steps (the user's own numbering wins).
-  std::optional<long long> recorded_step(int local_rank) const;
+  // The step of `record`; nullopt when it has none, or when a --progress_pattern gave steps (the
+  // user's own numbering wins).
+  std::optional<long long> step_of(const ProgressRecord& record) const;
+  // Every rank's record, read now; their steps become the ranks' last steps in the policy (a
+  // record keeps every step, beats come at most every 100 ms).
+  std::vector<ProgressRecord> read_records();
   void arm();
   void check();
 
@@ -80,7 +81,7 @@ class Watchdog {
   Handlers handlers_;
   std::unique_ptr<HeartbeatFiles> files_;  // none when no beat is used
   std::unique_ptr<FileTimerServer> file_timers_;
-  std::vector<std::string> heartbeat_files_;  // this round's, by local rank
+  ProgressRecords records_;                    // this round's, by local rank
   bool pattern_steps_ = false;                 // a --progress_pattern gave a step
   bool judging_ = false;
 };

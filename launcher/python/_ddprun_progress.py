@@ -11,8 +11,11 @@ DDPRUN_HEARTBEAT_FILE it does nothing, and it never imports torch itself.
 It also keeps the file's progress record (config/include/ddprun/progress_record.hpp): the
 number of optimizer steps, and the collectives entered (how many, the last one's name, whether
 the rank is inside it), so that ddprun shows steps and, when a job hangs, which rank did not
-reach the collective the others wait in. The record is written through an mmap of the file:
-no system call, nobody woken; ddprun reads it at each beat and when it finds a hang.
+reach the collective the others wait in. DDP's own gradient all-reduce, which runs in C++ inside
+backward, counts as a collective too: a backward pass after a synchronising forward of a DDP
+model is "ddp_backward", as the C++ worker library names it. The record is written through an
+mmap of the file: no system call, nobody woken; ddprun reads it at each beat and when it finds
+a hang.
 """
 import functools
 import importlib
@@ -34,6 +37,7 @@ _steps = 0
 _collectives = 0
 _inside = False
 _op = ""
+_in_digit = None  # the offset of the `in` digit of the record in the file; None: it has none
 
 
 def _beat(*_):
@@ -66,7 +70,7 @@ def _open_record():
 
 
 def _write_record():
-    global _record
+    global _record, _in_digit
     if os.getpid() != _owner:
         return  # a forked child (a DataLoader worker) shares the mapping, not the record
     if _record is None:
@@ -74,10 +78,24 @@ def _write_record():
     if not _record:
         return
     line = f"step={_steps}" if _steps else ""  # no step yet: unknown, not "step 0"
+    in_digit = None
     if _collectives:
-        line += f" coll={_collectives} in={int(_inside)} op={_op}"
+        line += f" coll={_collectives} in="
+        in_digit = len(line)
+        line += f"{int(_inside)} op={_op}"
     if len(line) < RECORD_BYTES:
         _record[:] = (line.ljust(RECORD_BYTES - 1) + "\n").encode()
+        _in_digit = in_digit
+
+
+def _left_collective():
+    """The rank left its collective: in the record only the `in` digit changes, one byte
+    written (in a training loop a whole record costs some 3 us: cold code; this is most of the
+    cost of a collective or a DDP backward pass to the module)."""
+    global _inside
+    _inside = False
+    if _in_digit is not None and _record and os.getpid() == _owner:
+        _record[_in_digit] = ord("0")
 
 
 def _step(*_):
@@ -108,35 +126,83 @@ def _stepping(function):
     return wrapper
 
 
+def _enter(name, function, args, kwargs):
+    """Calls `function` as the rank's next collective, `name`: entering it is progress, and the
+    record says the rank is inside it until it returns or raises."""
+    global _collectives, _inside, _op
+    _collectives += 1
+    _inside, _op = True, name
+    _write_record()
+    _beat()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _left_collective()
+
+
 def _collective(function, name):
-    """`function`, the collective `name`: entering it is progress, and the record says the rank
-    is inside it (the `name` of a rank's `coll`-th collective) until it returns or raises. Only
-    the outermost counts: all_gather_object calls all_gather and broadcast through the wrapped
-    names, and the user called all_gather_object."""
+    """`function`, the collective `name` (_enter). Only the outermost counts: all_gather_object
+    calls all_gather and broadcast through the wrapped names, and the user called
+    all_gather_object."""
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        global _collectives, _inside, _op
         if _inside:
             return function(*args, **kwargs)
-        _collectives += 1
-        _inside, _op = True, name
-        _write_record()
-        _beat()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            _inside = False
-            _write_record()
+        return _enter(name, function, args, kwargs)
 
     wrapper._ddprun_beats = True
     return wrapper
 
 
-def _hook_forward(model_class):
-    """Each model of `model_class` gets a forward pre-hook that beats: one call a forward pass.
-    (A global hook on every module would cost each module call PyTorch's slow path, several
-    microseconds: launcher/python/README.md.)"""
+# DDP's gradient all-reduce runs in C++ inside backward, out of the wrappers' sight: a backward
+# pass after a forward of a DDP model that will synchronise (grad mode on, not under no_sync())
+# counts as a collective of its own, "ddp_backward", as the C++ worker library counts it. Set by
+# that forward, taken by the next backward.
+_ddp_sync_pending = False
+_grad_enabled = None  # torch.is_grad_enabled, once torch is imported
+_compiling = None  # torch.compiler.is_compiling (2.x), once torch is imported
+
+
+def _forward_beat(*_):
+    """A beat from a model's forward hook. torch.compile traces a compiled model's hooks, and
+    would warn that it cannot trace the clock (and break the graph there): a compiled forward
+    does not beat; the optimizer step and backward, which run outside the graph, still do."""
+    if _compiling is None or not _compiling():
+        _beat()
+
+
+def _ddp_forward_done(model, _inputs, _output):
+    """A DDP model's forward hook: a beat, and, as DDP decides it (its _post_forward prepares the
+    reducer under the same condition), whether the next backward all-reduces. (Traced by
+    torch.compile, the flag's store is replayed after the compiled forward.)"""
+    global _ddp_sync_pending
+    if _grad_enabled() and getattr(model, "require_backward_grad_sync", True):
+        _ddp_sync_pending = True
+    _forward_beat()
+
+
+def _backward(function):
+    """torch.autograd.backward (Tensor.backward calls it), `ddp_backward` when a DDP forward made
+    the next backward synchronised (above). Nested in a collective, or in another backward
+    (reentrant activation checkpointing), it is part of that one."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        global _ddp_sync_pending
+        if not _ddp_sync_pending or _inside:
+            return function(*args, **kwargs)
+        _ddp_sync_pending = False
+        return _enter("ddp_backward", function, args, kwargs)
+
+    wrapper._ddprun_beats = True
+    return wrapper
+
+
+def _hook_forward(model_class, register, hook):
+    """Each model of `model_class` gets `hook` by its method `register` (a forward hook or
+    pre-hook), which beats: one call a forward pass. (A global hook on every module would cost each module
+    call PyTorch's slow path, several microseconds: launcher/python/README.md.)"""
     init = model_class.__init__
     if getattr(init, "_ddprun_beats", False):
         return
@@ -144,14 +210,19 @@ def _hook_forward(model_class):
     @functools.wraps(init)
     def init_then_hook(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        _handles.append(self.register_forward_pre_hook(_beat))
+        _handles.append(getattr(self, register)(hook))
 
     init_then_hook._ddprun_beats = True
     model_class.__init__ = init_then_hook
 
 
 def _on_torch(torch):
-    _hook_forward(torch.nn.parallel.DistributedDataParallel)
+    global _grad_enabled, _compiling
+    _grad_enabled = torch.is_grad_enabled
+    _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    _hook_forward(torch.nn.parallel.DistributedDataParallel, "register_forward_hook", _ddp_forward_done)
+    if not getattr(torch.autograd.backward, "_ddprun_beats", False):
+        torch.autograd.backward = _backward(torch.autograd.backward)
     # Every optimizer step: PyTorch 2.x's global hook; 1.13 calls _optimizer_step_code() after
     # each step (for its profiler). torch.optim deletes its submodules' names (1.13): the module
     # itself is in sys.modules.
@@ -175,7 +246,7 @@ def _on_torch(torch):
 
 
 def _on_fsdp(fsdp):
-    _hook_forward(fsdp.FullyShardedDataParallel)
+    _hook_forward(fsdp.FullyShardedDataParallel, "register_forward_pre_hook", _forward_beat)
 
 
 # What to do once a module has been imported (by the program: never imported here).

@@ -11,11 +11,18 @@ Prints three tables:
   3. detection latency for --hang_timeout of 1, 5 and 30 s: from a worker's last beat to
      ddprun's "hang" event and to its exit (the failure summary), from --event_log. Two workers
      beat every 0.1 s; rank 1 stops after 5 beats.
+  4. a beat storm (--storm-only: this table alone): bench_heartbeat's 200000 unthrottled beats
+     (as the worker library beats at every collective) under ddprun --hang_timeout=60, alone and
+     with --status_port=0: ddprun's own CPU time (its rusage, less the worker's, which
+     /usr/bin/time reports) with the beats, less the same without them (DDPRUN_HEARTBEAT_FILE
+     removed from the worker's environment), per beat; and the worker's time per beat. Each
+     --ddprun binary given (default: the build's), to compare before and after a change.
 """
 import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -98,14 +105,54 @@ def detection(build, runs):
         print(f"{timeout:9} {len(found):5} {f:14.3f} {s:11.3f} {s - timeout:15.3f}")
 
 
+def storm_run(ddprun, bench, calls, options, beats):
+    """One run: ddprun's CPU seconds with its worker's (RUSAGE_CHILDREN: ddprun reaps the
+    worker), the worker's alone (/usr/bin/time's), and the worker's ns per heartbeat call."""
+    wrap = [] if beats else ["env", "-u", "DDPRUN_HEARTBEAT_FILE"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([ddprun, "--nproc_per_node=1", "--hang_timeout=60"] + options + wrap +
+                          ["/usr/bin/time", "-f", "worker_cpu=%U %S", bench, str(calls)],
+                          capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    worker = sum(float(x) for x in re.search(r"worker_cpu=([0-9.]+ [0-9.]+)", done.stderr).group(1).split())
+    ns = float(re.search(r"ns_per_call=([0-9.]+)", done.stdout).group(1))
+    return total, worker, ns
+
+
+def storm(build, ddprun_binaries, runs):
+    bench = os.path.join(build, "worker", "bench_heartbeat")
+    calls = 200000
+    print("\n4. a beat storm: %d unthrottled heartbeats of one worker (median of %d runs)" % (calls, runs))
+    print(f"{'ddprun':40} {'options':16} {'ddprun us/beat':>15} {'worker ns/beat':>15}")
+    for ddprun in ddprun_binaries:
+        for options in ([], ["--status_port=0"]):
+            per_beat, worker_ns = [], []
+            for _ in range(runs):
+                cpu = {}
+                for beats in (True, False):
+                    total, worker, ns = storm_run(ddprun, bench, calls, options, beats)
+                    cpu[beats] = total - worker
+                    if beats:
+                        worker_ns.append(ns)
+                per_beat.append((cpu[True] - cpu[False]) / calls * 1e6)
+            label = os.path.relpath(ddprun, ROOT) if ddprun.startswith(ROOT) else ddprun
+            print(f"{label[-40:]:40} {' '.join(options) or '-':16} {statistics.median(per_beat):15.3f} "
+                  f"{statistics.median(worker_ns):15.1f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ddprun", action="append", help="for table 4: a ddprun binary (repeatable)")
+    parser.add_argument("--storm-only", action="store_true", help="table 4 alone")
     args = parser.parse_args()
-    heartbeat_cost(args.build, args.runs)
-    step_cost(args.build, args.runs)
-    detection(args.build, args.runs)
+    if not args.storm_only:
+        heartbeat_cost(args.build, args.runs)
+        step_cost(args.build, args.runs)
+        detection(args.build, args.runs)
+    storm(args.build, args.ddprun or [os.path.join(args.build, "launcher", "ddprun")], args.runs)
 
 
 if __name__ == "__main__":

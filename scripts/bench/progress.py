@@ -14,8 +14,10 @@ PyTorch versions: Debian's 1.13 and the 2.x venv (scripts/install-deps.sh --torc
 Then the module's own calls alone (timeit, the best of 5 repeats of 200,000 calls, the record
 in a real heartbeat file in a temporary folder): what a step adds (_step: the progress record's
 write through the mmap and the throttled beat), what a collective adds (its wrapper around a
-function that does nothing: two record writes) and a throttled beat. These are below the
-resolution of the first table on a loaded machine.
+function that does nothing: two record writes), what a synchronised DDP backward pass adds (the
+DDP model's forward hook, then the wrapped torch.autograd.backward around a function that does
+nothing: the "ddp_backward" collective's two record writes) and a throttled beat. These are below
+the resolution of the first table on a loaded machine.
 """
 import argparse
 import os
@@ -26,15 +28,23 @@ import tempfile
 
 from benchlib import BENCH_DIR, PYTHON_113, ROOT, torch2_python
 
-# Times the module's calls in a Python of its own; prints "step_us collective_us beat_us".
+# Times the module's calls in a Python of its own; prints "step_us collective_us ddp_us beat_us".
 CALLS = """
 import os, sys, timeit
+import torch
 import _ddprun_progress as p
 p._file, p._owner = sys.argv[1], os.getpid()
+p._grad_enabled, p._compiling = torch.is_grad_enabled, getattr(getattr(torch, "compiler", None), "is_compiling", None)
 def best(call):
     return min(timeit.repeat(call, number=200000, repeat=5)) / 200000 * 1e6
 collective = p._collective(lambda: None, "all_reduce")
-print("%.2f %.2f %.2f" % (best(p._step), best(collective), best(p._beat)))
+class Model:
+    require_backward_grad_sync = True
+model, backward = Model(), p._backward(lambda: None)
+def ddp_backward():
+    p._ddp_forward_done(model, (), None)
+    backward()
+print("%.2f %.2f %.2f %.2f" % (best(p._step), best(collective), best(ddp_backward), best(p._beat)))
 """
 
 
@@ -81,11 +91,11 @@ def main():
             cost = statistics.median(r[2] for r in runs)
             print(f"| {version} | {shape[0]} | {off:.0f} us | {on:.0f} us | {cost:+.1f} us ({cost / off * 100:+.2f} %) |")
     print()
-    print("| PyTorch | a step (_step) | a collective (wrapper) | a throttled beat |")
-    print("|---|---|---|---|")
+    print("| PyTorch | a step (_step) | a collective (wrapper) | a DDP backward (hook and wrapper) | a throttled beat |")
+    print("|---|---|---|---|---|")
     for version, python in pythons:
-        step, collective, beat = calls(args.ddprun, python)
-        print(f"| {version} | {step:.2f} us | {collective:.2f} us | {beat:.2f} us |")
+        step, collective, ddp, beat = calls(args.ddprun, python)
+        print(f"| {version} | {step:.2f} us | {collective:.2f} us | {ddp:.2f} us | {beat:.2f} us |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """One rank of scripts/bench/progress.py, under ddprun with --progress=on: a tight DDP training
 loop (gloo, one thread) timed in blocks of STEPS steps, alternately with what ddprun's module
-added (the DDP model's forward pre-hook; the optimizer step hook on 2.x, the wrapped
+added (the DDP model's forward hook; the wrapped torch.autograd.backward, which records DDP's
+backward as a collective; the optimizer step hook on 2.x, the wrapped
 Optimizer._optimizer_step_code on 1.13) and without it; the blocks alternate so that a drifting
 machine affects both alike. Prints the median time per step of each kind and the median of the
 differences of adjacent blocks, in microseconds.
@@ -27,8 +28,11 @@ optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
 x = torch.randn(batch, width)
 step_hook = getattr(sys.modules["torch.optim.optimizer"], "register_optimizer_step_post_hook", None)
 step_code = torch.optim.Optimizer._optimizer_step_code if step_hook is None else None
+backward = torch.autograd.backward
 if not progress._handles and getattr(step_code, "__wrapped__", None) is None:
     raise SystemExit("ddprun's module registered nothing")
+if getattr(backward, "__wrapped__", None) is None:
+    raise SystemExit("ddprun's module did not wrap torch.autograd.backward")
 
 
 def step():
@@ -43,8 +47,9 @@ def hooks(on):
     progress._handles.clear()
     if step_code is not None:
         torch.optim.Optimizer._optimizer_step_code = step_code if on else step_code.__wrapped__
+    torch.autograd.backward = backward if on else backward.__wrapped__
     if on:
-        progress._handles.append(model.register_forward_pre_hook(progress._beat))
+        progress._handles.append(model.register_forward_hook(progress._ddp_forward_done))
         if step_hook is not None:
             progress._handles.append(step_hook(progress._step))
 

@@ -14,6 +14,9 @@ namespace {
 RankCollectives in(int rank, long long coll, std::string op = "all_reduce") { return {rank, coll, true, op}; }
 RankCollectives out(int rank, long long coll, std::string op = "all_reduce") { return {rank, coll, false, op}; }
 RankCollectives none(int rank) { return {rank, std::nullopt, false, ""}; }
+bool same(const RankCollectives& a, const RankCollectives& b) {
+  return a.rank == b.rank && a.coll == b.coll && a.in == b.in && a.op == b.op;
+}
 }  // namespace
 
 TEST_CASE("the culprits: the ranks that have not entered the collective the others wait in") {
@@ -42,6 +45,13 @@ TEST_CASE("the culprits: the ranks that have not entered the collective the othe
        {in(0, 4), in(1, 4)}, true, {},
        "ranks 0, 1 wait in all_reduce #4; every rank on this node entered it (the rank they wait for is on "
        "another node, or the collective itself is stuck)"},
+      {"every rank here in the same DDP backward pass: one may be stuck in its own, before its all-reduce",
+       {in(0, 30, "ddp_backward"), in(1, 30, "ddp_backward")}, true, {},
+       "ranks 0, 1 wait in ddp_backward #30; every rank on this node entered it (the rank they wait for is on "
+       "another node, or stuck in its own backward pass before its all-reduce: see the stacks)"},
+      {"rank 1 stopped before its backward pass: rank 0 waits in it",
+       {in(0, 31, "ddp_backward"), out(1, 30, "ddp_backward")}, true, {1},
+       "rank 0 waits in ddp_backward #31; rank 1 has not entered it: last in ddp_backward #30"},
       {"nobody waits in a collective: no decision", {out(0, 3), out(1, 2)}, false, {}, ""},
       {"no records at all (a program without ddprun's module): no decision", {none(0), none(1)}, false, {}, ""},
       {"no ranks", {}, false, {}, ""},
@@ -56,6 +66,12 @@ TEST_CASE("the culprits: the ranks that have not entered the collective the othe
     CHECK(c->ranks == row.culprits);
     CHECK(c->why == row.why);
   }
+}
+
+TEST_CASE("a progress record's collectives") {
+  CHECK(same(rank_collectives(3, {5, 9, true, "ddp_backward"}), in(3, 9, "ddp_backward")));
+  CHECK(same(rank_collectives(1, {std::nullopt, 2, false, "barrier"}), out(1, 2, "barrier")));
+  CHECK(same(rank_collectives(0, {}), none(0)));  // an empty record: no collective, not inside one
 }
 
 TEST_CASE("the collective waited in, and who waits in it") {

@@ -256,3 +256,21 @@ TEST_CASE("a hung rank carries its last step") {
   REQUIRE(h.size() == 1);
   CHECK(h[0].last_step == 12);
 }
+
+TEST_CASE("a step read from the progress record is the rank's last step, and not a beat") {
+  HangPolicy p(fixed(5, 5));
+  p.start_round(2, 0);
+  p.beat(0, 1, 12);
+  p.step_recorded(0, 13);  // the record is past the last beat's step (beats are throttled)
+  p.step_recorded(1, 4);   // a rank that never beat
+  p.step_recorded(7, 1);   // no such rank: ignored
+  CHECK(p.last_step(0) == 13);
+  CHECK(p.last_step(1) == 4);
+  CHECK_FALSE(p.ever_beat(1));
+  const auto h = p.hung(10);  // rank 1: --hang_startup since the start; rank 0 since its beat at 1
+  REQUIRE(h.size() == 2);
+  CHECK(h[0].local_rank == 1);
+  CHECK(h[0].silent_for == doctest::Approx(10));
+  CHECK(h[1].last_step == 13);
+  CHECK(h[1].silent_for == doctest::Approx(9));
+}

@@ -14,7 +14,12 @@
 #     of rank 0's wait (not after --hang_startup's 600 s), rank 1 named;
 #  3. two nodes of 2 ranks: node 0 names rank 1; on node 1 ranks 2 and 3 both wait, so it says
 #     the rank they wait for is elsewhere; both nodes give rank 1 as the root cause (its failure
-#     is dated no later than the first wait began, before the waiting ranks of node 1).
+#     is dated no later than the first wait began, before the waiting ranks of node 1);
+#  4. DDP: rank 1 stuck inside its backward pass, in a hook on its loss, before any gradient (so
+#     before its all-reduce), while rank 0 waits in that backward's all-reduce. Both have entered
+#     the same ddp_backward, so the records cannot tell them apart (stopped before its backward,
+#     rank 1 is named: progress_test.sh, examples_test.sh): ddprun says both wait in it, points
+#     to the stacks, and rank 1's shows where (py-spy, if installed).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 torch_workers
@@ -87,3 +92,36 @@ expect_in "$T/b.err" "^ddprun: ranks 2, 3 wait in all_reduce #[0-9]+; every rank
 for n in a b; do expect_in "$T/$n.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"; done
 wait_for 20 no_leftovers
 ok "two nodes: node 0 names rank 1, node 1 says its ranks wait for another node's, both give rank 1 as the root cause"
+
+# 4. DDP, rank 1 stuck inside its own backward pass, before its all-reduce.
+cat >"$T/inside.py" <<'PY'
+import time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+def stuck_in_backward(grad):
+    time.sleep(3600)
+
+dist.init_process_group("gloo")
+model = DistributedDataParallel(torch.nn.Linear(4, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(10):
+    optimizer.zero_grad()
+    loss = model(torch.ones(2, 4)).sum()
+    if dist.get_rank() == 1 and step == 3:
+        loss.register_hook(stuck_in_backward)
+    loss.backward()
+    optimizer.step()
+PY
+run_ddprun inside --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/inside.logs" "$T/inside.py"
+expect_eq "$RC" 124 "exit code ($(cat "$T/inside.err"))"
+expect_in "$T/inside.err" "^ddprun: ranks? [01](, [01])? hung: no progress for [0-9.]+ s \(hang timeout 5\.0 s; last step 3\)"
+expect_in "$T/inside.err" "^ddprun: ranks 0, 1 wait in ddp_backward #4; every rank on this node entered it \(the rank they wait for is on another node, or stuck in its own backward pass before its all-reduce: see the stacks\)$"
+stacks=" (no py-spy: stacks not checked)"
+if command -v py-spy >/dev/null; then
+  expect_in "$(run_dir "$T/inside.logs")/attempt_0/rank_1/stacks.txt" "stuck_in_backward \(.*inside.py:[0-9]+\)"
+  stacks=", rank 1's stack in stuck_in_backward"
+fi
+wait_for 20 no_leftovers
+ok "DDP, rank 1 stuck inside its 4th backward pass: both ranks wait in ddp_backward #4, said so$stacks"

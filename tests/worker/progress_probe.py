@@ -2,8 +2,9 @@
 #   progress_probe.py probe OUT [EXIT]  writes OUT/probe.json: sys.argv, __main__'s file, sys.path,
 #       PYTHONPATH, the sitecustomize that ran, ddprun's module (loaded? whose?), the same from
 #       DataLoader workers started by fork and by spawn, the losses of three steps of a DDP model
-#       (one rank, gloo) compiled by torch.compile (2.x) or not (1.13), and the optimizer steps
-#       ddprun's module counted; then exits with EXIT (or raises, "raise")
+#       (one rank, gloo) compiled by torch.compile (2.x) or not (1.13), then one backward under
+#       no_sync(), and the optimizer steps and DDP backward passes ddprun's module counted; then
+#       exits with EXIT (or raises, "raise")
 #   progress_probe.py train OUT        DDP on gloo, a 200 ms step; rank 1 blocks before the
 #       forward of step 5 while rank 0 waits in the all-reduce of that step's backward. No
 #       heartbeat code: its progress is what ddprun's module counts.
@@ -15,6 +16,7 @@
 import json
 import os
 import sys
+import tempfile
 import time
 
 import torch
@@ -41,21 +43,17 @@ class Seen(torch.utils.data.Dataset):
         return json.dumps(seen())
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def compiled_steps():
     """Three steps of a one-rank DDP model, through torch.compile where PyTorch has it (dynamo
-    traces the model's forward pre-hooks, ddprun's among them): the losses."""
-    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("WORLD_SIZE", "1")):
-        os.environ.setdefault(name, value)
-    if "MASTER_PORT" not in os.environ:
-        os.environ["MASTER_PORT"] = free_port()
-    torch.distributed.init_process_group("gloo")
+    traces the model's forward hooks, ddprun's among them): the losses. Alone (no MASTER_PORT),
+    the process group meets in a FileStore: a free port picked here could be taken by another
+    program before TCPStore binds it."""
+    if "MASTER_PORT" in os.environ:
+        torch.distributed.init_process_group("gloo")
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            store = torch.distributed.FileStore(os.path.join(folder, "store"), 1)
+            torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -67,6 +65,8 @@ def compiled_steps():
         loss.backward()
         optimizer.step()
         losses.append(round(loss.item(), 6))
+    with model.no_sync():  # a backward that does not synchronise: no collective
+        run(torch.ones(2, 4)).sum().backward()
     torch.distributed.destroy_process_group()
     return losses
 
@@ -80,7 +80,9 @@ def probe(out, exit_code="0"):
     # (Not before raising: torch.distributed 2.x then prefixes the traceback with the rank, which
     # the traceback comparison of progress_test.sh does not expect.)
     report["compiled_losses"] = compiled_steps() if exit_code != "raise" else None
-    report["steps_counted"] = getattr(sys.modules.get("_ddprun_progress"), "_steps", None)
+    module = sys.modules.get("_ddprun_progress")
+    report["steps_counted"] = getattr(module, "_steps", None)
+    report["backward_counted"] = [module._collectives, module._op] if module else None
     with open(os.path.join(out, "probe.json"), "w") as f:
         json.dump(report, f)
     if exit_code == "raise":
