@@ -17,7 +17,11 @@ Prints three tables:
      row of its own;
   2. crash-to-restarted latency: from a worker's exit(1) to the restarted worker's main(), as
      measured and minus the worker's own start-up (exec of a tiny C program, measured
-     separately), with the slowest ddprun run and the fastest torchrun run;
+     separately), with the slowest ddprun run and the fastest torchrun run. ddprun runs with
+     --restart_backoff_max=0: by default a worker that fails having made no progress (as this
+     one, 0.2 s after its start, before any step) is restarted after the crash-loop backoff of
+     1, 2, 4 ... s (README: the restart policy), which torchrun does not have; the row measures
+     the restart itself;
   3. peak memory (VmHWM) of the launcher process itself, with 8 workers.
 """
 import argparse
@@ -101,7 +105,8 @@ def restart_latency(ddprun, torchrun_cmd, worker, runs, torch_runs):
             return min(read_stamp(f"{d}/start.1.{r}") for r in (0, 1)) - crash
 
     # Each run's latency, as measured (not less the worker's start-up).
-    d = [one(lambda d, _: [ddprun, "--nproc_per_node=2", "--max_restarts=1", worker, d], 0) for _ in range(runs)]
+    d = [one(lambda d, _: [ddprun, "--nproc_per_node=2", "--max_restarts=1", "--restart_backoff_max=0", worker, d], 0)
+         for _ in range(runs)]
     t = [with_free_port(lambda port: one(lambda d, p: torchrun_cmd + [
         "--nproc_per_node=2", "--max_restarts=1", f"--master_port={p}", "--no_python", worker, d], port))
          for _ in range(torch_runs)]

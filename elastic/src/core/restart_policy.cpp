@@ -1,7 +1,6 @@
 #include "core/restart_policy.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -80,7 +79,10 @@ RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed
   }
   d.restart = true;
   restarts_.push_back(now);
-  if (!progressed) d.backoff = std::min(std::ldexp(1.0, std::min(no_progress_ - 1, 30)), settings_.backoff_max);
+  // 1, 2, 4 ... s: a shift, not std::ldexp, which would make ddprun load libm for this alone.
+  if (!progressed) {
+    d.backoff = std::min(static_cast<double>(1L << std::clamp(no_progress_ - 1, 0, 30)), settings_.backoff_max);
+  }
   const std::string budget =
       settings_.window > 0 ? fmt::format("restart {} of {} within {:g} s", counted + 1, max_restarts_, settings_.window)
                            : fmt::format("restart {} of {}", counted + 1, max_restarts_);
