@@ -1,10 +1,18 @@
+// The command line, parsed by glibc's getopt_long from config::option_specs().
+//
+// getopt_long, not an option library: CLI11 built its parser for every start of ddprun, about
+// 0.2 ms of CPU (it compares each new option's names with every earlier option's, ~50 options
+// in two spellings), more than a third of what `ddprun --version` cost beyond a C++ hello world.
+// getopt_long is in the libc ddprun maps anyway and reads the option table as it is.
 #include "cli.hpp"
 
-#include <algorithm>
-#include <iostream>
-#include <map>
+#include <getopt.h>
 
-#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "ddprun/input_limits.hpp"
@@ -12,139 +20,269 @@
 namespace ddprun::launcher {
 namespace {
 
+using config::OptionKind;
+using config::OptionSpec;
+
+constexpr const char* kDescription =
+    "ddprun: start and supervise distributed PyTorch workers (a native torchrun).\n"
+    "PROGRAM runs under python3 -u when it ends in .py (or with -m), else it is executed directly.\n";
+
+constexpr const char* kUsage =
+    "Usage: ddprun [options] PROGRAM [ARGS...]\n"
+    "       ddprun status [--watch] [HOST:]PORT...   (the live view of a run with --status_port)\n";
+
+constexpr const char* kFooter =
+    "An option may be shortened to a prefix that names only it (--max_rest=3), as torchrun allows.\n"
+    "Every option can also be given as PET_<OPTION> in the environment (PET_NPROC_PER_NODE=4)\n"
+    "or as a key of the --config JSON file; the command line wins, then the file, then PET_*.\n"
+    "Exit codes: the failed worker's own code (128+N for signal N), 64 usage error,\n"
+    "69 rendezvous error, 70 internal error, 126/127 program not executable/not found.\n";
+
+// getopt_long's val for the options that are not in option_specs(); a spec's val is its index.
+enum Extra : int { kHelp = 'h', kVersion = 1000, kConfig, kPrintConfig, kFirstSpec };
+
+// An option of the table, or one of the extras, as --help shows it.
+struct HelpEntry {
+  std::string names;  // "--nproc_per_node, --nproc-per-node VALUE"
+  std::string help;
+};
+
 std::string dashed(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
   return key;
 }
 
-constexpr const char* kDescription =
-    "ddprun: start and supervise distributed PyTorch workers (a native torchrun).\n"
-    "PROGRAM runs under python3 -u when it ends in .py (or with -m), else it is executed directly.";
-
-// CLI11 would print "Usage: ddprun [OPTIONS]": PROGRAM is not one of its positionals.
-class Formatter : public CLI::Formatter {
+// Every spelling of every option: --key and --key-with-dashes, with the same val, so that
+// getopt_long takes a prefix of both spellings as one option. Flags take an optional "=VALUE"
+// (--standalone=0, as PET_STANDALONE=0), never the next argument.
+class LongOptions {
  public:
-  std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: ddprun [options] PROGRAM [ARGS...]\n"
-           "       ddprun status [--watch] [HOST:]PORT...   (the live view of a run with --status_port)\n";
+  LongOptions() {
+    const auto& specs = config::option_specs();
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const int has_arg = specs[i].kind == OptionKind::kFlag ? optional_argument : required_argument;
+      const int val = kFirstSpec + static_cast<int>(i);
+      add(specs[i].key, has_arg, val);
+      if (dashed(specs[i].key) != specs[i].key) add(dashed(specs[i].key), has_arg, val);
+      if (specs[i].short_flag != nullptr) {
+        const char letter = specs[i].short_flag[1];
+        shorts_ += has_arg == required_argument ? std::string{letter, ':'} : std::string{letter};
+        short_vals_[static_cast<unsigned char>(letter)] = val;
+      }
+    }
+    add("help", no_argument, kHelp);
+    add("version", no_argument, kVersion);
+    add("config", required_argument, kConfig);
+    add("print_config", no_argument, kPrintConfig);
+    add("print-config", no_argument, kPrintConfig);
+    // getopt_long keeps pointers to the names: taken once names_ no longer grows.
+    for (const auto& name : names_) options_.push_back({name.name.c_str(), name.has_arg, nullptr, name.val});
+    options_.push_back({nullptr, 0, nullptr, 0});
   }
+
+  const option* table() const { return options_.data(); }
+  // "+": stop at PROGRAM, the first argument that is not an option (never reorder argv);
+  // ":": a missing value returns ':' instead of printing getopt's own message.
+  std::string short_options() const { return "+:h" + shorts_; }
+  // The val of a short option's letter, as getopt_long returns the letter itself.
+  int short_val(int letter) const { return letter > 0 && letter < 256 ? short_vals_[letter] : 0; }
+
+  // The options whose names start with NAME (without "--"), each once, in table order.
+  std::vector<std::string> matching(std::string_view name) const {
+    std::vector<std::string> found;
+    std::vector<int> vals;
+    for (const auto& o : names_) {
+      if (o.name.compare(0, name.size(), name) != 0) continue;
+      if (std::find(vals.begin(), vals.end(), o.val) != vals.end()) continue;
+      vals.push_back(o.val);
+      found.push_back("--" + o.name);
+    }
+    return found;
+  }
+
+ private:
+  struct Name {
+    std::string name;
+    int has_arg;
+    int val;
+  };
+  void add(std::string name, int has_arg, int val) { names_.push_back({std::move(name), has_arg, val}); }
+
+  std::vector<Name> names_;
+  std::vector<option> options_;
+  std::string shorts_;
+  int short_vals_[256] = {};
 };
 
-constexpr const char* kFooter =
-    "Every option can also be given as PET_<OPTION> in the environment (PET_NPROC_PER_NODE=4)\n"
-    "or as a key of the --config JSON file; the command line wins, then the file, then PET_*.\n"
-    "Exit codes: the failed worker's own code (128+N for signal N), 64 usage error,\n"
-    "69 rendezvous error, 70 internal error, 126/127 program not executable/not found.";
+std::string value_name(OptionKind kind) {
+  switch (kind) {
+    case OptionKind::kFlag: return "";
+    case OptionKind::kList: return " VALUE (repeatable)";
+    case OptionKind::kJson: return " JSON";
+    case OptionKind::kText: break;
+  }
+  return " VALUE";
+}
 
-// CLI11 reads "--log_dir=" (an empty value) as "--log_dir" and takes the next argument as its
-// value: "--log_dir= --nproc_per_node=2 prog" ran one worker and made a folder named
-// "--nproc_per_node=2". So empty values are taken out of `args` before CLI11 sees them and
-// returned as key -> "", for the options before PROGRAM only.
-std::map<std::string, std::string> take_empty_values(std::vector<std::string>& args) {
-  std::map<std::string, const config::OptionSpec*> by_name;
-  for (const auto& spec : config::option_specs()) {
-    by_name["--" + std::string(spec.key)] = &spec;
-    by_name["--" + dashed(spec.key)] = &spec;
-    if (spec.short_flag != nullptr) by_name[spec.short_flag] = &spec;
-  }
-  std::map<std::string, std::string> empty;
-  for (std::size_t i = 0; i < args.size();) {
-    const std::string& arg = args[i];
-    if (arg == "--" || arg.empty() || arg[0] != '-') break;  // PROGRAM starts here
-    const auto eq = arg.find('=');
-    const auto it = by_name.find(arg.substr(0, eq));
-    if (it != by_name.end() && it->second->kind != config::OptionKind::kFlag) {
-      if (eq == arg.size() - 1) {
-        empty[it->second->key] = "";
-        args.erase(args.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
-      if (eq == std::string::npos) ++i;  // "--opt VALUE": skip the value
-    } else if (arg == "--config=") {
-      throw config::UsageError("--config=: expected the path of a JSON file of options");
-    } else if (arg == "--config") {
-      ++i;
+// TEXT's words in lines of at most WIDTH columns, each line after INDENT spaces.
+std::string wrapped(std::string_view text, std::size_t indent, std::size_t width) {
+  std::string out;
+  std::size_t column = 0;
+  while (!text.empty()) {
+    const std::size_t space = text.find(' ');
+    const std::string_view word = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
+    if (word.empty()) continue;
+    if (column > 0 && column + 1 + word.size() > width) {
+      out += '\n';
+      column = 0;
     }
-    ++i;
+    if (column == 0) {
+      out.append(indent, ' ');
+      column = indent;
+    } else {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
   }
-  return empty;
+  return out + '\n';
+}
+
+std::string help_text() {
+  std::vector<std::pair<std::string, std::vector<HelpEntry>>> groups = {
+      {"Options",
+       {{"-h, --help", "print this help and exit"}, {"--version", "print ddprun's version and exit"}}}};
+  const auto group_named = [&](const std::string& name) -> std::vector<HelpEntry>& {
+    for (auto& group : groups) {
+      if (group.first == name) return group.second;
+    }
+    return groups.emplace_back(name, std::vector<HelpEntry>{}).second;
+  };
+  for (const auto& spec : config::option_specs()) {
+    std::string names = spec.short_flag != nullptr ? std::string(spec.short_flag) + ", " : "";
+    names += "--" + std::string(spec.key);
+    if (dashed(spec.key) != spec.key) names += ", --" + dashed(spec.key);
+    std::string help = spec.help;
+    if (spec.default_text != nullptr) help += fmt::format(" (default: {})", spec.default_text);
+    group_named(spec.group).push_back({names + value_name(spec.kind), help});
+  }
+  auto& configuration = group_named("Configuration");
+  configuration.push_back({"--config FILE", "JSON file of options (keys as above)"});
+  configuration.push_back({"--print_config, --print-config", "print the effective configuration as JSON and exit"});
+
+  std::string text = std::string(kDescription) + kUsage;
+  for (const auto& [name, entries] : groups) {
+    text += "\n" + name + ":\n";
+    for (const auto& entry : entries) text += "  " + entry.names + "\n" + wrapped(entry.help, 6, 100);
+  }
+  return text + "\n" + kFooter;
+}
+
+// The command line's option names as the user wrote them: "--nproc" of "--nproc=2".
+std::string written_name(const char* arg) {
+  const std::string_view text(arg);
+  return std::string(text.substr(0, text.find('=')));
+}
+
+[[noreturn]] void refuse(const std::string& what) {
+  throw config::UsageError(fmt::format("{} (see ddprun --help)", what));
+}
+
+// getopt_long said '?': ARG is unknown, a prefix of several options, a short option that is
+// not one, or an option that takes no value given one (--version=1; optopt is its val then).
+[[noreturn]] void refuse_unknown(const LongOptions& options, const char* arg) {
+  const std::string name = written_name(arg);
+  if (::optopt != 0 && name != arg) refuse(fmt::format("{}: takes no value", shown(name)));
+  if (name.rfind("--", 0) == 0 && name.size() > 2) {
+    const auto candidates = options.matching(std::string_view(name).substr(2));
+    if (candidates.size() > 1) {
+      std::string list;
+      for (const auto& c : candidates) list += (list.empty() ? "" : ", ") + c;
+      refuse(fmt::format("{} is ambiguous: it could be {}", shown(name), list));
+    }
+  }
+  throw config::UsageError(fmt::format(
+      "unknown option {} (see ddprun --help; put -- before a PROGRAM that starts with -)", shown(name)));
+}
+
+// An option's value in the next argument must not look like another option: "--log_dir
+// --nproc_per_node=2 prog" is a missing value, as torchrun (argparse) says, never a folder
+// named "--nproc_per_node=2". A value that starts with - goes after "=".
+bool looks_like_option(const char* value) {
+  return value[0] == '-' && value[1] != '\0' && !(value[1] >= '0' && value[1] <= '9') && value[1] != '.';
+}
+
+// The option that getopt_long found without its value: "--log_dir", or "-r".
+std::string missing_value_label(const char* arg) {
+  if (arg[0] == '-' && arg[1] != '-') return fmt::format("-{}", static_cast<char>(::optopt));
+  return written_name(arg);
 }
 
 }  // namespace
 
 std::optional<CommandLine> parse_command_line(int argc, const char* const* argv) {
-  CLI::App app{kDescription, "ddprun"};
-  app.footer(kFooter);
-  app.formatter(std::make_shared<Formatter>());
-  app.prefix_command();  // PROGRAM and everything after it are left untouched
-  app.set_version_flag("--version", "ddprun " DDPRUN_VERSION);
+  static const LongOptions options;
+  const auto& specs = config::option_specs();
+  const std::string short_options = options.short_options();
+  // getopt_long wants char* const*: it may reorder the pointers, never the strings ("+" keeps
+  // the order anyway). A copy, so that the caller's argv is left as it was.
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) args.push_back(const_cast<char*>(argv[i]));
+  args.push_back(nullptr);
 
-  std::map<std::string, std::string> text_values;
-  std::map<std::string, bool> flag_values;
-  std::map<std::string, std::vector<std::string>> list_values;
-  std::map<std::string, CLI::Option*> given;
-  for (const auto& spec : config::option_specs()) {
-    std::string names = "--" + std::string(spec.key);
-    if (dashed(spec.key) != spec.key) names += ",--" + dashed(spec.key);
-    if (spec.short_flag != nullptr) names += std::string(",") + spec.short_flag;
-    CLI::Option* option = nullptr;
-    if (spec.kind == config::OptionKind::kFlag) {
-      option = app.add_flag(names, flag_values[spec.key], spec.help);
-    } else if (spec.kind == config::OptionKind::kList) {
-      option = app.add_option(names, list_values[spec.key], spec.help);
-      option->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->expected(1)->allow_extra_args(false);
-    } else {
-      option = app.add_option(names, text_values[spec.key], spec.help);
-      option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-      if (spec.default_text != nullptr) option->default_str(spec.default_text);
-    }
-    option->group(spec.group);
-    given[spec.key] = option;
-  }
   CommandLine cl;
-  app.add_option("--config", cl.config_file, "JSON file of options (keys as above)")
-      ->group("Configuration");
-  app.add_flag("--print_config,--print-config", cl.print_config,
-               "print the effective configuration as JSON and exit")
-      ->group("Configuration");
-
-  std::vector<std::string> args(argv + 1, argv + argc);
-  const auto empty_values = take_empty_values(args);
-  std::reverse(args.begin(), args.end());  // CLI11 consumes a reversed vector
-  try {
-    app.parse(args);
-  } catch (const CLI::CallForVersion& e) {
-    std::cout << e.what() << "\n";
-    return std::nullopt;
-  } catch (const CLI::Success&) {  // --help
-    std::cout << app.help();
-    return std::nullopt;
-  } catch (const CLI::ParseError& e) {
-    throw config::UsageError(fmt::format("{} (see ddprun --help)", e.what()));
-  }
-  cl.program_and_args = app.remaining();
-  if (!cl.program_and_args.empty() && cl.program_and_args.front() == "--") {
-    cl.program_and_args.erase(cl.program_and_args.begin());
-  } else if (!cl.program_and_args.empty() && cl.program_and_args.front().size() > 1 &&
-             cl.program_and_args.front()[0] == '-') {
-    const std::string& unknown = cl.program_and_args.front();
-    throw config::UsageError(fmt::format(
-        "unknown option {} (see ddprun --help; put -- before a PROGRAM that starts with -)",
-        shown(unknown.substr(0, unknown.find('=')))));
-  }
-  // An option given empty and again with a value: the value (CLI11 keeps the last one too).
-  for (const auto& [key, value] : empty_values) cl.options[key] = value;
-  for (const auto& spec : config::option_specs()) {
-    if (given[spec.key]->count() == 0) continue;
-    if (spec.kind == config::OptionKind::kList) {
-      std::string lines;  // one value a line (launch_config.hpp's OptionKind::kList)
-      for (const auto& value : list_values[spec.key]) lines += (lines.empty() ? "" : "\n") + value;
-      cl.options[spec.key] = lines;
-      continue;
+  ::opterr = 0;
+  ::optind = 0;  // glibc: start over (the fuzz tests parse many command lines in one process)
+  for (;;) {
+    const int at = ::optind == 0 ? 1 : ::optind;  // the argument getopt_long reads next
+    int val = ::getopt_long(argc, args.data(), short_options.c_str(), options.table(), nullptr);
+    if (val == -1) break;
+    const char* arg = args[static_cast<std::size_t>(at)];
+    if (val == '?') refuse_unknown(options, arg);
+    if (val == ':') {
+      refuse(fmt::format("{}: expected a value", shown(missing_value_label(arg))));
     }
-    cl.options[spec.key] =
-        spec.kind == config::OptionKind::kFlag ? (flag_values[spec.key] ? "1" : "0") : text_values[spec.key];
+    if (val < 256 && val != kHelp) val = options.short_val(val);
+    // A value that was the next argument, not after "=" or glued to a short option.
+    const bool separate = ::optarg != nullptr && ::optarg == args[static_cast<std::size_t>(::optind - 1)] &&
+                          ::optind - 1 != at;
+    if (separate && looks_like_option(::optarg)) {
+      refuse(fmt::format("{}: expected a value, not the option {} (write {}=VALUE for a value that starts with -)",
+                         shown(written_name(arg)), shown(written_name(::optarg)), shown(written_name(arg))));
+    }
+    const std::string value = ::optarg != nullptr ? ::optarg : "";
+    switch (val) {
+      case kHelp:
+        std::cout << help_text();
+        return std::nullopt;
+      case kVersion:
+        std::cout << "ddprun " DDPRUN_VERSION "\n";
+        return std::nullopt;
+      case kConfig:
+        if (value.empty()) {
+          throw config::UsageError(fmt::format("{}=: expected the path of a JSON file of options", written_name(arg)));
+        }
+        cl.config_file = value;
+        continue;
+      case kPrintConfig:
+        cl.print_config = true;
+        continue;
+      default:
+        break;
+    }
+    const OptionSpec& spec = specs[static_cast<std::size_t>(val - kFirstSpec)];
+    const auto [it, first] = cl.options.try_emplace(spec.key);
+    if (spec.kind == OptionKind::kFlag) {
+      it->second = ::optarg == nullptr ? "1" : value;  // "=VALUE" is checked as PET_* values are
+    } else if (spec.kind == OptionKind::kList && !first) {
+      it->second += "\n" + value;  // one value a line (launch_config.hpp's OptionKind::kList)
+    } else {
+      it->second = value;  // the last one given wins
+    }
   }
+  cl.program_and_args.assign(argv + ::optind, argv + argc);
   return cl;
 }
 

@@ -40,7 +40,7 @@ check "missing PROGRAM" --nproc_per_node=2
 check "--config $T/absent.json: cannot open the file" --config "$T/absent.json" "$T/marker"
 check "--config $T/broken.json: not valid JSON" --config "$T/broken.json" "$T/marker"
 check "--config $T/unknown.json: unknown key \"nprocs\"" --config "$T/unknown.json" "$T/marker"
-check "--nproc_per_node: 1 required" --nproc_per_node
+check "--nproc_per_node: expected a value" --nproc_per_node
 check "--rdzv_endpoint=localhost:29400x: bad port '29400x'; expected HOST\[:PORT\]" --rdzv_endpoint=localhost:29400x "$T/marker"
 check "--rdzv_endpoint=localhost:70000: bad port '70000'" --rdzv_endpoint=localhost:70000 "$T/marker"
 check "--rdzv_endpoint=:29400: no host" --rdzv_endpoint=:29400 "$T/marker"
