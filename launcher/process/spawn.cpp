@@ -1,5 +1,7 @@
 #include "process/spawn.hpp"
 
+#include "process/clone_vfork.hpp"
+
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -30,15 +32,27 @@ namespace {
 struct rlimit inherited_files {};
 bool files_raised = false;
 
-// Runs in the child between fork and exec: only async-signal-safe calls.
-[[noreturn]] void exec_child(const SpawnRequest& request, char* const* argv, char* const* envp,
-                             pid_t parent, int status_fd, bool in_cgroup) {
+// What the child needs between its birth and exec, all made before: it must not allocate.
+struct ChildSetup {
+  const SpawnRequest* request;
+  char* const* argv;
+  char* const* envp;
+  pid_t parent;
+  int status_fd;   // the status pipe's write end, closed by the exec
+  bool in_cgroup;  // made in the cgroup (clone3), else it moves itself in
+};
+
+// Runs in the child between its birth and exec: only async-signal-safe calls, and nothing
+// that writes ddprun's memory, which a child of clone_vfork shares until it execs.
+[[noreturn]] void exec_child(const ChildSetup& setup) {
+  const SpawnRequest& request = *setup.request;
+  const int status_fd = setup.status_fd;
   const auto fail = [status_fd](int error) {
     ssize_t ignored = ::write(status_fd, &error, sizeof error);
     (void)ignored;
     ::_exit(127);
   };
-  if (in_cgroup) {
+  if (setup.in_cgroup) {
     // "Running": a child made by clone3 that was killed at birth never says it (spawn_process).
     const int running = 0;
     ssize_t ignored = ::write(status_fd, &running, sizeof running);
@@ -52,7 +66,7 @@ bool files_raised = false;
   if (request.cpus != nullptr && ::sched_setaffinity(0, sizeof(cpu_set_t), request.cpus) != 0) fail(errno);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
   // ddprun may have died between fork and prctl; then nobody would send the signal.
-  if (::getppid() != parent) ::_exit(128 + SIGKILL);
+  if (::getppid() != setup.parent) ::_exit(128 + SIGKILL);
   for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // ignored SIGPIPE would be inherited
   sigset_t none;
   sigemptyset(&none);
@@ -60,10 +74,14 @@ bool files_raised = false;
   if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
   if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
   if (files_raised && ::setrlimit(RLIMIT_NOFILE, &inherited_files) != 0) fail(errno);
-  ::execvpe(argv[0], argv, envp);
+  ::execvpe(setup.argv[0], setup.argv, setup.envp);
   fail(errno);
   ::_exit(127);
 }
+
+int run_child(void* setup) { exec_child(*static_cast<const ChildSetup*>(setup)); }
+
+
 
 // A fork whose child starts in the cgroup of `cgroup_dir_fd` (clone3's CLONE_INTO_CGROUP,
 // Linux 5.7). Moving a running child in by writing cgroup.procs is a migration, which waits for
@@ -89,6 +107,20 @@ pid_t fork_into_cgroup(int cgroup_dir_fd) {
 // different number of times than ddprun's own cgroup, which for ddprun's own cgroup does not
 // change while it runs.
 std::atomic<bool> clone3_kills{false};
+
+// A new process that runs exec_child(setup): one that shares ddprun's memory until it execs
+// (clone_vfork), made in the cgroup when setup.in_cgroup, else a fork. Clears
+// setup.in_cgroup when no way of making it in the cgroup worked.
+pid_t start_child(ChildSetup& setup, int cgroup_dir_fd) {
+  if (setup.in_cgroup) {
+    pid_t pid = clone_vfork(run_child, &setup, cgroup_dir_fd);
+    if (pid < 0) pid = fork_into_cgroup(cgroup_dir_fd);
+    if (pid >= 0) return pid;
+    setup.in_cgroup = false;
+  }
+  const pid_t pid = clone_vfork(run_child, &setup, -1);
+  return pid >= 0 ? pid : ::fork();
+}
 
 int read_status(int fd, int& value) {
   ssize_t n;
@@ -129,21 +161,17 @@ SpawnResult spawn_process(const SpawnRequest& request) {
   const pid_t parent = ::getpid();
   for (;;) {
     Pipe status = Pipe::create();
-    // Without CLONE_VM, clone3 is a fork without glibc's fork handlers; the child only makes
-    // async-signal-safe calls before exec either way. Any refusal falls back to fork and a
-    // write of cgroup.procs, which reports its own error if the cgroup is unusable.
-    bool in_cgroup = request.cgroup_dir_fd >= 0 && !clone3_kills;
-    pid_t pid = in_cgroup ? fork_into_cgroup(request.cgroup_dir_fd) : -1;
-    if (pid < 0) {
-      in_cgroup = false;
-      pid = ::fork();
-    }
+    // Any refusal of clone3 falls back to fork, and a child not made in the cgroup writes
+    // its cgroup.procs, which reports its own error if the cgroup is unusable.
+    ChildSetup setup{&request, argv.data(), envp.data(), parent, status.write_end.get(),
+                     request.cgroup_dir_fd >= 0 && !clone3_kills};
+    const pid_t pid = start_child(setup, request.cgroup_dir_fd);
     if (pid < 0) return SpawnResult{-1, errno};
-    if (pid == 0) exec_child(request, argv.data(), envp.data(), parent, status.write_end.get(), in_cgroup);
+    if (pid == 0) exec_child(setup);  // a fork's child
     if (request.own_process_group) ::setpgid(pid, pid);  // also here, so killpg works at once
     status.write_end.reset();
     int value = 0;
-    if (in_cgroup && read_status(status.read_end.get(), value) != sizeof value) {
+    if (setup.in_cgroup && read_status(status.read_end.get(), value) != sizeof value) {
       reap(pid);
       clone3_kills = true;
       continue;
