@@ -160,7 +160,9 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     started.pid = spawned.pid;
     started.alive = true;
     if (!config_.debug) {
-      guard_.watch(started.pid);
+      // With a cgroup the guard kills the whole cgroup if ddprun dies: telling it each group
+      // too would wake it twice a worker for nothing.
+      if (!containment_.has_cgroup()) guard_.watch(started.pid);
       out_pipe.write_end.reset();
       err_pipe.write_end.reset();
       started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);
@@ -269,7 +271,7 @@ void WorkerGroup::end_round() {
   }
   containment_.kill_all({guard_.pid()});
   for (auto& w : workers_) {
-    if (!config_.debug && w->pid > 0) guard_.forget(w->pid);
+    if (!config_.debug && !containment_.has_cgroup() && w->pid > 0) guard_.forget(w->pid);
   }
 }
 
