@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +61,30 @@ std::string get(const std::map<std::string, std::string>& vars, const char* name
   return it != vars.end() ? it->second : fallback;
 }
 
+// Where ddprun makes its temporary folder, and the setting that named it (for errors): log
+// files the user reads go to TMPDIR (else /tmp), as Python's tempfile would put them. The
+// private folder, which only ddprun and its workers use (heartbeat and error files, stacks),
+// goes to TMPDIR when the user set it, else to /dev/shm when that is a tmpfs ddprun may write
+// in: creating and removing a worker's heartbeat file on this VM's ext4 /tmp cost ddprun
+// 0.17 ms of CPU a worker, most of its CPU between two rounds (perf stat, 8 workers: 4.2 ms
+// against 2.8 ms on tmpfs).
+struct TempParent {
+  std::string path;
+  std::string setting;  // "TMPDIR=/scratch"
+};
+TempParent temp_parent(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
+  const auto tmpdir = vars.find("TMPDIR");
+  const bool logs = cfg.redirects.any() || cfg.tee.any() || cfg.duplicates_lines();
+  if (tmpdir == vars.end() && !logs) {
+    struct statfs fs {};
+    if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access("/dev/shm", W_OK | X_OK) == 0) {
+      return {"/dev/shm", "/dev/shm"};
+    }
+  }
+  const std::string path = tmpdir != vars.end() ? tmpdir->second : "/tmp";
+  return {path, fmt::format("TMPDIR={}", shown(path))};
+}
+
 // Fails before anything starts when the program cannot run: "could not start" (127 or 126)
 // is then distinct from a program that started and failed.
 void check_program(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
@@ -86,11 +112,11 @@ void check_program(const config::LaunchConfig& cfg, const std::map<std::string, 
 // user's mistake (exit 64), not ddprun's.
 void check_user_paths(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
   namespace fs = std::filesystem;
-  if (cfg.log_dir.empty()) {  // make_run_paths() makes a folder in TMPDIR
-    const std::string tmp = get(vars, "TMPDIR", "/tmp");
-    if (::access(tmp.c_str(), W_OK | X_OK) != 0) {
+  if (cfg.log_dir.empty()) {  // make_run_paths() makes a folder in temp_parent()
+    const TempParent tmp = temp_parent(cfg, vars);
+    if (::access(tmp.path.c_str(), W_OK | X_OK) != 0) {
       throw config::UsageError(
-          fmt::format("TMPDIR={}: cannot create a folder there ({})", shown(tmp), std::strerror(errno)));
+          fmt::format("{}: cannot create a folder there ({})", tmp.setting, std::strerror(errno)));
     }
   }
   if (!cfg.log_dir.empty()) {
@@ -161,7 +187,7 @@ void remove_stale_private_folders(const std::string& tmp) {
 launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
                                   const std::map<std::string, std::string>& vars) {
   launcher::RunPaths paths;
-  const std::string tmp = get(vars, "TMPDIR", "/tmp");
+  const TempParent tmp = temp_parent(cfg, vars);
   // A new folder in `parent` whose name starts with `stem` (mkdtemp's six random characters
   // follow); `setting` names where `parent` came from in the error.
   const auto make_unique = [](const std::string& parent, const std::string& stem, const std::string& setting) {
@@ -171,9 +197,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     }
     return pattern;
   };
-  const auto make_temp = [&](const std::string& stem) {
-    return make_unique(tmp, stem + "-", fmt::format("TMPDIR={}", shown(tmp)));
-  };
+  const auto make_temp = [&](const std::string& stem) { return make_unique(tmp.path, stem + "-", tmp.setting); };
   if (!cfg.log_dir.empty()) {
     // One folder per run, <run id>_<random>/ as torchrun 2.x makes it: a second run with the
     // same --log_dir never overwrites the logs of the first.
@@ -247,9 +271,8 @@ int run(int argc, char** argv) {
   auto paths = make_run_paths(cfg, run_id, vars);
   const std::string cgroup = launcher::Containment::planned_path(vars);
   // The private folders of dead ddprun processes are removed by the guard, off the start's path.
-  const std::string tmp = get(vars, "TMPDIR", "/tmp");
   auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root, [&] {
-    if (!paths.private_root.empty()) remove_stale_private_folders(tmp);
+    if (!paths.private_root.empty()) remove_stale_private_folders(std::filesystem::path(paths.private_root).parent_path());
   });
   auto containment = launcher::Containment::create(cgroup);
   launcher::Agent::block_signals(cfg.debug);
