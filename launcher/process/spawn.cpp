@@ -40,6 +40,7 @@ struct ChildSetup {
   pid_t parent;
   int status_fd;   // the status pipe's write end, closed by the exec
   bool in_cgroup;  // made in the cgroup (clone3), else it moves itself in
+  bool vforked = false;  // by clone_vfork: it has exec'd (or died) when start_child returns
 };
 
 // Runs in the child between its birth and exec: only async-signal-safe calls, and nothing
@@ -114,11 +115,13 @@ std::atomic<bool> clone3_kills{false};
 pid_t start_child(ChildSetup& setup, int cgroup_dir_fd) {
   if (setup.in_cgroup) {
     pid_t pid = clone_vfork(run_child, &setup, cgroup_dir_fd);
+    setup.vforked = pid > 0;
     if (pid < 0) pid = fork_into_cgroup(cgroup_dir_fd);
     if (pid >= 0) return pid;
     setup.in_cgroup = false;
   }
   const pid_t pid = clone_vfork(run_child, &setup, -1);
+  setup.vforked = pid > 0;
   return pid >= 0 ? pid : ::fork();
 }
 
@@ -168,7 +171,9 @@ SpawnResult spawn_process(const SpawnRequest& request) {
     const pid_t pid = start_child(setup, request.cgroup_dir_fd);
     if (pid < 0) return SpawnResult{-1, errno};
     if (pid == 0) exec_child(setup);  // a fork's child
-    if (request.own_process_group) ::setpgid(pid, pid);  // also here, so killpg works at once
+    // A forked child may not have run yet: its group is made here too, so that killpg works at
+    // once. (After its exec this would fail with EACCES.)
+    if (request.own_process_group && !setup.vforked) ::setpgid(pid, pid);
     status.write_end.reset();
     int value = 0;
     if (setup.in_cgroup && read_status(status.read_end.get(), value) != sizeof value) {
