@@ -6,11 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "process/clone_vfork.hpp"
+#include "process/containment.hpp"
 
 using namespace ddprun;
 
@@ -50,34 +49,11 @@ int exit_status_of(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// Where the cgroup v2 hierarchy is mounted ("" if nowhere): /sys/fs/cgroup, or
-// /sys/fs/cgroup/unified on a hybrid host.
-std::string cgroup2_mount() {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto dash = line.find(" - cgroup2 ");
-    if (dash == std::string::npos) continue;
-    std::istringstream fields(line.substr(0, dash));
-    std::string id, parent, device, root, mount_point;
-    fields >> id >> parent >> device >> root >> mount_point;
-    return mount_point;
-  }
-  return "";
-}
-
 // A new cgroup below this process's own, where it may make one ("" if not: not root, no
-// cgroup v2, or a read-only hierarchy).
+// cgroup v2, or a read-only hierarchy): where ddprun would make its own.
 std::string new_cgroup() {
-  const std::string mount = cgroup2_mount();
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (!mount.empty() && std::getline(in, line)) {
-    if (line.rfind("0::", 0) != 0) continue;
-    const std::string dir = mount + line.substr(3) + "/clone_vfork_test." + std::to_string(::getpid());
-    if (::mkdir(dir.c_str(), 0755) == 0) return dir;
-  }
-  return "";
+  const std::string path = launcher::Containment::planned_path({});
+  return !path.empty() && ::mkdir(path.c_str(), 0755) == 0 ? path : "";
 }
 
 }  // namespace
