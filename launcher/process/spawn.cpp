@@ -43,16 +43,19 @@ struct ChildSetup {
   bool vforked = false;  // by clone_vfork: it has exec'd (or died) when start_child returns
 };
 
+// The child could not become the program: errno to ddprun through the status pipe.
+[[noreturn]] DDPRUN_CHILD_STACK void child_failed(int status_fd, int error) {
+  ssize_t ignored = ::write(status_fd, &error, sizeof error);
+  (void)ignored;
+  ::_exit(127);
+}
+
 // Runs in the child between its birth and exec: only async-signal-safe calls, and nothing
 // that writes ddprun's memory, which a child of clone_vfork shares until it execs.
-[[noreturn]] void exec_child(const ChildSetup& setup) {
+[[noreturn]] DDPRUN_CHILD_STACK void exec_child(const ChildSetup& setup) {
   const SpawnRequest& request = *setup.request;
   const int status_fd = setup.status_fd;
-  const auto fail = [status_fd](int error) {
-    ssize_t ignored = ::write(status_fd, &error, sizeof error);
-    (void)ignored;
-    ::_exit(127);
-  };
+  const auto fail = [status_fd](int error) { child_failed(status_fd, error); };
   if (setup.in_cgroup) {
     // "Running": a child made by clone3 that was killed at birth never says it (spawn_process).
     const int running = 0;
@@ -80,7 +83,7 @@ struct ChildSetup {
   ::_exit(127);
 }
 
-int run_child(void* setup) { exec_child(*static_cast<const ChildSetup*>(setup)); }
+DDPRUN_CHILD_STACK int run_child(void* setup) { exec_child(*static_cast<const ChildSetup*>(setup)); }
 
 
 

@@ -24,7 +24,7 @@ struct Seen {
 };
 
 // System calls only, into memory prepared by the parent, as a child of clone_vfork must.
-int note_and_return(void* arg) {
+DDPRUN_CHILD_STACK int note_and_return(void* arg) {
   auto* seen = static_cast<Seen*>(arg);
   seen->pid = ::getpid();  // the shared memory: the parent sees this
   const int fd = ::open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
@@ -36,7 +36,7 @@ int note_and_return(void* arg) {
   return seen->exit_status;
 }
 
-int exec_true(void*) {
+DDPRUN_CHILD_STACK int exec_true(void*) {
   char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
   ::execv(argv[0], argv);
   return 127;

@@ -109,6 +109,11 @@ TEST_CASE("the output writer drops only after its reader took nothing for the st
   ::signal(SIGPIPE, SIG_IGN);
   Pipe console = Pipe::create();
   ::fcntl(console.write_end.get(), F_SETPIPE_SZ, 4096);
+  // The pipe is full before the writer starts, so that its thread makes no progress at all
+  // until the reader below: a first write that came late, once the fake clock had moved, was
+  // progress at 29 s, and the writer never stalled (it failed so under ASan on the loaded VM).
+  const std::string full(4096, 'p');
+  REQUIRE(::write(console.write_end.get(), full.data(), full.size()) == 4096);
   FakeClock clock;
   Notices notices;
   OutputWriter writer(limits(10000, 5000, std::chrono::seconds(30)), "the console", notices.sink(), clock.now());
@@ -146,7 +151,7 @@ TEST_CASE("the output writer drops only after its reader took nothing for the st
   CHECK(writer.flush(std::chrono::seconds(10)));
   console.write_end.reset();
   reader.join();
-  CHECK(text == std::string(20000, 'x') + std::string(1000, 'y') + "after\n");
+  CHECK(text == full + std::string(20000, 'x') + std::string(1000, 'y') + "after\n");
   CHECK(writer.dropped() == 1000);
   CHECK(writer.dropped_unsaid() == 0);
   const auto said = notices.get();

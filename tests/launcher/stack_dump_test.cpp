@@ -40,8 +40,11 @@ std::string descendant_header(pid_t worker, pid_t python) {
 }
 
 // A process that sleeps 30 s, for a tool to dump; stop() ends it.
+// A `sleep 30` that has exec'd when this returns (vfork: the parent waits for the exec), so that
+// a stack tool started next meets sleep, not a copy of this test in the middle of a fork: that
+// raced once ddprun's own spawn became as quick as posix_spawn.
 pid_t sleeper() {
-  const pid_t child = ::fork();
+  const pid_t child = ::vfork();
   if (child == 0) {
     ::execl("/bin/sleep", "sleep", "30", nullptr);
     ::_exit(127);
