@@ -187,6 +187,18 @@ void Containment::remove_round_cgroup() {
   round_path_.clear();
 }
 
+void Containment::retire_round_cgroup() {
+  round_dir_.reset();
+  round_procs_.reset();
+  if (!round_path_.empty()) retired_.push_back(round_path_);
+  round_path_.clear();
+}
+
+void Containment::remove_retired() {
+  for (const auto& path : retired_) remove_tree(path);
+  retired_.clear();
+}
+
 Containment::~Containment() {
   if (path_.empty()) return;
   round_dir_.reset();
@@ -256,8 +268,9 @@ void Containment::kill_all(const std::set<pid_t>& keep) {
     emptied_ = wait_empty(path_, std::chrono::seconds(1));
     // A killed cgroup is not reused: clone3 into a cgroup once killed gives a child that is
     // SIGKILLed at birth (Linux 6.18 compares the cgroup's kill count with that of the parent's
-    // own cgroup), so each round's workers start in a new one (prepare_round()).
-    remove_round_cgroup();
+    // own cgroup), so each round's workers start in a new one (prepare_round()), and this one
+    // goes once they run (remove_retired()).
+    retire_round_cgroup();
     return;
   }
   // A re-parented child may have children of its own that reach ddprun only once it is dead:

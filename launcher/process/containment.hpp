@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "process/unique_fd.hpp"
 
@@ -61,8 +62,13 @@ class Containment {
 
   // Kills every process of the job that is still there: the whole cgroup, or the children of
   // ddprun except `keep` (the orphan guard), until none is left or a second has passed. With a
-  // cgroup, this round's cgroup is removed: the next round gets a new one.
+  // cgroup, this round's cgroup is retired: the next round gets a new one.
   void kill_all(const std::set<pid_t>& keep);
+  // Removes the cgroups of rounds that kill_all() retired. Call once the next round's workers
+  // run: a cgroup's rmdir leaves the kernel work (under the cgroups' global lock, after an RCU
+  // grace period) that made the next mkdir, and the clone3 into it, wait 2 to 4 ms between a
+  // worker's failure and its restart.
+  void remove_retired();
 
   // The cgroup's processes killed and the cgroup removed (for the orphan guard, which has no
   // Containment of its own after fork: plain functions of the path).
@@ -72,12 +78,14 @@ class Containment {
  private:
   Containment() = default;
   void remove_round_cgroup();
+  void retire_round_cgroup();
   // rmdir of `path` and every cgroup below it (retried while a killed process is still leaving).
   static bool remove_tree(const std::string& path);
   std::string path_;
   UniqueFd procs_;
   int rounds_ = 0;
   std::string round_path_;
+  std::vector<std::string> retired_;  // killed and emptied rounds' cgroups, not removed yet
   UniqueFd round_dir_;
   UniqueFd round_procs_;
   bool emptied_ = true;  // no worker was put in since the last kill_all() saw the cgroup empty

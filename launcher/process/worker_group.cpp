@@ -156,7 +156,10 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     const SpawnResult spawned = spawn_process(request);
     workers_.push_back(std::move(w));
     WorkerProcess& started = *workers_.back();
-    if (spawned.pid < 0) return std::make_pair(&started, spawned.error);
+    if (spawned.pid < 0) {
+      containment_.remove_retired();
+      return std::make_pair(&started, spawned.error);
+    }
     started.pid = spawned.pid;
     started.alive = true;
     if (!config_.debug) {
@@ -169,6 +172,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log", filtered_err);
     }
   }
+  containment_.remove_retired();  // the last round's cgroup, off the restart's path
   return std::nullopt;
 }
 

@@ -96,8 +96,7 @@ ok "malformed queries close their connection only"
 # One node, static backend (the default): --rdzv_endpoint is MASTER_ADDR:MASTER_PORT, as with
 # torchrun (PyTorch's run_example.sh: --rdzv_id=100 --rdzv_endpoint=localhost:29400). It
 # replaces --master_port, is served like a picked port, or held for rank 0 to listen on.
-free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-port=$(free_port)
+port=$(free_tcp_port)
 "$DDPRUN" --rdzv_id=100 --rdzv_endpoint=127.0.0.1:$port --master_port=29876 "$T/ping" \
   || fail "ddprun's store did not answer on the endpoint's port"
 expect_eq "$(cut -d' ' -f4 "$T/inherited")" "$port" "MASTER_PORT from --rdzv_endpoint"

@@ -55,7 +55,7 @@ scrape_configs:
       - targets: ['$target']
 YAML
 for try in 1 2 3; do
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_tcp_port)
   prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/data.$try" \
     --web.listen-address="127.0.0.1:$port" >"$T/prometheus.log" 2>&1 &
   prom=$!

@@ -35,7 +35,7 @@ expect_in "$T/d.out" '^\[rank1\]: trained 1$'
 # It binds it seconds later (its start-up, on a loaded machine), and meanwhile another process
 # may take it: then torchrun exits, and runs again with another.
 for attempt in 1 2 3; do
-  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_tcp_port)
   (cd "$T" && /usr/bin/python3 -m torch.distributed.run --nproc_per_node=2 --max_restarts=1 --master_port="$port" \
     --rdzv_id=same --redirects 9:1 --tee 9:1 --log_dir "$T/tlogs" "$T/train.py" "$T/torchrun") \
     >"$T/t.out" 2>"$T/t.err" && break

@@ -23,7 +23,7 @@ cmp -s "$T/a.pt" "$T/b.pt" || fail "saved parameters differ"
 ok "crash -> restart -> resume: same final parameters ($sum_a)"
 
 if "$TORCH_PYTHON" -c 'import torch.distributed.run' 2>/dev/null; then
-  port=$("$TORCH_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_tcp_port)
   (cd "$T" && DDPRUN_STORE_TIMEOUT=60 "$TORCH_PYTHON" -m torch.distributed.run --nproc_per_node=2 --master_port="$port" \
     --redirects 9:1 --tee 9:1 --log_dir "$T/tlogs" --no_python "$TRAIN" "${args[@]}" --save-params "$T/c.pt") \
     >"$T/c.out" 2>&1 || { cat "$T/c.out"; fail "train under torchrun"; }
