@@ -99,7 +99,7 @@ class Simulation {
   }
 
   // Every node's socket is made and bound before the clock starts: 9,999 machines would do that
-  // each on its own, and here it cost a fifth of the simulator's loop of connects.
+  // each on its own, and here it was a tenth of the simulator's loop of connects.
   void start() {
     std::vector<asio::ip::tcp::socket> sockets;
     sockets.reserve(nodes_.size());
