@@ -10,22 +10,33 @@
 //                         [--print-join]
 // NNODES is the job's --nnodes (MIN:MAX or N). Connects NODES nodes at once and, once every
 // node has its first round or was refused, prints {"event":"refused","nodes":K,"error":"..."}
-// if any were, then {"event":"assigned","round":1,"nodes":N,"seconds":S,"reconnects":R} (S
-// from the first connect); with --fail it then closes one node's connection (a launcher
+// if any were, then {"event":"assigned","round":1,"nodes":N,"seconds":S,"joins_sent_seconds":J,
+// "reconnects":R} (S from the first connect, J when the last node's join was sent); with --fail it then closes one node's connection (a launcher
 // killed) and prints {"event":"reassigned","round":2,...} when every other node has the next
 // round (S from the close). --hold=SECONDS then keeps every node connected and idle (heartbeats
 // only) that long, between {"event":"holding"} and {"event":"held","seconds":S,"cpu_seconds":C}
 // (C: this process's CPU time while holding), so that the host's cost at rest can be measured.
 // --print-join prints the join line the first node would send.
+//
+// What the simulator itself costs counts: it shares the host's cores, so its CPU a node is
+// taken from the host's under load. So each node's join line is the first node's with its own
+// address put in (checked at start against the line made as TcpRendezvous makes it), its address
+// is the one it bound, and its join is sent as soon as connect() returns, as a real node sends it
+// once connected (on loopback the handshake is done by then; else the write waits for it).
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
-#include <map>
+#include <cstring>
 #include <cstdio>
+#include <map>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -49,15 +60,52 @@ nlohmann::json join_message(const RendezvousConfig& config, const std::string& a
   return {{"type", "join"}, {"version", kProtocolVersion}, {"node", node_spec(config, addr, 1, false)}};
 }
 
+// Every node's join line, made once: the nodes' lines differ only in their address, a JSON string
+// that an IPv4 address fills without escapes.
+class JoinLines {
+ public:
+  explicit JoinLines(const RendezvousConfig& config) {
+    constexpr std::string_view kMark = "0.0.0.0";
+    const std::string text = wire_text(join_message(config, std::string(kMark)));
+    const std::string field = R"("addr":")" + std::string(kMark) + '"';
+    const std::size_t at = text.find(field);
+    if (at == std::string::npos) throw std::logic_error("the join line has no \"addr\" field: " + text);
+    head_ = text.substr(0, at + field.size() - kMark.size() - 1);
+    tail_ = text.substr(at + field.size() - 1);
+  }
+  std::string line(const std::string& addr) const { return head_ + addr + tail_; }
+
+ private:
+  std::string head_, tail_;
+};
+
 class Simulation {
  public:
   Simulation(asio::io_context& io, asio::ip::tcp::endpoint host, int nodes, RendezvousConfig config, bool fail,
              double hold)
-      : io_(io), host_(std::move(host)), config_(std::move(config)), fail_(fail), hold_(hold), nodes_(nodes) {}
+      : io_(io),
+        host_(std::move(host)),
+        config_(std::move(config)),
+        join_lines_(config_),
+        fail_(fail),
+        hold_(hold),
+        nodes_(nodes) {
+    const std::string first = source(0).to_string();
+    if (join_lines_.line(first) != wire_text(join_message(config_, first))) {
+      std::cerr << "rendezvous_sim: the join line made once differs from a real node's: " << join_lines_.line(first)
+                << "\n";
+      std::exit(1);
+    }
+  }
 
+  // Every node's socket is made and bound before the clock starts: 9,999 machines would do that
+  // each on its own, and here it was a tenth of the simulator's loop of connects.
   void start() {
+    std::vector<asio::ip::tcp::socket> sockets;
+    sockets.reserve(nodes_.size());
+    for (std::size_t i = 0; i < nodes_.size(); ++i) sockets.push_back(open_socket(i));
     start_ = Clock::now();
-    for (std::size_t i = 0; i < nodes_.size(); ++i) connect(i);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) connect(i, std::move(sockets[i]));
   }
 
  private:
@@ -73,27 +121,37 @@ class Simulation {
   // hosts: thousands of connections from one address to one port make the kernel's search for a
   // free source port a walk of all of them (the simulator, not the host, was then the
   // bottleneck).
-  void connect(std::size_t i) {
-    auto socket = std::make_shared<asio::ip::tcp::socket>(io_, asio::ip::tcp::v4());
-    const auto source = asio::ip::address_v4((127u << 24) | (1u << 16) | static_cast<unsigned>(i + 1));
-    asio::error_code bind_error;
-    socket->bind({source, 0}, bind_error);
-    if (bind_error) {
-      std::cerr << "rendezvous_sim: node " << i << " could not bind " << source << ": " << bind_error.message() << "\n";
+  static asio::ip::address_v4 source(std::size_t i) {
+    return asio::ip::address_v4((127u << 24) | (1u << 16) | static_cast<unsigned>(i + 1));
+  }
+
+  asio::ip::tcp::socket open_socket(std::size_t i) {
+    asio::ip::tcp::socket socket(io_, asio::ip::tcp::v4());
+    asio::error_code error;
+    socket.bind({source(i), 0}, error);
+    if (!error) socket.non_blocking(true, error);
+    if (error) {
+      std::cerr << "rendezvous_sim: node " << i << " could not bind " << source(i) << ": " << error.message() << "\n";
       std::exit(1);
     }
-    socket->async_connect(host_, [this, i, socket](const asio::error_code& ec) {
-      if (ec) {
-        std::cerr << "rendezvous_sim: node " << i << " could not connect: " << ec.message() << "\n";
-        std::exit(1);
-      }
-      Node& node = nodes_[i];
-      node.channel = std::make_shared<Channel>(std::move(*socket), config_.timeouts, "host");
-      node.channel->start([this, i](const nlohmann::json& message) { on_message(i, message); },
-                          [this, i](const std::string& why) { on_closed(i, why); });
-      apply(i, node.round.joined());
-      node.channel->send(join_message(config_, node.channel->local_endpoint().address().to_string()));
-    });
+    return socket;
+  }
+
+  void connect(std::size_t i, asio::ip::tcp::socket socket) {
+    // Not connected yet when connect() says EINPROGRESS: the join then waits in the Channel
+    // until the socket is writable, and a connection refused then closes the channel.
+    if (::connect(socket.native_handle(), host_.data(), static_cast<socklen_t>(host_.size())) != 0 &&
+        errno != EINPROGRESS) {
+      std::cerr << "rendezvous_sim: node " << i << " could not connect: " << std::strerror(errno) << "\n";
+      std::exit(1);
+    }
+    Node& node = nodes_[i];
+    node.channel = std::make_shared<Channel>(std::move(socket), config_.timeouts, "host");
+    node.channel->start([this, i](const nlohmann::json& message) { on_message(i, message); },
+                        [this, i](const std::string& why) { on_closed(i, why); });
+    apply(i, node.round.joined());
+    node.channel->send_line(join_lines_.line(source(i).to_string()));
+    if (++joins_sent_ == nodes_.size()) last_join_ = Clock::now();
   }
 
   // As NodeRendezvous::handle_message.
@@ -121,7 +179,7 @@ class Simulation {
       auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::duration_cast<Clock::duration>(
                                                                  std::chrono::duration<double>(node.retry)));
       node.retry = std::min(node.retry * 2, 1.0);
-      timer->async_wait([this, i, timer](const asio::error_code&) { connect(i); });
+      timer->async_wait([this, i, timer](const asio::error_code&) { connect(i, open_socket(i)); });
       return;
     }
     node.gone = true;
@@ -170,6 +228,7 @@ class Simulation {
            {"round", first_round_},
            {"nodes", assigned_[first_round_]},
            {"seconds", since(start_)},
+           {"joins_sent_seconds", std::chrono::duration<double>(last_join_ - start_).count()},
            {"reconnects", reconnects_}});
     if (fail_ && assigned_[first_round_] > 0) {
       failed_ = true;
@@ -225,12 +284,15 @@ class Simulation {
   asio::io_context& io_;
   asio::ip::tcp::endpoint host_;
   RendezvousConfig config_;
+  JoinLines join_lines_;
   bool fail_;
   double hold_;  // seconds to stay connected once measured (--hold)
   bool holding_ = false;
   bool failed_ = false;  // one node's connection was closed on purpose
   std::vector<Node> nodes_;
   Clock::time_point start_, failed_at_;
+  std::size_t joins_sent_ = 0;   // by nodes' first connects and reconnects
+  Clock::time_point last_join_;  // when the last of the nodes' first joins was sent
   std::map<int, int> assigned_;
   const int first_round_ = 1;
   int refused_ = 0;
@@ -279,7 +341,7 @@ int main(int argc, char** argv) {
   config.min_nodes = std::stoi(nnodes.substr(0, colon));
   config.max_nodes = colon == std::string::npos ? config.min_nodes : std::stoi(nnodes.substr(colon + 1));
   if (print_join) {
-    std::cout << join_message(config, "127.0.0.1").dump() << "\n";
+    std::cout << JoinLines(config).line("127.0.0.1") << "\n";
     return 0;
   }
   struct rlimit files {};  // one descriptor a node

@@ -11,11 +11,17 @@ measuring, a real ddprun node's join line is captured at a listening socket and 
 for byte with the simulator's (but for master_port, a port the real node holds). Prints, medians
 over --runs:
   1. join -> every node assigned: from the simulator's first connect (the host already up) to
-     the last node's first round; all N-1 nodes connect at once;
+     the last node's first round; all N-1 nodes connect at once, one after the other (their
+     sockets made and bound before), and each sends its join as soon as its connect() returns;
+     in brackets, when the last join was sent: the rest is the host's;
   2. a node lost -> every other node re-assigned: one simulated node's connection closed (a
      launcher killed) to the last survivor's next round (the host's own worker is restarted too);
   3. the host's peak RSS (VmHWM);
-  4. with --hold SECONDS: every node then stays connected and idle that long, and the host's CPU
+  4. the CPU time of the host and of the simulator over 1 and 2 (from the simulator's start to
+     the last survivor re-assigned), in microseconds a node: on a loaded machine the two share
+     the cores with everything else, so this, not the wall time, is what a change of either
+     moves first;
+  5. with --hold SECONDS: every node then stays connected and idle that long, and the host's CPU
      time over it (heartbeats only) is printed as a share of one core, with the simulator's.
 The host runs with --rdzv_conf max_connections=N+16, so that the figures measure the host, not
 this machine's ulimit -n; --default-check N runs N nodes once with the default settings and
@@ -97,9 +103,11 @@ def cpu_seconds(pid):
 
 
 def simulate(args, host_pid):
-    """Runs the simulator; its events by name, the host's CPU time while it held its nodes idle added
-    to "held"; {"failed": its last line} when it failed."""
+    """Runs the simulator; its events by name, each with the CPU time of the host ("host_cpu") and
+    of the simulator ("sim_cpu") from the simulator's start to when it was read, the host's CPU
+    time while it held its nodes idle added to "held"; {"failed": its last line} when it failed."""
     with tempfile.TemporaryFile("w+") as err:
+        host_from = cpu_seconds(host_pid)
         sim = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
         watchdog = threading.Timer(300, sim.kill)
         watchdog.start()
@@ -107,6 +115,8 @@ def simulate(args, host_pid):
         for line in sim.stdout:
             event = json.loads(line)
             events[event["event"]] = event
+            # The simulator is not reaped before the loop ends: its /proc entry outlives its exit.
+            event["host_cpu"], event["sim_cpu"] = cpu_seconds(host_pid) - host_from, cpu_seconds(sim.pid)
             if event["event"] == "holding":
                 held_from = cpu_seconds(host_pid)
             elif event["event"] == "held":
@@ -163,10 +173,11 @@ def main():
           f"ulimit -n {os.sysconf('SC_OPEN_MAX')}")
     check_join_bytes(a.ddprun, a.sim)
     rest = " host CPU at rest (heartbeats only) | the simulator's |" if a.hold else ""
-    print(f"| nodes | join -> every node assigned | a node lost -> every other node re-assigned | host peak RSS |{rest}")
-    print("|---|---|---|---|" + ("---|---|" if a.hold else ""))
+    print(f"| nodes | join -> every node assigned | a node lost -> every other node re-assigned | host peak RSS "
+          f"| CPU of both, a node: host + simulator |{rest}")
+    print("|---|---|---|---|---|" + ("---|---|" if a.hold else ""))
     for nodes in map(int, a.nodes.split(",")):
-        joins, fails, rss, host_rest, sim_rest, failures = [], [], [], [], [], []
+        joins, sent, fails, rss, host_cpu, sim_cpu, host_rest, sim_rest, failures = [], [], [], [], [], [], [], [], []
         for _ in range(a.runs):
             events, hwm = run(a.ddprun, a.sim, nodes, f"max_connections={nodes + 16}", heartbeat=a.heartbeat,
                               hold=a.hold)
@@ -176,19 +187,28 @@ def main():
             if events["assigned"]["nodes"] != nodes - 1 or "refused" in events:
                 sys.exit(f"scale: not every node was assigned: {events}")
             joins.append(events["assigned"]["seconds"])
+            sent.append(events["assigned"].get("joins_sent_seconds", 0))
             fails.append(events["reassigned"]["seconds"])
             rss.append(hwm)
+            host_cpu.append(events["reassigned"]["host_cpu"] / nodes)
+            sim_cpu.append(events["reassigned"]["sim_cpu"] / nodes)
             if a.hold:
                 host_rest.append(events["held"]["host_cpu_seconds"] / a.hold)
                 sim_rest.append(events["held"]["cpu_seconds"] / a.hold)
         failed = f" ({len(failures)} of {a.runs} runs failed: {failures[0]})" if failures else ""
         if not joins:
-            print(f"| {nodes} | - | - | - |{' - | - |' if a.hold else ''}{failed}", flush=True)
+            print(f"| {nodes} | - | - | - | - |{' - | - |' if a.hold else ''}{failed}", flush=True)
             continue
         at_rest = (f" {statistics.median(host_rest) * 100:.0f} % of a core | {statistics.median(sim_rest) * 100:.0f} % |"
                    if a.hold else "")
-        print(f"| {nodes} | {statistics.median(joins) * 1000:.0f} ms | {statistics.median(fails) * 1000:.0f} ms "
-              f"| {statistics.median(rss) / 1024:.1f} MiB |{at_rest}{failed}", flush=True)
+        joined = f"{statistics.median(joins) * 1000:.0f} ms"
+        if all(sent):
+            joined += f" (the last join sent at {statistics.median(sent) * 1000:.0f} ms)"
+        print(f"| {nodes} | {joined} | {statistics.median(fails) * 1000:.0f} ms "
+              f"| {statistics.median(rss) / 1024:.1f} MiB "
+              f"| {statistics.median(host_cpu) * 1e6:.0f} + {statistics.median(sim_cpu) * 1e6:.0f} us |{at_rest}{failed}",
+              flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
     if a.default_check:
         n = a.default_check
         events, _ = run(a.ddprun, a.sim, n, "last_call_timeout=2", fail=False)

@@ -157,6 +157,25 @@ TEST_CASE("parse_message takes objects with a string type, nested a few levels")
   CHECK(parse_message(R"({"type":"worker_failed","failure":{"timestamp":4e9}})"));
 }
 
+TEST_CASE("a peer's JSON is taken nested kMaxMessageDepth deep, not deeper") {
+  const auto arrays = [](int open, const std::string& inner) {
+    return std::string(open, '[') + inner + std::string(open, ']');
+  };
+  const auto objects = [](int open) {
+    std::string text;
+    for (int i = 0; i < open; ++i) text += R"({"a":)";
+    return text + "1" + std::string(open, '}');
+  };
+  CHECK(parse_peer_json(arrays(kMaxMessageDepth, "1")));
+  CHECK_FALSE(parse_peer_json(arrays(kMaxMessageDepth + 1, "1")));
+  CHECK(parse_peer_json(arrays(kMaxMessageDepth + 1, "")));  // the innermost array holds nothing
+  CHECK_FALSE(parse_peer_json(arrays(kMaxMessageDepth + 2, "")));
+  CHECK(parse_peer_json(objects(kMaxMessageDepth)));
+  CHECK_FALSE(parse_peer_json(objects(kMaxMessageDepth + 1)));
+  CHECK_FALSE(parse_peer_json(arrays(2, "1") + " x"));  // text after the value
+  CHECK(parse_peer_json(" \t" + arrays(2, "1") + " "));
+}
+
 TEST_CASE("every integer from a peer is range-checked before it is narrowed to an int") {
   struct Case {
     const char* line;

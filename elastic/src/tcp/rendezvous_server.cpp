@@ -83,6 +83,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
   // Workers must not inherit the rendezvous port or its connections: a worker holding a copy
   // would keep a connection open after this server closed it.
   ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
+  acceptor_.set_option(asio::ip::tcp::no_delay(true));  // every accepted connection's (Channel::NoDelay)
   acceptor_.non_blocking(true);  // accept_pending takes connections until there are none
   accept_next();
   wait_for_next_deadline();
@@ -133,7 +134,7 @@ void RendezvousServer::admit(asio::ip::tcp::socket socket, const asio::ip::tcp::
   make_room();
   if (connections_.size() >= max_connections_) return refuse_over_cap(std::move(socket));
   const NodeId node = next_node_++;
-  auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, describe(source));
+  auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, describe(source), Channel::NoDelay::kInherited);
   Connection& connection = connections_[node];
   connection.source = source;
   connection.connected = monotonic_seconds();
@@ -200,7 +201,7 @@ void RendezvousServer::refuse_over_cap(asio::ip::tcp::socket socket) {
   // real node then connects again, and is told on a later try).
   if (refused_.size() >= std::max<std::size_t>(1, max_connections_ / 8)) return socket.close(ignored);
   const std::string peer = describe(socket.remote_endpoint(ignored));
-  auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer);
+  auto channel = std::make_shared<Channel>(std::move(socket), timeouts_, peer, Channel::NoDelay::kInherited);
   refused_.insert(channel);
   channel->hold_heartbeats_until_authenticated();
   std::weak_ptr<Channel> weak = channel;
