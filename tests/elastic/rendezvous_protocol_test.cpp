@@ -172,6 +172,12 @@ TEST_CASE("a peer's JSON is taken nested kMaxMessageDepth deep, not deeper") {
   CHECK_FALSE(parse_peer_json(arrays(kMaxMessageDepth + 2, "")));
   CHECK(parse_peer_json(objects(kMaxMessageDepth)));
   CHECK_FALSE(parse_peer_json(objects(kMaxMessageDepth + 1)));
+  // Brackets inside strings, an escaped quote among them, are not nesting.
+  const std::string brackets(kMaxMessageDepth + 5, '[');
+  CHECK(parse_peer_json(R"({"a":")" + brackets + R"("})"));
+  CHECK(parse_peer_json(R"({"a":"\")" + brackets + R"(\"","b":[1]})"));
+  CHECK(parse_peer_json(arrays(kMaxMessageDepth, R"("]]]")")));
+  CHECK_FALSE(parse_peer_json(arrays(kMaxMessageDepth + 1, R"("]]]")")));
   CHECK_FALSE(parse_peer_json(arrays(2, "1") + " x"));  // text after the value
   CHECK(parse_peer_json(" \t" + arrays(2, "1") + " "));
 }
