@@ -28,7 +28,7 @@ enum class Event {
 
 enum class Action {
   kStartWorkers,
-  kReportFirstFailure,   // tell the rendezvous at once, before stopping the others
+  kReportFirstFailure,   // tell the rendezvous, right after the others were told to stop
   kRecordFailure,        // a further failure while stopping: goes into workers_stopped()
   kTerminateWorkers,     // SIGTERM (or the received signal) to every worker's process group
   kArmGraceTimer,

@@ -24,7 +24,7 @@ TEST_CASE("supervisor transitions") {
       {P::kRunning, E::kWorkerSucceeded, false, false, P::kRunning, {}},
       {P::kRunning, E::kAllEnded, false, false, P::kWaitingForRound, {A::kReportSucceeded}},
       {P::kRunning, E::kWorkerFailed, false, false, P::kStopping,
-       {A::kReportFirstFailure, A::kTerminateWorkers, A::kArmGraceTimer}},
+       {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}},
       {P::kRunning, E::kStopRequested, false, false, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
       {P::kRunning, E::kShutdownSignal, false, false, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
       {P::kRunning, E::kJobFinished, false, true, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
