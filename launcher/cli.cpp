@@ -194,7 +194,7 @@ std::string written_name(const char* arg) {
 // not one, or an option that takes no value given one (--version=1; optopt is its val then).
 [[noreturn]] void refuse_unknown(const LongOptions& options, const char* arg) {
   const std::string name = written_name(arg);
-  if (::optopt != 0 && name != arg) refuse(fmt::format("{}: takes no value", shown(name)));
+  if (::optopt != 0 && name.rfind("--", 0) == 0 && name != arg) refuse(fmt::format("{}: takes no value", shown(name)));
   if (name.rfind("--", 0) == 0 && name.size() > 2) {
     const auto candidates = options.matching(std::string_view(name).substr(2));
     if (candidates.size() > 1) {

@@ -84,6 +84,8 @@ TEST_CASE("the command line: one line naming the option and what is wrong") {
       {{"--bogus", "t"}, "unknown option --bogus (see ddprun --help; put -- before a PROGRAM that starts with -)"},
       {{"--nproc_per_nodes=2", "t"}, "unknown option --nproc_per_nodes (see ddprun --help; put -- before a PROGRAM that starts with -)"},
       {{"-x", "t"}, "unknown option -x (see ddprun --help; put -- before a PROGRAM that starts with -)"},
+      {{"-x=1", "t"}, "unknown option -x (see ddprun --help; put -- before a PROGRAM that starts with -)"},
+      {{"--bogus=1", "t"}, "unknown option --bogus (see ddprun --help; put -- before a PROGRAM that starts with -)"},
       {{"--nn=2", "t"}, ""},  // --nnodes alone: a prefix
       {{"--no=1", "t"}, "--no is ambiguous: it could be --node_rank, --no_python (see ddprun --help)"},
       {{"--nproc_per_node"}, "--nproc_per_node: expected a value (see ddprun --help)"},
