@@ -29,6 +29,7 @@
 #include "ddprun/user_error.hpp"
 #include "ddprun/worker_env.hpp"
 #include "process/containment.hpp"
+#include "process/process_tree.hpp"
 #include "process/spawn.hpp"
 #include "process/worker_environment.hpp"
 #include "rendezvous_setup.hpp"
@@ -151,33 +152,19 @@ std::string path_safe(const std::string& run_id) {
   return out;
 }
 
-// This process's PID namespace ("4026531836" of "pid:[4026531836]"): a pid means something only
-// inside it, and containers sharing a /tmp may run ddprun in others.
-std::string pid_namespace() {
-  char link[64] = {};
-  const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
-  std::string text(link, n > 0 ? static_cast<size_t>(n) : 0);
-  const auto open = text.find('['), close = text.find(']');
-  return open != std::string::npos && close > open ? text.substr(open + 1, close - open - 1) : "0";
-}
-
 // Private folders ("ddprun.<pid namespace>.<pid>.<run id>-XXXXXX") of this user's ddprun
 // processes, in this PID namespace, that are gone: a ddprun SIGKILLed before its orphan guard
 // existed could not have it remove its folder.
 void remove_stale_private_folders(const std::string& tmp) {
-  const std::string prefix = "ddprun." + pid_namespace() + ".";
+  const std::string prefix = "ddprun." + launcher::pid_namespace() + ".";
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(tmp, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
     struct stat st;
-    if (pid <= 0 || *end != '.' || ::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
-        st.st_uid != ::getuid()) {
+    if (launcher::dead_pid_in_name(name, prefix) == 0 || name.find('.', prefix.size()) == std::string::npos ||
+        ::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) {
       continue;
     }
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its ddprun still runs
     std::error_code ignored;
     std::filesystem::remove_all(entry.path(), ignored);
   }
@@ -208,7 +195,7 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
   } else {
-    paths.private_root = make_temp(fmt::format("ddprun.{}.{}.{}", pid_namespace(), ::getpid(), path_safe(run_id)));
+    paths.private_root = make_temp(fmt::format("ddprun.{}.{}.{}", launcher::pid_namespace(), ::getpid(), path_safe(run_id)));
   }
   return paths;
 }
@@ -273,6 +260,7 @@ int run(int argc, char** argv) {
   // The private folders of dead ddprun processes are removed by the guard, off the start's path.
   auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root, [&] {
     if (!paths.private_root.empty()) remove_stale_private_folders(std::filesystem::path(paths.private_root).parent_path());
+    if (!cgroup.empty()) launcher::Containment::remove_stale(cgroup);
   });
   auto containment = launcher::Containment::create(cgroup);
   launcher::Agent::block_signals(cfg.debug);

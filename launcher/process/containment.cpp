@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -114,7 +115,20 @@ std::string Containment::planned_path(const std::map<std::string, std::string>& 
   // Under ddprun's own cgroup: the workers stay inside whatever limits ddprun has (a SLURM
   // step's, a container's). Its own cgroup holds a process (ddprun), so it has no controllers
   // of its own for children, which is all a cgroup needs to be created and killed.
-  return mount + (own == "/" ? "" : own) + "/ddprun." + std::to_string(::getpid());
+  // The PID namespace in the name: a pid means something only in its own, and ddprun processes
+  // in containers may share this cgroup (remove_stale()).
+  return mount + (own == "/" ? "" : own) + "/ddprun." + pid_namespace() + "." + std::to_string(::getpid());
+}
+
+void Containment::remove_stale(const std::string& planned) {
+  const std::string parent = planned.substr(0, planned.rfind('/'));
+  const std::string prefix = "ddprun." + pid_namespace() + ".";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path() == planned || dead_pid_in_name(name, prefix) == 0) continue;
+    remove_cgroup(entry.path().string());
+  }
 }
 
 std::unique_ptr<Containment> Containment::create(const std::string& path) {
@@ -176,7 +190,7 @@ void Containment::prepare_round() {
     round_procs_.reset(::open((round_path_ + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
     if (round_dir_ && round_procs_) return;
   }
-  // Out of cgroups (cgroup.max.descendants), say: the workers join ddprun.<pid> itself.
+  // Out of cgroups (cgroup.max.descendants), say: the workers join ddprun's own cgroup.
   remove_round_cgroup();
 }
 

@@ -4,7 +4,7 @@
 //
 // Where ddprun may create a cgroup (cgroup v2: a writable unified hierarchy, as root or with
 // systemd delegation), every worker starts in a cgroup of its round below ddprun's
-// (`ddprun.<pid>/round.<N>`; made there by clone3, else moved in before it execs), and all its
+// (`ddprun.<pid namespace>.<pid>/round.<N>`; made there by clone3, else moved in before it execs), and all its
 // descendants stay there whatever they do: the end of a round kills the cgroup (cgroup.kill),
 // and so does the orphan guard when ddprun itself is SIGKILLed. Elsewhere ddprun falls back to
 // what a child subreaper sees: descendants whose parents died are re-parented to ddprun, and the
@@ -26,14 +26,19 @@ namespace ddprun::launcher {
 
 class Containment {
  public:
-  // Makes the cgroup `ddprun.<pid>` under ddprun's own when it can; else the subreaper
+  // Makes the cgroup `ddprun.<pid namespace>.<pid>` under ddprun's own when it can; else the subreaper
   // fallback, and why_not() says why.
-  // Where ddprun's cgroup would be: `ddprun.<pid>` under ddprun's own cgroup; "" without a
+  // Where ddprun's cgroup would be: `ddprun.<pid namespace>.<pid>` under ddprun's own cgroup; "" without a
   // cgroup v2 hierarchy, or with DDPRUN_CGROUP=0 in `environ` (the fallback). Known before it
   // exists, so that the orphan guard, forked first, can remove it whenever ddprun dies.
   static std::string planned_path(const std::map<std::string, std::string>& environ);
   // Makes the cgroup at `path` when it can; else the subreaper fallback, and why_not() says why.
   static std::unique_ptr<Containment> create(const std::string& path);
+  // The cgroups beside `planned` of ddprun processes of this PID namespace that are gone, with
+  // whatever still runs in them, killed and removed: a ddprun SIGKILLed together with its
+  // orphan guard (a kill of their whole process group) leaves its workers' escapes there. For
+  // the orphan guard's chores, off the start's path.
+  static void remove_stale(const std::string& planned);
   ~Containment();
   Containment(const Containment&) = delete;
   Containment& operator=(const Containment&) = delete;

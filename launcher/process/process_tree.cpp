@@ -1,9 +1,14 @@
 #include "process/process_tree.hpp"
 
 #include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -78,6 +83,27 @@ pid_t python_process(pid_t root) {
     if (runs_python(pid)) return pid;
   }
   return 0;
+}
+
+std::string pid_namespace() {
+  char link[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  std::string text(link, n > 0 ? static_cast<size_t>(n) : 0);
+  const auto open = text.find('['), close = text.find(']');
+  return open != std::string::npos && close > open ? text.substr(open + 1, close - open - 1) : "0";
+}
+
+pid_t dead_pid_in_name(const std::string& name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0) return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+  if (errno != 0 || pid <= 0 || pid > std::numeric_limits<pid_t>::max() || end == name.c_str() + prefix.size() ||
+      (*end != '\0' && *end != '.')) {
+    return 0;
+  }
+  if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return 0;  // it still runs (or is not ours)
+  return static_cast<pid_t>(pid);
 }
 
 }  // namespace ddprun::launcher

@@ -25,4 +25,13 @@ bool runs_python(pid_t pid);
 // The first process of process_tree(`root`) that runs_python(); 0 when none does.
 pid_t python_process(pid_t root);
 
+// This process's PID namespace ("4026531836" of "pid:[4026531836]"): a pid means something only
+// inside it, and containers sharing a /tmp or a cgroup may run ddprun in others.
+std::string pid_namespace();
+
+// The pid in NAME when NAME is "<prefix><pid>" or "<prefix><pid>.<anything>" and no process
+// of that pid exists (in this PID namespace); 0 otherwise. What ddprun processes that are gone
+// left behind is named so: "ddprun.<pid namespace>.<pid>...".
+pid_t dead_pid_in_name(const std::string& name, const std::string& prefix);
+
 }  // namespace ddprun::launcher

@@ -68,6 +68,8 @@ case "$HOW" in
 esac
 SH
 escaped_ready() { [[ -f "$T/escaped.0" && -f "$T/escaped.1" ]]; }
+# This PID namespace, as ddprun names its cgroup: ddprun.<pid namespace>.<pid>.
+pid_ns() { readlink /proc/self/ns/pid | tr -dc 0-9; }
 cgroup_root=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
 if [[ -n "$cgroup_root" ]] && mkdir "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun-test.$$" 2>/dev/null; then
   rmdir "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun-test.$$"
@@ -96,7 +98,7 @@ for mode in "${modes[@]}"; do
     wait_for 10 no_leftovers
     wait_for 10 guard_gone "$pid"
     # Its cgroup is gone too (removed by ddprun, or by the guard after a SIGKILL).
-    [[ $mode == fallback ]] || wait_for 10 test ! -e "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun.$pid"
+    [[ $mode == fallback ]] || wait_for 10 test ! -e "$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun.$(pid_ns).$pid"
   done
   # The end of a round (a restart) stops them too, before the next round starts.
   rm -f "$T"/escaped.* "$T"/session.* "$T"/daemon.* "$T"/at_restart.*
@@ -117,7 +119,7 @@ if [[ " ${modes[*]} " == *" cgroup "* ]]; then
   echo 1 >"$killed/cgroup.kill"
   worker in_round_cgroup <<'SH'
 #!/bin/bash
-grep -q "^0::.*/ddprun\.[0-9]*/round\.$((TORCHELASTIC_RESTART_COUNT + 1))\$" /proc/self/cgroup || exit 2
+grep -q "^0::.*/ddprun\.[0-9]*\.[0-9]*/round\.$((TORCHELASTIC_RESTART_COUNT + 1))\$" /proc/self/cgroup || exit 2
 [[ $TORCHELASTIC_RESTART_COUNT == 1 ]] || exit 1
 SH
   bash -c 'echo $$ >"$1/cgroup.procs" && exec "$2" --nproc_per_node=2 --max_restarts=1 "$3"' _ \
@@ -125,6 +127,29 @@ SH
   grep -q "exit code 1" "$T/err" || fail "the first round did not run in its round cgroup: $(cat "$T/err")"
   wait_for 10 rmdir "$killed"
   ok "ddprun in a cgroup killed before: every round's workers start in the round's cgroup"
+fi
+
+# ddprun and its guard both SIGKILLed (a kill of their whole process group): the workers die
+# with ddprun (PR_SET_PDEATHSIG), their escapes stay in ddprun's cgroup; the next ddprun kills
+# them and removes that cgroup. The guard goes first, so that it cannot clean up.
+if [[ " ${modes[*]} " == *" cgroup "* ]]; then
+  rm -f "$T"/escaped.* "$T"/session.* "$T"/daemon.*
+  HOW=kill "$DDPRUN" --nproc_per_node=2 "$T/escapes" >"$T/esc.out" 2>"$T/esc.err" &
+  pid=$!
+  wait_for 30 escaped_ready
+  guard=$(pgrep -f "^ddprun: orphan guard of $pid\$") || fail "no orphan guard of $pid"
+  kill -KILL "$guard"
+  wait_for 10 guard_gone "$pid"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  stale="$cgroup_root$(sed -n 's/^0:://p' /proc/self/cgroup)/ddprun.$(pid_ns).$pid"
+  [[ -d $stale ]] || fail "ddprun and its guard SIGKILLed left no cgroup $stale"
+  escapes_alive() { [[ $(leftovers | grep -c -e "$T/own-session" -e "$T/daemon") -ge 2 ]]; }
+  wait_for 10 escapes_alive || fail "the escapes did not outlive ddprun and its guard: nothing to clean"
+  "$DDPRUN" /bin/true || fail "ddprun /bin/true"
+  wait_for 10 no_leftovers
+  wait_for 10 test ! -e "$stale"
+  ok "ddprun and its guard SIGKILLed together: the next ddprun killed what was left in their cgroup and removed it"
 fi
 
 # SIGKILL at random moments of start-up: nothing is left, over many runs.

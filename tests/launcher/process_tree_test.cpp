@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "process/process_tree.hpp"
 
@@ -76,4 +78,35 @@ TEST_CASE("no Python anywhere in the tree: none") {
   CHECK(process_tree(worker).size() == 3);
   CHECK(python_process(worker) == 0);
   stop(worker);
+}
+
+TEST_CASE("what a gone ddprun left: its pid in the name, when no process has that pid") {
+  // A pid that is free now: a child's, once reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  const std::string prefix = "ddprun.4026531836.";
+  struct Row {
+    std::string name;
+    pid_t expected;
+  };
+  const std::vector<Row> rows = {
+      {prefix + dead, child},                   // a cgroup: ddprun.<ns>.<pid>
+      {prefix + dead + ".run-Ab12Cd", child},   // a private folder: ddprun.<ns>.<pid>.<run id>-XXXXXX
+      {prefix + alive, 0},                      // its ddprun still runs
+      {prefix + alive + ".run-Ab12Cd", 0},
+      {"ddprun.1." + dead, 0},                  // another PID namespace's
+      {prefix + dead + "x", 0},                 // not a pid
+      {prefix, 0},
+      {prefix + "0", 0},
+      {prefix + "-5", 0},
+      {prefix + "99999999999999999999", 0},
+      {"ddprun-logs-x", 0},
+  };
+  for (const auto& row : rows) {
+    CAPTURE(row.name);
+    CHECK(dead_pid_in_name(row.name, prefix) == row.expected);
+  }
+  CHECK(pid_namespace().find_first_not_of("0123456789") == std::string::npos);
 }
