@@ -1,7 +1,5 @@
 #include "process/spawn.hpp"
 
-#include "process/clone_vfork.hpp"
-
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -17,6 +15,8 @@
 #include <cstring>
 #include <sstream>
 #include <system_error>
+
+#include "process/clone_vfork.hpp"
 
 namespace ddprun::launcher {
 
@@ -84,8 +84,6 @@ struct ChildSetup {
 }
 
 DDPRUN_CHILD_STACK int run_child(void* setup) { exec_child(*static_cast<const ChildSetup*>(setup)); }
-
-
 
 // A fork whose child starts in the cgroup of `cgroup_dir_fd` (clone3's CLONE_INTO_CGROUP,
 // Linux 5.7). Moving a running child in by writing cgroup.procs is a migration, which waits for
