@@ -170,7 +170,8 @@ void remove_stale_private_folders(const std::string& tmp) {
   }
 }
 
-// Where log files go, and the private folder for error files when there are none.
+// Where log files go, and the private folder: for the workers' own files when there is no log
+// folder, and for Python workers' faulthandler answers.
 launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::string& run_id,
                                   const std::map<std::string, std::string>& vars) {
   launcher::RunPaths paths;
@@ -194,7 +195,10 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
   } else if (cfg.redirects.any() || cfg.tee.any() || cfg.duplicates_lines()) {
     paths.logs_root = make_temp("ddprun-logs-" + path_safe(run_id));
     std::cerr << fmt::format("ddprun: worker logs in {}\n", paths.logs_root);
-  } else {
+  }
+  // Beside a log folder too for Python workers: where their faulthandler answers, which only
+  // ddprun reads (stacks.txt of the log folder gets them).
+  if (paths.logs_root.empty() || (cfg.progress && cfg.python_workers())) {
     paths.private_root = make_temp(fmt::format("ddprun.{}.{}.{}", launcher::pid_namespace(), ::getpid(), path_safe(run_id)));
   }
   return paths;

@@ -29,6 +29,7 @@ packages=(
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
+  python3-pip                      # downloads py-spy's wheel (below): Debian does not package it
   python3-venv                     # the PyTorch 2.x virtual environment (--torch2)
   iproute2 procps psmisc util-linux time  # namespaces, process checks, script(1), benchmarks
   clang libclang-rt-14-dev         # the fuzz/sanitizer build (build-fuzz/): libFuzzer, ASan, UBSan
@@ -50,6 +51,35 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   export DEBIAN_FRONTEND=noninteractive
   "${sudo[@]}" apt-get "${apt_opts[@]}" update -qq
   "${sudo[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# py-spy: a hung Python worker's stacks, which ddprun looks for in PATH (without it, the
+# worker's own faulthandler gives them). The pip-installed ddprun brings it as a dependency; the
+# from-source route installs the same program here, so that both routes behave alike. Its wheel
+# holds one static binary and no Python package: the binary is taken out of the wheel into
+# /usr/local/bin (pip itself would put it where Debian's scheme says, /usr/local/local/bin).
+# The version is the one the tests pin (torch2-requirements.txt).
+py_spy_spec=$(grep -m1 '^py-spy==' "$here/torch2-requirements.txt")
+py_spy_version=${py_spy_spec#py-spy==}
+if [[ "$(/usr/local/bin/py-spy --version 2>/dev/null)" != "py-spy $py_spy_version" ]]; then
+  wheels=${DDPRUN_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/wheels}
+  mkdir -p "$wheels"
+  wheel=$(ls "$wheels"/py_spy-"$py_spy_version"-*"$(uname -m)"*.whl 2>/dev/null | head -1)
+  if [[ -z $wheel ]]; then
+    /usr/bin/python3 -m pip --disable-pip-version-check --no-input -q download --no-deps --only-binary=:all: \
+      --dest "$wheels" "$py_spy_spec"
+    wheel=$(ls "$wheels"/py_spy-"$py_spy_version"-*"$(uname -m)"*.whl | head -1)
+  fi
+  "${sudo[@]}" /usr/bin/python3 - "$wheel" "$py_spy_version" <<'PY'
+import os, shutil, sys, zipfile
+wheel, version = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z, z.open(f"py_spy-{version}.data/scripts/py-spy") as binary:
+    with open("/usr/local/bin/py-spy.new", "wb") as out:
+        shutil.copyfileobj(binary, out)
+os.chmod("/usr/local/bin/py-spy.new", 0o755)
+os.replace("/usr/local/bin/py-spy.new", "/usr/local/bin/py-spy")
+PY
+  echo "install-deps: $(/usr/local/bin/py-spy --version) in /usr/local/bin"
 fi
 
 (( torch2 )) || exit 0

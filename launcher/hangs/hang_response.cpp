@@ -65,11 +65,20 @@ std::vector<StackDumper::Target> stack_targets(const std::vector<elastic::Worker
   for (const auto& f : failures) {
     const auto w = std::find_if(workers.begin(), workers.end(),
                                 [&](const auto& w) { return w->local_rank == f.local_rank; });
-    targets.push_back({f.rank, f.pid, w != workers.end() ? (*w)->stacks_file : std::string()});
+    StackDumper::Target target{f.rank, f.pid};
+    if (w != workers.end()) {
+      target.file = (*w)->stacks_file;
+      target.python_stacks = (*w)->python_stacks_file;
+    }
+    targets.push_back(target);
   }
   for (const auto& w : workers) {
     const bool listed = std::any_of(failures.begin(), failures.end(), [&](const auto& f) { return f.rank == w->rank; });
-    if (w->alive && !listed && !w->stacks_file.empty()) targets.push_back({w->rank, w->pid, w->stacks_file});
+    if (w->alive && !listed && !w->stacks_file.empty()) {
+      StackDumper::Target target{w->rank, w->pid, w->stacks_file};
+      target.python_stacks = w->python_stacks_file;
+      targets.push_back(target);
+    }
   }
   return targets;
 }
@@ -193,18 +202,28 @@ void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::stri
   stacks_->dump(targets, [this, round = *round, targets] { stacks_collected(round, targets); });
 }
 
+void HangResponse::say_once(const std::string& missing) {
+  if (missing.empty() || !said_missing_.insert(missing).second) return;
+  handlers_.say(fmt::format("ddprun: {}\n", missing));
+}
+
 void HangResponse::say_missing_tools(const std::vector<StackDumper::Target>& targets) {
-  const StackTools& tools = stacks_->tools();
-  const bool python = std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t.python != 0; });
-  for (const std::string* missing : {&tools.native_missing, python ? &tools.python_missing : nullptr}) {
-    if (missing == nullptr || missing->empty() || said_missing_.count(*missing)) continue;
-    said_missing_.insert(*missing);
-    handlers_.say(fmt::format("ddprun: {}\n", *missing));
+  say_once(stacks_->tools().native_missing);
+  if (std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t.python != 0 && t.python_stacks.empty(); })) {
+    say_once(stacks_->tools().python_missing);
+  }
+}
+
+void HangResponse::say_missing_python_stacks(const std::vector<StackDumper::Target>& targets) {
+  for (const auto& t : targets) {
+    if (t.python == 0 || t.python_stacks.empty()) continue;
+    if (!has_python_frames(read_file(t.file).value_or(""), t.stacked())) say_once(stacks_->tools().python_missing);
   }
 }
 
 void HangResponse::stacks_collected(int round, const std::vector<StackDumper::Target>& targets) {
   if (!handlers_.still_current(round)) return;
+  say_missing_python_stacks(targets);
   const bool kept = !logs_root_.empty();
   for (const auto& t : targets) {
     handlers_.event("stacks_written",

@@ -130,8 +130,13 @@ class HangResponse {
   // What `records` (by local rank) say of the collectives of this node's running workers.
   std::vector<RankCollectives> collectives(const std::vector<ProgressRecord>& records) const;
   void stacks_collected(int round, const std::vector<StackDumper::Target>& targets);
-  // Says what the stacks of `targets` lack (a tool not installed), each once a run.
+  // Says what the stacks of `targets` will lack (a tool not installed), each once a run: before
+  // the dump, native tools, and py-spy for Python workers without ddprun's bootstrap.
   void say_missing_tools(const std::vector<StackDumper::Target>& targets);
+  // After the dump: py-spy, where a Python worker with the bootstrap has no Python stack either
+  // (its faulthandler was not registered: python -I, -E or -S).
+  void say_missing_python_stacks(const std::vector<StackDumper::Target>& targets);
+  void say_once(const std::string& missing);
 
   const WorkerGroup& group_;
   std::unique_ptr<StackDumper> stacks_;

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::launcher {
@@ -47,6 +49,38 @@ std::string python_bootstrap_folder() {
   return fs::exists(folder / "sitecustomize.py", ec) ? folder.string() : "";
 }
 
+char python_option_without_bootstrap(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") return 0;  // the script, stdin's "-", or the end of options
+    if (arg[1] == '-') {
+      if (arg == "--check-hash-based-pycs") ++i;  // its value is the next argument
+      continue;
+    }
+    for (std::size_t at = 1; at < arg.size(); ++at) {
+      const char option = arg[at];
+      if (option == 'I' || option == 'E' || option == 'S') return option;
+      if (option == 'c' || option == 'm') return 0;  // what follows is the program
+      if (option == 'W' || option == 'X') {          // they take a value: the rest of the word, or the next
+        if (at + 1 == arg.size()) ++i;
+        break;
+      }
+    }
+  }
+  return 0;
+}
+
+std::string without_bootstrap_line(char option) {
+  const char* what = option == 'I'   ? "isolated mode, which ignores PYTHONPATH"
+                     : option == 'E' ? "which ignores PYTHON* variables, PYTHONPATH among them"
+                                     : "which skips site, and so every sitecustomize";
+  return fmt::format(
+      "ddprun: python -{} ({}): ddprun's bootstrap does not load in these workers, so without code of "
+      "their own their progress is not counted (--hang_timeout finds no beat: use --progress_pattern or beat "
+      "DDPRUN_HEARTBEAT_FILE) and their Python stacks need py-spy\n",
+      option, what);
+}
+
 bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
                           const config::LaunchConfig& config) {
   return base.count(env::kOmpNumThreads) == 0 && config.nproc_per_node > 1;
@@ -85,6 +119,10 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
     const auto inherited = base.find(env::kPythonPath);
     const bool has = inherited != base.end() && !inherited->second.empty();
     vars[env::kPythonPath] = files.python_bootstrap + (has ? ":" + inherited->second : "");
+    if (!files.python_stacks.empty()) {
+      vars[env::kPythonStacksFile] = files.python_stacks;
+      vars[env::kPythonStacksSignal] = std::to_string(env::python_stacks_signal());
+    }
   }
   set_nccl_async_error_handling(base, vars, !files.python_bootstrap.empty());
   if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";

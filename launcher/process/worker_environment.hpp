@@ -16,6 +16,7 @@ struct WorkerFiles {
   std::string heartbeat_file;  // DDPRUN_HEARTBEAT_FILE
   std::string timer_file;      // TORCHELASTIC_TIMER_FILE (with TORCHELASTIC_ENABLE_FILE_TIMER=1)
   std::string python_bootstrap;  // first on PYTHONPATH: python_bootstrap_folder(), for Python workers
+  std::string python_stacks;     // DDPRUN_PYTHON_STACKS_FILE, with the bootstrap (hangs/python_stacks.hpp)
 };
 
 // The folder of ddprun's sitecustomize.py (launcher/python/), beside the running executable:
@@ -30,11 +31,18 @@ std::string python_bootstrap_folder();
 // value) only without files.python_bootstrap, which sets it for torch < 2.2 itself;
 // TORCHELASTIC_SIGNALS_TO_HANDLE; with --virtual_local_rank LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES
 // the worker's own GPU; files.python_bootstrap, if any, first on PYTHONPATH (its sitecustomize
-// takes it off again).
+// takes it off again), and with it files.python_stacks and the signal that asks for them.
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,
                                             const WorkerFiles& files);
+
+// The option among an interpreter's arguments `args` (those before its script, -c or -m) that
+// keeps ddprun's bootstrap out of it: 'I' (isolated: -E and -s), 'E' (PYTHONPATH ignored) or 'S'
+// (no `site`, so no sitecustomize); 0 when none. Options may be combined ("-uI").
+char python_option_without_bootstrap(const std::vector<std::string>& args);
+// The line ddprun says once for that option: what the workers lose.
+std::string without_bootstrap_line(char option);
 
 // True when ddprun sets OMP_NUM_THREADS=1 for its workers (it says so once, as torchrun does).
 bool sets_omp_num_threads(const std::map<std::string, std::string>& base,

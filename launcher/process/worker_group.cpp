@@ -41,6 +41,12 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
     if (python_bootstrap_.empty()) {
       say("ddprun: share/ddprun/python/sitecustomize.py is not installed beside ddprun: the progress of Python "
           "workers is not counted (--progress); reinstall ddprun\n");
+    } else if (!config_.runs_python()) {  // the interpreter is the program: its options are the user's
+      // Not even on PYTHONPATH, where the program would see it: -S honours PYTHONPATH.
+      if (const char option = python_option_without_bootstrap(config_.program_args)) {
+        say(without_bootstrap_line(option));
+        python_bootstrap_.clear();
+      }
     }
   }
   if (!config_.numa_binding.empty()) plan_numa_binding();
@@ -125,6 +131,11 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       w->stacks_file = prefix + kStacksFileName;
       heartbeat_files.push_back(w->heartbeat_file);
     }
+    if (!python_bootstrap_.empty() && !paths_.private_root.empty()) {
+      // Opened by the worker for appending: the answers of an earlier attempt's worker go.
+      w->python_stacks_file = fmt::format("{}/rank_{}.python_stacks", paths_.private_root, w->rank);
+      ::unlink(w->python_stacks_file.c_str());
+    }
     prepared.push_back(std::move(w));
   }
   files_ready(heartbeat_files);
@@ -138,6 +149,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     files.heartbeat_file = w->heartbeat_file;
     files.timer_file = timer_file;
     files.python_bootstrap = python_bootstrap_;
+    files.python_stacks = w->python_stacks_file;
     const int local_rank = w->local_rank;
     SpawnRequest request;
     request.argv = argv_;

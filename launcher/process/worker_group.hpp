@@ -30,7 +30,7 @@ namespace ddprun::launcher {
 struct RunPaths {
   std::string logs_root;      // attempt_N/rank_R/{stdout,stderr}.log; empty: no log files
   bool log_everything = false;  // --log_dir given: every stream, not just redirected/teed ones
-  std::string private_root;   // error files when there is no logs_root; removed at exit
+  std::string private_root;   // the workers' own files when there is no logs_root; removed at exit
   // Where each worker's own files go: the log folder, else the private one.
   const std::string& files_root() const { return logs_root.empty() ? private_root : logs_root; }
 };
@@ -50,6 +50,9 @@ struct WorkerProcess {
   std::string error_file;
   std::string heartbeat_file;
   std::string stacks_file;  // written when the round hangs
+  // Where a Python worker's faulthandler writes its stacks when ddprun asks (hangs/python_stacks.hpp),
+  // in the private folder; "" when ddprun's bootstrap is not given to the worker.
+  std::string python_stacks_file;
   std::shared_ptr<OutputStream> out;
   std::shared_ptr<OutputStream> err;
 };

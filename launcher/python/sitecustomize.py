@@ -4,8 +4,10 @@ ddprun puts this file's folder first on the PYTHONPATH of a Python worker, so th
 `site` imports this module at start-up, before the user's program. It then leaves the worker as
 it would have been without ddprun: it takes its folder out of sys.path and PYTHONPATH (so the
 worker's own children start without it), runs the `sitecustomize` that it shadows (Debian's, a
-virtual environment's or the user's; an error there is reported by `site` as it would be), and
-arms _ddprun_progress, which counts progress once the program imports torch.
+virtual environment's or the user's; an error there is reported by `site` as it would be), or,
+where the interpreter has none, leaves none. On the way it arms _ddprun_progress, which counts
+progress once the program imports torch, and registers faulthandler, which writes the worker's
+Python stacks when ddprun asks. Standard library only, and Python 3.6 or later.
 """
 import os
 import sys
@@ -14,6 +16,8 @@ import sys
 def _leave_no_trace():
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    for p in [p for p in sys.path_importer_cache if os.path.abspath(p or ".") == here]:
+        del sys.path_importer_cache[p]
     # PYTHONPATH as the user had it: ddprun put this folder first, alone when there was none.
     parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     if parts and os.path.abspath(parts[0] or ".") == here:
@@ -32,6 +36,20 @@ def _arm_progress(here):
     sys.modules["_ddprun_progress"] = module
     spec.loader.exec_module(module)
     module.arm()
+
+
+def _register_stacks():
+    """Python's faulthandler writes every thread's Python stack to DDPRUN_PYTHON_STACKS_FILE when
+    ddprun sends DDPRUN_PYTHON_STACKS_SIGNAL: the stacks of a hung worker where py-spy is absent
+    or cannot attach (launcher/hangs/python_stacks.hpp). From a C signal handler, without the
+    GIL: a worker stuck in C code, holding the GIL or not, answers too. The file is opened for
+    appending, unbuffered, and kept open by faulthandler; nothing is written until ddprun asks."""
+    path = os.environ.get("DDPRUN_PYTHON_STACKS_FILE")
+    signal_number = os.environ.get("DDPRUN_PYTHON_STACKS_SIGNAL")
+    if not path or not signal_number:
+        return
+    import faulthandler
+    faulthandler.register(int(signal_number), file=open(path, "ab", buffering=0), all_threads=True)
 
 
 def _torch_version():
@@ -66,13 +84,23 @@ def _nccl_async_error_handling():
 
 
 def _next_sitecustomize():
-    """Imports the sitecustomize this one shadows, if there is one, under its own name."""
+    """Imports the sitecustomize this one shadows (Debian's, a virtual environment's, the
+    user's) under its own name, or, when there is none, leaves `site` as it would have been
+    without ddprun: no `sitecustomize` in sys.modules, and nothing said.
+
+    `site` imports sitecustomize and catches an ImportError for that name silently: the
+    interpreters without one of their own (python.org's, pyenv's, conda's) rely on that. The
+    import machinery takes the module out of sys.modules after it runs, by its name: this one
+    leaves the next one there, or raises that ImportError (its work is done: the progress
+    module and faulthandler keep what they need), which the machinery answers by removing this
+    module and `site` by saying nothing."""
     del sys.modules["sitecustomize"]
     try:
         import sitecustomize  # noqa: F401  (the next on sys.path, now that ours is off it)
     except ImportError as error:
         if error.name != "sitecustomize":
             raise  # site reports it: "Error in sitecustomize; ..."
+        raise ImportError("no sitecustomize besides ddprun's", name="sitecustomize") from None
 
 
 _here = _leave_no_trace()
@@ -84,5 +112,9 @@ try:
     _arm_progress(_here)
 except Exception as _error:  # never stop the user's program for ddprun's sake
     sys.stderr.write(f"ddprun: progress of this Python worker is not counted: {_error!r}\n")
+try:
+    _register_stacks()
+except Exception as _error:
+    sys.stderr.write(f"ddprun: this Python worker's stacks need py-spy: faulthandler: {_error!r}\n")
 del _here
 _next_sitecustomize()

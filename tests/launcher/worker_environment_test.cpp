@@ -1,8 +1,11 @@
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <optional>
 
+#include "ddprun/worker_env.hpp"
 #include "process/worker_environment.hpp"
 
 using namespace ddprun;
@@ -170,5 +173,56 @@ TEST_CASE("a Python worker's PYTHONPATH starts with ddprun's bootstrap folder, f
     const auto env = as_map(launcher::worker_environment(c.base, cfg, {}, 0, files));
     const auto it = env.find("PYTHONPATH");
     CHECK((it == env.end() ? std::nullopt : std::optional<std::string>(it->second)) == c.got);
+  }
+}
+
+TEST_CASE("with the bootstrap, the Python stacks file and the signal that asks for it; without, neither") {
+  config::LaunchConfig cfg;
+  launcher::WorkerFiles files;
+  files.python_stacks = "/run/ddprun.1/rank_0.python_stacks";
+  CHECK(as_map(launcher::worker_environment({}, cfg, {}, 0, files)).count("DDPRUN_PYTHON_STACKS_FILE") == 0);
+  files.python_bootstrap = "/p/share/ddprun/python";
+  const auto env = as_map(launcher::worker_environment({}, cfg, {}, 0, files));
+  CHECK(env.at("DDPRUN_PYTHON_STACKS_FILE") == files.python_stacks);
+  CHECK(env.at("DDPRUN_PYTHON_STACKS_SIGNAL") == std::to_string(env::python_stacks_signal()));
+  CHECK(env::python_stacks_signal() >= SIGRTMIN);
+  CHECK(env::python_stacks_signal() <= SIGRTMAX);
+}
+
+TEST_CASE("the interpreter options that keep the bootstrap out: -I, -E, -S, among others and combined") {
+  struct Case {
+    std::vector<std::string> args;  // the interpreter's, as after --no_python python3
+    char option;
+  };
+  const std::vector<Case> cases = {
+      {{"train.py", "-I"}, 0},                // the script's own argument
+      {{"-I", "train.py"}, 'I'},
+      {{"-E", "train.py"}, 'E'},
+      {{"-S", "train.py"}, 'S'},
+      {{"-uIB", "train.py"}, 'I'},           // combined
+      {{"-u", "-X", "importtime", "-S", "x.py"}, 'S'},
+      {{"-X", "I", "x.py"}, 0},              // -X's value, not an option
+      {{"-XI", "x.py"}, 0},
+      {{"-W", "ignore", "-E", "x.py"}, 'E'},
+      {{"-Wignore", "x.py"}, 0},
+      {{"-m", "-I"}, 0},                     // -m's module name
+      {{"-c", "import sys", "-S"}, 0},
+      {{"-mpkg", "-E"}, 0},
+      {{"--check-hash-based-pycs", "always", "-I", "x.py"}, 'I'},
+      {{"--", "-I"}, 0},
+      {{"-", "-I"}, 0},                      // the program from stdin
+      {{"-s", "x.py"}, 0},                   // no user site: sitecustomize still runs
+      {{}, 0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args.size() > 0 ? c.args[0] : std::string());
+    CHECK(launcher::python_option_without_bootstrap(c.args) == c.option);
+  }
+  for (char option : {'I', 'E', 'S'}) {
+    const std::string line = launcher::without_bootstrap_line(option);
+    CHECK(line.rfind(std::string("ddprun: python -") + option + " (", 0) == 0);
+    CHECK(line.find("progress is not counted") != std::string::npos);
+    CHECK(line.back() == '\n');
+    CHECK(std::count(line.begin(), line.end(), '\n') == 1);
   }
 }

@@ -2,8 +2,10 @@
 //
 // These names are public API: ddprun sets them for every worker exactly as torchrun does,
 // and the worker library reads them. Both sides include this header so the spelling lives
-// in one place. Header-only and dependency-free on purpose: the launcher must not need libtorch.
+// in one place. Header-only and dependency-free on purpose (libc only): the launcher must not need libtorch.
 #pragma once
+
+#include <signal.h>
 
 namespace ddprun::env {
 
@@ -33,6 +35,15 @@ inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kHeartbeatFile = "DDPRUN_HEARTBEAT_FILE";
 // Python's module path: ddprun puts its bootstrap folder first for Python workers (--progress).
 inline constexpr const char* kPythonPath = "PYTHONPATH";
+// ddprun's own, with its bootstrap: the bootstrap registers Python's faulthandler on the signal
+// numbered kPythonStacksSignal, writing every thread's Python stack to kPythonStacksFile, which
+// ddprun reads when the worker hangs and py-spy is absent or cannot attach.
+inline constexpr const char* kPythonStacksFile = "DDPRUN_PYTHON_STACKS_FILE";
+inline constexpr const char* kPythonStacksSignal = "DDPRUN_PYTHON_STACKS_SIGNAL";
+// That signal: a real-time one, which neither PyTorch nor the usual job schedulers use (SLURM
+// and Lightning use SIGUSR1/2). Its default action ends a process: ddprun sends it only to a
+// process that has a handler for it.
+inline int python_stacks_signal() { return SIGRTMIN + 6; }
 // "1": the launcher serves the named pipe of torchelastic's FileTimerClient at kTimerFile
 // (torchrun's names; ddprun picks the path when the user did not).
 inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
