@@ -250,8 +250,9 @@ class Agent::Impl {
     phase_ = t.next;
     for (Action action : t.actions) perform(action, o);
     classify(o);  // a failure no action reported: its kind is still logged and counted
+    // Not while a hang's failures wait for their stacks: they are dispatched, then this runs.
     if ((phase_ == Phase::kRunning || phase_ == Phase::kStopping) && group_.alive_count() == 0 &&
-        o.event != Event::kAllEnded) {
+        o.event != Event::kAllEnded && !(hangs_ && hangs_->collecting())) {
       dispatch(Occurrence(Event::kAllEnded));
     }
   }

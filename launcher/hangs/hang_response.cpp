@@ -65,19 +65,13 @@ std::vector<StackDumper::Target> stack_targets(const std::vector<elastic::Worker
   for (const auto& f : failures) {
     const auto w = std::find_if(workers.begin(), workers.end(),
                                 [&](const auto& w) { return w->local_rank == f.local_rank; });
-    StackDumper::Target target{f.rank, f.pid};
-    if (w != workers.end()) {
-      target.file = (*w)->stacks_file;
-      target.python_stacks = (*w)->python_stacks_file;
-    }
-    targets.push_back(target);
+    const bool known = w != workers.end();
+    targets.push_back({f.rank, f.pid, known ? (*w)->stacks_file : "", 0, known ? (*w)->python_stacks_file : ""});
   }
   for (const auto& w : workers) {
     const bool listed = std::any_of(failures.begin(), failures.end(), [&](const auto& f) { return f.rank == w->rank; });
     if (w->alive && !listed && !w->stacks_file.empty()) {
-      StackDumper::Target target{w->rank, w->pid, w->stacks_file};
-      target.python_stacks = w->python_stacks_file;
-      targets.push_back(target);
+      targets.push_back({w->rank, w->pid, w->stacks_file, 0, w->python_stacks_file});
     }
   }
   return targets;
@@ -222,18 +216,22 @@ void HangResponse::say_missing_python_stacks(const std::vector<StackDumper::Targ
 }
 
 void HangResponse::stacks_collected(int round, const std::vector<StackDumper::Target>& targets) {
-  if (!handlers_.still_current(round)) return;
+  if (!handlers_.still_current(round)) {
+    pending_.clear();
+    return;
+  }
   say_missing_python_stacks(targets);
   const bool kept = !logs_root_.empty();
   for (const auto& t : targets) {
     handlers_.event("stacks_written",
                     {{"rank", t.rank}, {"pid", t.pid}, {"file", kept ? nlohmann::json(t.file) : nlohmann::json()}});
   }
-  auto failures = std::move(pending_);
-  pending_.clear();
-  for (auto& f : failures) {
+  // One at a time off pending_: collecting() stays true until the last is handed over.
+  while (!pending_.empty()) {
+    elastic::WorkerFailure f = std::move(pending_.front());
+    pending_.erase(pending_.begin());
     const auto t = std::find_if(targets.begin(), targets.end(), [&](const auto& t) { return t.rank == f.rank; });
-    const StackDumper::Target target = t != targets.end() ? *t : StackDumper::Target{f.rank, f.pid, "", 0};
+    const StackDumper::Target target = t != targets.end() ? *t : StackDumper::Target{f.rank, f.pid, "", 0, ""};
     const std::string stacks = read_file(target.file).value_or("");
     f.traceback = traceback_tail(
         where_stuck(stacks, target.stacked(), stacks_->tools().missing(target.python != 0), logs_root_, attempt_));

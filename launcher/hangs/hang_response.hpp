@@ -99,6 +99,11 @@ class HangResponse {
   void start_round(int attempt);
   // Whether this round's hang was found.
   bool reported() const { return reported_; }
+  // Hung ranks found whose failures wait for their stacks: until they are handed over, the
+  // round is not over on this node, even once every worker has ended (another node's failure
+  // may have stopped them meanwhile): the culprit found here must reach the rendezvous with
+  // the others' failures, which it may precede in time.
+  bool collecting() const { return !pending_.empty(); }
 
   // `hung` ranks made no progress (`why`: the cause, when the hang has one of its own). Once a
   // round, while the workers run: collects the stacks, then calls `failed` for each hung rank,

@@ -27,7 +27,7 @@ namespace {
 constexpr std::string_view kFaulthandlerHeader = "== faulthandler";
 // A faulthandler answers within microseconds once its thread runs; a thread that is stopped
 // (SIGSTOP) or in an uninterruptible wait does not take the signal until it is woken.
-constexpr auto kFaulthandlerTimeout = std::chrono::seconds(5);
+constexpr auto kFaulthandlerTimeout = std::chrono::seconds(10);
 constexpr auto kFaulthandlerPoll = std::chrono::milliseconds(2);
 
 std::string with_pid(std::string command, pid_t pid) {

@@ -152,8 +152,7 @@ TEST_CASE("a Python worker without py-spy: its faulthandler answers, every threa
   tools.python_missing = "no Python stacks: py-spy is not in PATH";
   asio::io_context io;
   StackDumper dumper(io, tools, {"PATH=/usr/bin:/bin"}, 30);
-  StackDumper::Target target{0, *child, dir + "/stacks.txt", *child};
-  target.python_stacks = answers;
+  StackDumper::Target target{0, *child, dir + "/stacks.txt", *child, answers};
   bool done = false;
   REQUIRE(dumper.dump({target}, [&] { done = true; }));
   run_until(io, [&] {
@@ -182,8 +181,7 @@ TEST_CASE("a process that does not catch the signal is never sent it") {
   StackTools tools;
   asio::io_context io;
   StackDumper dumper(io, tools, {}, 30);
-  StackDumper::Target target{0, child, dir + "/stacks.txt", child};
-  target.python_stacks = dir + "/python_stacks";
+  StackDumper::Target target{0, child, dir + "/stacks.txt", child, dir + "/python_stacks"};
   bool done = false;
   REQUIRE(dumper.dump({target}, [&] { done = true; }));
   CHECK(done);  // no tool, nothing asked: done at once

@@ -110,8 +110,8 @@ TEST_CASE("stack dump of a real process, by whichever tool is installed") {
   const pid_t child = sleeper();
   StackDumper dumper(io, tools, {"PATH=/usr/bin:/bin"}, 30);
   bool done = false;
-  REQUIRE(dumper.dump({{0, child, dir + "/stacks.txt"}}, [&] { done = true; }));
-  CHECK_FALSE(dumper.dump({{0, child, dir + "/other.txt"}}, [] {}));  // one at a time
+  REQUIRE(dumper.dump({{0, child, dir + "/stacks.txt", 0, ""}}, [&] { done = true; }));
+  CHECK_FALSE(dumper.dump({{0, child, dir + "/other.txt", 0, ""}}, [] {}));  // one at a time
   reap_until(io, dumper, done);
   CHECK(done);
   stop(child);
@@ -198,7 +198,7 @@ TEST_CASE("a worker that runs Python in a descendant: its stacks, said so first"
   no_py_spy.python_missing = "no Python stacks: py-spy is not in PATH";
   StackDumper dumper(io, no_py_spy, {"PATH=/usr/bin:/bin"}, 30);
   bool done = false;
-  StackDumper::Target target{0, worker, dir + "/stacks.txt", python};
+  StackDumper::Target target{0, worker, dir + "/stacks.txt", python, ""};
   CHECK(target.stacked() == python);
   REQUIRE(dumper.dump({target}, [&] { done = true; }));
   reap_until(io, dumper, done);

@@ -14,7 +14,8 @@
 #     of rank 0's wait (not after --hang_startup's 600 s), rank 1 named;
 #  3. two nodes of 2 ranks: node 0 names rank 1; on node 1 ranks 2 and 3 both wait, so it says
 #     the rank they wait for is elsewhere; both nodes give rank 1 as the root cause (its failure
-#     is dated no later than the first wait began, before the waiting ranks of node 1);
+#     is dated no later than the first wait began, before the waiting ranks of node 1); and so
+#     when node 0's stacks come late, after node 1's report stopped its workers;
 #  4. DDP: rank 1 stuck inside its backward pass, in a hook on its loss, before any gradient (so
 #     before its all-reduce), while rank 0 waits in that backward's all-reduce. Both have entered
 #     the same ddp_backward, so the records cannot tell them apart (stopped before its backward,
@@ -92,6 +93,33 @@ expect_in "$T/b.err" "^ddprun: ranks 2, 3 wait in all_reduce #[0-9]+; every rank
 for n in a b; do expect_in "$T/$n.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"; done
 wait_for 20 no_leftovers
 ok "two nodes: node 0 names rank 1, node 1 says its ranks wait for another node's, both give rank 1 as the root cause"
+
+# 3b. The same, node 0's stacks slow to come (a py-spy that takes 4 s, then fails: faulthandler
+# answers after it): node 1's report of its waiting ranks reaches the rendezvous first, and stops
+# node 0's workers while node 0 still collects. Node 0 reports rank 1 before it says its workers
+# stopped, so the root cause is still rank 1, the first in time (it was lost: node 0 dropped the
+# failure it was collecting stacks for once told to stop, and both nodes named rank 3).
+worker slow-py-spy <<'SH'
+#!/bin/sh
+sleep 4
+echo "Error: took too long" >&2
+exit 1
+SH
+mkdir "$T/slow"
+port=$(free_tcp_port)
+common=(--nnodes=2 --nproc_per_node=2 --master_addr=127.0.0.2 --master_port=$port --hang_timeout=5)
+"$DDPRUN" --local_addr=127.0.0.3 "${common[@]}" --node_rank=1 "$T/sleeper.py" "$T/slow" 11 >"$T/slow_b.out" 2>"$T/slow_b.err" &
+pid_b=$!
+DDPRUN_PY_SPY=$T/slow-py-spy "$DDPRUN" --local_addr=127.0.0.2 "${common[@]}" --node_rank=0 "$T/sleeper.py" "$T/slow" 11 \
+  >"$T/slow_a.out" 2>"$T/slow_a.err" &
+pid_a=$!
+rc_a=0; wait $pid_a || rc_a=$?
+rc_b=0; wait $pid_b || rc_b=$?
+expect_eq "$rc_a/$rc_b" 124/124 "exit codes of the two nodes, node 0's stacks slow"
+expect_in "$T/slow_a.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it"
+for n in a b; do expect_in "$T/slow_$n.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"; done
+wait_for 20 no_leftovers
+ok "two nodes, node 0's stacks slow: node 1's waiting ranks reported first, rank 1 still the root cause on both"
 
 # 4. DDP, rank 1 stuck inside its own backward pass, before its all-reduce.
 cat >"$T/inside.py" <<'PY'
