@@ -1,4 +1,4 @@
-// Python stacks without py-spy. ddprun's bootstrap (python/sitecustomize.py) registers Python's
+// Python stacks without py-spy. ddprun's bootstrap (python_bootstrap/sitecustomize.py) registers Python's
 // faulthandler in each Python worker on env::python_stacks_signal() (ddprun/worker_env.hpp), to
 // write every thread's Python stack to the worker's own file (DDPRUN_PYTHON_STACKS_FILE): from a
 // C signal handler, without the GIL, so a worker stuck in C code answers as well as one stuck in

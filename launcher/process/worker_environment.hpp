@@ -19,7 +19,7 @@ struct WorkerFiles {
   std::string python_stacks;     // DDPRUN_PYTHON_STACKS_FILE, with the bootstrap (hangs/python_stacks.hpp)
 };
 
-// The folder of ddprun's sitecustomize.py (launcher/python/), beside the running executable:
+// The folder of ddprun's sitecustomize.py (launcher/python_bootstrap/), beside the running executable:
 // <prefix>/share/ddprun/python for <prefix>/bin/ddprun, installed or in the build tree; "" when
 // it is not there.
 std::string python_bootstrap_folder();

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What ddprun's progress module (--progress, launcher/python/) costs a Python training step.
+"""What ddprun's progress module (--progress, launcher/python_bootstrap/) costs a Python training step.
 
   scripts/bench/progress.py [--ddprun build/launcher/ddprun] [--rounds 5]
 

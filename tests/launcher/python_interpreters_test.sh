@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Python workers on the interpreters users have, not only Debian's: ddprun's bootstrap
-# (launcher/python/) leaves no trace, and zero-code progress, the culprit's name and the hung
+# (launcher/python_bootstrap/) leaves no trace, and zero-code progress, the culprit's name and the hung
 # worker's Python stacks work on each.
 #  1. Traces: a probe prints what a program sees of its interpreter (argv, __file__, sys.path,
 #     PYTHONPATH, the sitecustomize and usercustomize that ran, flags) and writes to stderr; under

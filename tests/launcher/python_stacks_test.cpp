@@ -105,7 +105,7 @@ namespace {
 // A python3 process with ddprun's bootstrap first on its PYTHONPATH, stuck in a function named
 // stuck_in_python once it wrote "ready" to `ready`; nullopt without python3.
 std::optional<pid_t> python_worker(const std::string& dir, const std::string& stacks_file) {
-  const std::string bootstrap = std::string(DDPRUN_SOURCE_DIR) + "/launcher/python";
+  const std::string bootstrap = std::string(DDPRUN_SOURCE_DIR) + "/launcher/python_bootstrap";
   const std::string script = dir + "/stuck.py";
   {
     std::FILE* f = std::fopen(script.c_str(), "w");
@@ -116,6 +116,7 @@ std::optional<pid_t> python_worker(const std::string& dir, const std::string& st
   if (::access("/usr/bin/python3", X_OK) != 0) return std::nullopt;
   const std::string path_var = "PYTHONPATH=" + bootstrap;
   const std::string file_var = std::string(ddprun::env::kPythonStacksFile) + "=" + stacks_file;
+  const std::string no_bytecode = "PYTHONDONTWRITEBYTECODE=1";  // nothing written into the source tree
   const std::string signal_var =
       std::string(ddprun::env::kPythonStacksSignal) + "=" + std::to_string(ddprun::env::python_stacks_signal());
   const std::string ready = dir + "/ready";
@@ -124,7 +125,7 @@ std::optional<pid_t> python_worker(const std::string& dir, const std::string& st
     char* const argv[] = {const_cast<char*>("python3"), const_cast<char*>(script.c_str()),
                           const_cast<char*>(ready.c_str()), nullptr};
     char* const envp[] = {const_cast<char*>(path_var.c_str()), const_cast<char*>(file_var.c_str()),
-                          const_cast<char*>(signal_var.c_str()), nullptr};
+                          const_cast<char*>(signal_var.c_str()), const_cast<char*>(no_bytecode.c_str()), nullptr};
     ::execve("/usr/bin/python3", argv, envp);
     ::_exit(127);
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Progress without code changes (--progress; launcher/python/), in this build's PyTorch
+# Progress without code changes (--progress; launcher/python_bootstrap/), in this build's PyTorch
 # (TORCH_PYTHON), with tests/worker/progress_probe.py, which has no heartbeat code:
 #  1. the program sees what it sees without ddprun: its argv, __main__, sys.path, PYTHONPATH
 #     (unset, or a user's), the sitecustomize it would have run (Debian's, or a user's own first

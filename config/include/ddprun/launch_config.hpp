@@ -113,7 +113,7 @@ struct LaunchConfig {
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::set<int> stop_signals;
   HangTimeout hang_timeout;
-  // --progress: ddprun's progress module in Python workers (launcher/python/), on by default.
+  // --progress: ddprun's progress module in Python workers (launcher/python_bootstrap/), on by default.
   bool progress = true;
   // --progress_pattern (repeatable): output lines that count as progress (progress_pattern.hpp).
   std::vector<std::string> progress_patterns;

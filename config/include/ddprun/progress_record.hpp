@@ -1,6 +1,6 @@
 // The progress record: what a worker says about its progress in DDPRUN_HEARTBEAT_FILE's content,
 // beyond the beat itself (a touch of the file). Part of the launcher/worker contract: ddprun's
-// Python module (launcher/python/_ddprun_progress.py) and the worker library write it, the
+// Python module (launcher/python_bootstrap/_ddprun_progress.py) and the worker library write it, the
 // launcher reads it at each beat and when it finds a hang.
 //
 // The launcher creates the file empty. A worker that keeps a record sizes the file to

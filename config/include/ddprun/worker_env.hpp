@@ -52,7 +52,7 @@ inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 // PyTorch 2.2 and later read kNcclAsyncErrorHandling (and still the old name, with a deprecation
 // warning); PyTorch 2.1 and earlier read only kNcclAsyncErrorHandlingOld. ddprun sets the new
 // name for every worker, as torchrun does; the old one only where the worker's PyTorch reads it:
-// ddprun's Python bootstrap (launcher/python/sitecustomize.py) sets it for torch < 2.2, the worker
+// ddprun's Python bootstrap (launcher/python_bootstrap/sitecustomize.py) sets it for torch < 2.2, the worker
 // library for its libtorch < 2.2; a worker ddprun cannot look into (neither of those) gets both.
 inline constexpr const char* kNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kNcclAsyncErrorHandlingOld = "NCCL_ASYNC_ERROR_HANDLING";

@@ -1,4 +1,4 @@
-"""ddprun's bootstrap for Python workers (launcher/python/README.md).
+"""ddprun's bootstrap for Python workers (launcher/python_bootstrap/README.md).
 
 ddprun puts this file's folder first on the PYTHONPATH of a Python worker, so that Python's
 `site` imports this module at start-up, before the user's program. It then leaves the worker as

@@ -202,7 +202,7 @@ def _backward(function):
 def _hook_forward(model_class, register, hook):
     """Each model of `model_class` gets `hook` by its method `register` (a forward hook or
     pre-hook), which beats: one call a forward pass. (A global hook on every module would cost each module
-    call PyTorch's slow path, several microseconds: launcher/python/README.md.)"""
+    call PyTorch's slow path, several microseconds: launcher/python_bootstrap/README.md.)"""
     init = model_class.__init__
     if getattr(init, "_ddprun_beats", False):
         return
