@@ -21,6 +21,7 @@
 
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
 #include "ddprun/input_limits.hpp"
 #include "ddprun/worker_env.hpp"
@@ -33,7 +34,7 @@
 #include "process/signal_channel.hpp"
 #include "process/spawn.hpp"
 #include "process/worker_group.hpp"
-#include "report/failure_kind.hpp"
+#include "report/failure_classifier.hpp"
 #include "report/failure_report.hpp"
 #include "report/result_file.hpp"
 #include "report/status_server.hpp"
@@ -264,7 +265,7 @@ class Agent::Impl {
       add_kind(o.failure, o.kind_from->worker, o.kind_from->stopped_by_ddprun, o.kind_from->after_another_failure);
     }
     o.classified = true;
-    ++failures_by_kind_[o.failure.kind];
+    ++failures_by_kind_[o.failure.kind.name()];
   }
 
   void perform(Action action, Occurrence& o) {
@@ -393,7 +394,7 @@ class Agent::Impl {
            type.find("SignalException") == std::string::npos;  // torchelastic's, for SIGTERM
   }
 
-  // The failure's kind (report/failure_kind.hpp), the step its rank reached and whether this
+  // The failure's kind (report/failure_classifier.hpp), the step its rank reached and whether this
   // node's workers made progress in the round (the restart policy's crash-loop test); then the
   // worker_failed event.
   void add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, bool stopped_by_ddprun,
@@ -421,12 +422,12 @@ class Agent::Impl {
     if (const auto step = watchdog_->policy().last_step(f.local_rank)) f.step = *step;
     f.progressed = false;
     for (int r = 0; r < config_.nproc_per_node; ++r) f.progressed = f.progressed || watchdog_->policy().ever_beat(r);
-    last_failure_ = FailureView{f.rank, f.host, f.exit_code, f.kind, f.retryable, f.cause};
+    last_failure_ = FailureView{f.rank, f.host, f.exit_code, f.kind.name(), f.retryable, f.cause};
     const auto optional = [](const std::string& text) { return text.empty() ? nlohmann::json() : nlohmann::json(text); };
     events_.write("worker_failed", {{"rank", f.rank},
                                     {"local_rank", f.local_rank},
                                     {"exit_code", f.exit_code},
-                                    {"kind", f.kind},
+                                    {"kind", f.kind.name()},
                                     {"retryable", f.retryable},
                                     {"cause", f.cause},
                                     {"exception", optional(f.exception)},
@@ -535,9 +536,9 @@ class Agent::Impl {
     if (!outcome_.failures.empty()) {
       const auto& root = outcome_.failures.front();
       fields["root_cause"] = {{"rank", root.rank},   {"host", root.host},   {"exit_code", root.exit_code},
-                              {"hung", root.hung},   {"kind", root.kind},   {"retryable", root.retryable},
+                              {"hung", root.hung},   {"kind", root.kind.name()},   {"retryable", root.retryable},
                               {"cause", root.cause}, {"step", root.step >= 0 ? nlohmann::json(root.step) : nlohmann::json()}};
-      last_failure_ = FailureView{root.rank, root.host, root.exit_code, root.kind, root.retryable, root.cause};
+      last_failure_ = FailureView{root.rank, root.host, root.exit_code, root.kind.name(), root.retryable, root.cause};
     }
     if (!outcome_.stop_reason.empty()) {
       events_.write("restart", {{"decision", "stop"}, {"reason", outcome_.stop_reason}, {"restart_count", outcome_.restarts}});

@@ -40,7 +40,7 @@ std::string render(const Message& message) {
   std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
   for (const WorkerFailure& w : f.outcome.failures) {
     line += fmt::format(" failure={}:{}:{}{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb",
-                        w.kind.empty() ? "" : ":" + w.kind);
+                        w.kind.empty() ? "" : ":" + w.kind.name());
   }
   if (!f.outcome.error.empty()) line += " error=" + f.outcome.error;
   if (!f.outcome.stop_reason.empty()) line += " stop=" + f.outcome.stop_reason;
@@ -96,7 +96,7 @@ class Script {
           WorkerFailure failure = worker(node);
           std::sscanf(option.c_str(), "fail=%d:%d:%lf", &failure.rank, &failure.exit_code, &failure.timestamp);
           if (option.size() > 3 && option.compare(option.size() - 3, 3, ":tb") == 0) failure.traceback = "tb";
-          if (option.find(":consequence") != std::string::npos) failure.kind = "consequence";
+          if (option.find(":consequence") != std::string::npos) failure.kind = FailureKind::kConsequence;
           failures.push_back(failure);
         }
         out = coordinator_.workers_stopped(node, round, failures, now_);
@@ -165,7 +165,7 @@ class Script {
     std::sscanf(option.c_str(), "at=%lf", &f.timestamp);
     std::sscanf(option.c_str(), "rank=%d", &f.rank);
     if (option == "tb") f.traceback = "tb";
-    if (option.rfind("kind=", 0) == 0) f.kind = option.substr(5);
+    if (option.rfind("kind=", 0) == 0) f.kind = FailureKindName::parse(option.substr(5)).value();
     if (option == "noretry") f.retryable = false;
     if (option == "progress") f.progressed = true;
   }
@@ -761,26 +761,6 @@ TEST_CASE("group rank order") {
     CAPTURE(c.name);
     CHECK(order_group_ranks(c.candidates) == c.order);
   }
-}
-
-TEST_CASE("failure descriptions") {
-  WorkerFailure f;
-  f.rank = 3;
-  f.local_rank = 1;
-  f.host = "h2";
-  f.exit_code = 137;
-  f.signal = 9;
-  CHECK(describe(f) == "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL)");
-  f.signal_from_outside = true;
-  f.message = "out of memory\ntraceback";
-  CHECK(describe(f) ==
-        "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL) sent from outside ddprun: out of memory");
-  f = WorkerFailure{};
-  f.rank = 0;
-  f.local_rank = 0;
-  f.host = "h1";
-  f.exit_code = 2;
-  CHECK(describe(f) == "worker rank 0 (local rank 0) on h1 failed with exit code 2");
 }
 
 TEST_CASE("a coordinator elected after another goes on with its rounds and its restart budget") {

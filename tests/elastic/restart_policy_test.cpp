@@ -30,7 +30,7 @@ void play(int max_restarts, RestartSettings settings, const std::vector<Round>& 
     WorkerFailure f;
     f.rank = 3;
     f.host = "node7";
-    f.kind = r.kind;
+    f.kind = *FailureKindName::parse(r.kind);
     f.retryable = r.retryable;
     f.cause = "the cause";
     const std::string exception = r.exception;
@@ -151,7 +151,7 @@ TEST_CASE("restarts an earlier coordinator made count, at the time it took over"
 
 TEST_CASE("a policy restored from another's history decides as that one would (a new etcd leader)") {
   WorkerFailure f;
-  f.kind = "python_exception";
+  f.kind = FailureKind::kPythonException;
   f.exception = "ValueError";
   f.location = "a.py:3";
   RestartPolicy first(5, settings(0, 60, 100), 0, 0);

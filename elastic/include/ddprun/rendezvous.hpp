@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/failure_kind.hpp"
 #include "ddprun/rendezvous_config.hpp"
 
 namespace asio {
@@ -47,11 +48,11 @@ struct WorkerFailure {
   std::string traceback;      // the end of the error file's traceback, if any (root cause only in a JobOutcome)
   std::string error_file;     // the error file, when it outlives ddprun (a log folder); else empty
   double timestamp = 0;       // seconds since the epoch when it ended (or its error-file time)
-  // What kind of failure it was (launcher/report/failure_kind.hpp): "syntax_error", "cuda_oom",
-  // ..., "consequence" for a rank that failed only because another did; whether running the same
-  // code again may fix it; the one line the kind rests on; the Python exception's type and where
-  // it was raised, when seen (the restart policy compares them between rounds).
-  std::string kind;
+  // What kind of failure it was (config/'s vocabulary, ddprun/failure_kind.hpp, or a
+  // --failure_rules kind); whether running the same code again may fix it; the one line the
+  // kind rests on; the Python exception's type and where it was raised, when seen (the restart
+  // policy compares them between rounds).
+  FailureKindName kind;
   bool retryable = true;
   std::string cause;
   std::string exception;

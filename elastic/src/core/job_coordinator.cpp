@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <iterator>
 #include <limits>
 #include <string_view>
 
 #include "core/node_identity.hpp"
+#include "ddprun/failure_text.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
 
@@ -104,24 +104,6 @@ std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& can
     if (slot == n) slot = *next++;
   }
   return slots;
-}
-
-std::string describe(const WorkerFailure& failure) {
-  std::string text = fmt::format("worker rank {} (local rank {}) on {}", failure.rank, failure.local_rank,
-                                 failure.host.empty() ? "?" : failure.host);
-  if (failure.hung) {
-    text += " hung";
-  } else if (failure.signal != 0) {
-    const char* name = sigabbrev_np(failure.signal);
-    text += fmt::format(" was killed by signal {}{}{}", failure.signal, name ? fmt::format(" (SIG{})", name) : "",
-                        failure.signal_from_outside ? " sent from outside ddprun" : "");
-  } else {
-    text += fmt::format(" failed with exit code {}", failure.exit_code);
-  }
-  if (!failure.message.empty()) {
-    text += ": " + failure.message.substr(0, failure.message.find('\n'));
-  }
-  return text;
 }
 
 JobCoordinator::JobCoordinator(JobSettings settings, double now)
@@ -286,7 +268,7 @@ Messages JobCoordinator::worker_failed(NodeId node, int round, WorkerFailure fai
   record(node, std::move(failure));
   if (part->second == Part::kRunning) parts_.set(part, Part::kStopping);  // it stops its own workers
   if (phase_ == Phase::kRunning) {
-    stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
+    stop_round(StopReason::kWorkerFailed, describe_stop(failures_.back()), now, out);
   }
   return out;
 }
@@ -306,7 +288,7 @@ Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<Wor
     if (!failed) {
       stop_round(StopReason::kMembershipChange, describe_node(node) + " stopped its workers", now, out);
     } else {
-      stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
+      stop_round(StopReason::kWorkerFailed, describe_stop(failures_.back()), now, out);
     }
   } else {
     end_round_if_stopped(now, out);
@@ -536,7 +518,7 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
     // The root cause is the first failure in time of those that were not only a consequence of
     // another (a rank whose peer's connection closed under it).
     const auto by_cause = [](const WorkerFailure& a, const WorkerFailure& b) {
-      const bool ca = a.kind == "consequence", cb = b.kind == "consequence";
+      const bool ca = a.kind.consequence(), cb = b.kind.consequence();
       if (ca != cb) return cb;
       return a.timestamp < b.timestamp;
     };
@@ -619,7 +601,7 @@ void JobCoordinator::record(NodeId node, WorkerFailure failure) {
 }
 
 void JobCoordinator::judge(NodeId node, const WorkerFailure& root, Messages& out) {
-  if (settings_.quarantine.after <= 0 || !is_hardware_like(root.kind) || nodes_.count(node) == 0) return;
+  if (settings_.quarantine.after <= 0 || !root.kind.hardware_like() || nodes_.count(node) == 0) return;
   std::vector<SuspectFailure>& counted = suspects_[node];
   counted = counted_failures(settings_.quarantine, std::move(counted), {root.timestamp, root.kind});
   QuarantineCase c;

@@ -159,9 +159,6 @@ struct RankCandidate {
 // numbers compared as numbers ("n2" before "n10"), then by join order.
 std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& candidates);
 
-// "worker rank 3 (local rank 1) on h2 failed with exit code 1" / "... was killed by SIGKILL".
-std::string describe(const WorkerFailure& failure);
-
 class JobCoordinator {
  public:
   JobCoordinator(JobSettings settings, double now);

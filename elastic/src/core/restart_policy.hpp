@@ -55,7 +55,4 @@ class RestartPolicy {
   std::string last_exception_;   // "Type at file:line" of the last failed round, if a Python exception
 };
 
-// "rank 3 on node7: cuda_oom (torch.OutOfMemoryError: CUDA out of memory...)".
-std::string describe_kind(const WorkerFailure& failure);
-
 }  // namespace ddprun::elastic

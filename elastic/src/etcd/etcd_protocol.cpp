@@ -7,6 +7,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/rendezvous_protocol.hpp"
+
 namespace ddprun::elastic::etcd {
 
 namespace {
@@ -236,7 +238,7 @@ JobState parse_state(const nlohmann::json& value, double from_epoch) {
   state.history.restart_reason = value.value("restart_reason", "");
   for (const auto& s : value.value("suspects", nlohmann::json::array())) {
     std::vector<SuspectFailure>& failures = state.history.suspects[std::stoull(s.at("node").get<std::string>())];
-    for (const auto& f : s.at("failures")) failures.push_back({f.at("timestamp").get<double>(), f.at("kind").get<std::string>()});
+    for (const auto& f : s.at("failures")) failures.push_back({f.at("timestamp").get<double>(), f.at("kind").get<FailureKindName>()});
   }
   for (const auto& q : value.value("quarantined", nlohmann::json::array())) {
     state.history.quarantined.push_back({q.at("node").get<std::string>(), q.at("why").get<std::string>()});
