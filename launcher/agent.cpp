@@ -308,19 +308,17 @@ class Agent::Impl {
     attempt_ = attempts_started_++;
     events_.set_round(round_.group_rank, attempt_);
     if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
-      // The coordinator's reason reads "restart 2 of 5 after ...": its count, window-aware, goes
-      // in the parentheses.
-      const std::string& reason = round_.restart_reason;
-      const std::size_t after = reason.find(" after ");
-      if (after == std::string::npos) {
-        say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count, config_.max_restarts));
-      } else {
-        say(fmt::format("ddprun: restarting workers ({}): {}\n", reason.substr(0, after), reason.substr(after + 1)));
-      }
+      // The coordinator's count, window-aware, goes in the parentheses; a restart it made for
+      // nodes joining or leaving has no reason.
+      const elastic::RestartReason& reason = round_.restart_reason;
+      say(reason.restart == 0 ? fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count,
+                                            config_.max_restarts)
+                              : fmt::format("ddprun: restarting workers ({}): {}\n", describe_restart_budget(reason),
+                                            describe_restart_cause(reason)));
       events_.write("restart", {{"restart_count", round_.restart_count},
                                 {"max_restarts", config_.max_restarts},
                                 {"decision", "restart"},
-                                {"reason", round_.restart_reason},
+                                {"reason", elastic::describe_restart(round_.restart_reason)},
                                 {"backoff", round_.backoff}});
     }
     announced_restarts_.insert(round_.restart_count);
@@ -535,9 +533,11 @@ class Agent::Impl {
     if (shutdown_signal_ != 0) fields["signal"] = signal_name(shutdown_signal_);
     if (!outcome_.failures.empty()) {
       const auto& root = outcome_.failures.front();
-      fields["root_cause"] = {{"rank", root.rank},   {"host", root.host},   {"exit_code", root.exit_code},
-                              {"hung", root.hung},   {"kind", root.kind.name()},   {"retryable", root.retryable},
-                              {"cause", root.cause}, {"step", root.step >= 0 ? nlohmann::json(root.step) : nlohmann::json()}};
+      fields["root_cause"] = {
+          {"rank", root.rank},           {"host", root.host},
+          {"exit_code", root.exit_code}, {"hung", root.hung},
+          {"kind", root.kind.name()},    {"retryable", root.retryable},
+          {"cause", root.cause},         {"step", root.step >= 0 ? nlohmann::json(root.step) : nlohmann::json()}};
       last_failure_ = FailureView{root.rank, root.host, root.exit_code, root.kind.name(), root.retryable, root.cause};
     }
     if (!outcome_.stop_reason.empty()) {
@@ -652,7 +652,7 @@ class Agent::Impl {
     view.hangs_found = hangs_found_;
     view.failures = failures_by_kind_;
     view.last_failure = last_failure_;
-    view.restart_reason = round_.restart_reason;
+    view.restart_reason = elastic::describe_restart(round_.restart_reason);
     view.spares = job_spares_;
     for (const auto& q : quarantined_) view.quarantined.emplace_back(q.node, q.why);
     for (const auto& w : group_.workers()) {

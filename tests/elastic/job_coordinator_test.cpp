@@ -7,6 +7,8 @@
 
 #include <sstream>
 
+#include "ddprun/failure_text.hpp"
+
 namespace doctest {
 template <>
 struct StringMaker<std::vector<std::string>> {
@@ -946,9 +948,10 @@ TEST_CASE("quarantine: not at MIN without a spare, not the host, not outside the
   REQUIRE(!at_min.last().empty());
   const auto* assign = std::get_if<Assign>(&at_min.last().front());
   REQUIRE(assign != nullptr);
-  CHECK(assign->assignment.restart_reason.find("; node h2 (10.0.0.2) is suspect: " + kQuarantine2 +
-                                               "; kept, since the job would have 2 nodes without it, fewer than "
-                                               "--nnodes MIN 3, and no spare") != std::string::npos);
+  CHECK(describe_restart(assign->assignment.restart_reason)
+            .find("; node h2 (10.0.0.2) is suspect: " + kQuarantine2 +
+                  "; kept, since the job would have 2 nodes without it, fewer than --nnodes MIN 3, and no spare") !=
+        std::string::npos);
 }
 
 TEST_CASE("quarantine: an elastic job shrinks to MIN without the node") {

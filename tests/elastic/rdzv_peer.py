@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 
-VERSION = 8
+VERSION = 9
 
 
 def mac(key, data):

@@ -44,7 +44,8 @@ TEST_CASE("every message survives the wire") {
   CHECK(nlohmann::json(a2) == nlohmann::json(a));
   CHECK(nlohmann::json(a) == nlohmann::json::parse(R"({"round":3,"restart_count":1,"group_rank":2,
       "group_world_size":4,"base_rank":8,"world_size":16,"master_addr":"10.0.0.1","master_port":4567,
-      "run_id":"job","agent_store":true,"restart_reason":"","backoff":0.0,"quarantined":[]})"));
+      "run_id":"job","agent_store":true,"restart_reason":{"restart":0,"max_restarts":0,"window":0.0,"after":"",
+      "no_progress":0,"crash_loop_limit":0,"waited":0.0,"nodes":[]},"backoff":0.0,"quarantined":[]})"));
 
   JobOutcome o;
   o.exit_code = 137;
@@ -99,10 +100,11 @@ TEST_CASE("server messages") {
 // JSON of that node's message gives, whatever the round's strings hold, and a change of any field
 // but an assignment's two ranks must make it serialise again.
 TEST_CASE("BroadcastLines gives every node's line as to_wire(...) serialised would") {
-  RoundAssignment first{1, 0, 0, 4, 0, 8, "10.0.0.1", 4567, "job", true, "", 0};
+  RoundAssignment first{1, 0, 0, 4, 0, 8, "10.0.0.1", 4567, "job", true, {}, 0};
   RoundAssignment quoted = first;
   quoted.run_id = R"(a "base_rank":0,"group_rank":0 \ run)";
-  quoted.restart_reason = "worker rank 3 failed: \xff\xfe not UTF-8\n";
+  quoted.restart_reason = {1, 3, 0,   "rank 3 on h: exit_code (\xff\xfe not UTF-8\n)",
+                           1, 5, 1.5, {"node h (a) is suspect"}};
   quoted.backoff = 1.5;
   RoundAssignment later = first;
   later.round = 2;
@@ -172,7 +174,10 @@ TEST_CASE("a peer's text comes out of parse_message printable: no control charac
       {"cause", "one\nddprun: forged", "one?ddprun: forged"},
       {"cause", "over\rddprun: forged", "over?ddprun: forged"},
       {"cause", "bell\x07 del\x7f tab\t", "bell? del? tab?"},
-      {"cause", "C1 CSI \xc2\x9b" "2J, NEL \xc2\x85, not C1 \xc2\xa0", "C1 CSI ?2J, NEL ?, not C1 \xc2\xa0"},
+      {"cause",
+       "C1 CSI \xc2\x9b"
+       "2J, NEL \xc2\x85, not C1 \xc2\xa0",
+       "C1 CSI ?2J, NEL ?, not C1 \xc2\xa0"},
       {"host", "h2\x1b[2J", "h2?[2J"},
       {"why", "a\nb", "a?b"},
       {"message", "first\n\tsecond\x1b[1m", "first\n\tsecond?[1m"},
@@ -182,7 +187,8 @@ TEST_CASE("a peer's text comes out of parse_message printable: no control charac
     CAPTURE(row.key);
     CAPTURE(row.sent);
     // Nested as a failure is in a finish.
-    nlohmann::json sent = {{"type", "finish"}, {"outcome", {{"failures", nlohmann::json::array({{{row.key, row.sent}}})}}}};
+    nlohmann::json sent = {{"type", "finish"},
+                           {"outcome", {{"failures", nlohmann::json::array({{{row.key, row.sent}}})}}}};
     const auto read = parse_message(sent.dump());
     REQUIRE(read);
     CHECK((*read)["outcome"]["failures"][0][row.key] == row.read);

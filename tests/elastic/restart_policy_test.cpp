@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "ddprun/failure_text.hpp"
+
 #include <string>
 #include <vector>
 
@@ -41,8 +43,9 @@ void play(int max_restarts, RestartSettings settings, const std::vector<Round>& 
     const RestartDecision d = policy.decide(f, r.progressed, r.now);
     CHECK(d.restart == r.restart);
     CHECK(d.backoff == r.backoff);
-    CAPTURE(d.reason);
-    CHECK(d.reason.find(r.reason) != std::string::npos);
+    const std::string reason = d.restart ? describe_restart(d.why) : d.reason;
+    CAPTURE(reason);
+    CHECK(reason.find(r.reason) != std::string::npos);
   }
 }
 

@@ -70,7 +70,9 @@ std::vector<FailureRule> parse_failure_rules(const std::string& json_text) {
 
 std::string failure_rules_json(const std::vector<FailureRule>& rules) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& r : rules) list.push_back({{"pattern", r.pattern}, {"kind", r.kind.name()}, {"retryable", r.retryable}});
+  for (const auto& r : rules) {
+    list.push_back({{"pattern", r.pattern}, {"kind", r.kind.name()}, {"retryable", r.retryable}});
+  }
   return list.dump();
 }
 

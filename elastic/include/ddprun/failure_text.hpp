@@ -1,7 +1,7 @@
 // A worker failure in words: the one family of texts every console, the event log, the restart
-// reason and a round's stop say about a WorkerFailure. Each says the end (exit code, signal,
-// hang) once: a cause that begins with it ("exit code 3: no shard") is shown without it where
-// the end is already said. Pure; tests/elastic/failure_text_test.cpp is their table.
+// reason and a round's stop say about a WorkerFailure, and about the restart it caused. Each
+// says the end (exit code, signal, hang) once: a cause that begins with it ("exit code 3: no
+// shard") is shown without it where the end is already said. Pure; tests/elastic/failure_text_test.cpp is their table.
 #pragma once
 
 #include <string>
@@ -30,5 +30,16 @@ std::string describe_kind(const WorkerFailure& failure);
 // code 1: <its message's first line>", "... was killed by signal 9 (SIGKILL) sent from outside
 // ddprun", "... hung".
 std::string describe_stop(const WorkerFailure& failure);
+
+// A restart's budget: "restart 2 of 5", "restart 2 of 5 within 60 s".
+std::string describe_restart_budget(const RestartReason& reason);
+
+// What a restart followed: "after rank 3 on node7: cuda_oom (...)", for a round with no progress
+// "; no progress since the start (2 in a row, the crash loop ends at 5), waited 2 s", then what
+// quarantine found ("; node h2 (10.0.0.2) is suspect: ...").
+std::string describe_restart_cause(const RestartReason& reason);
+
+// The whole reason, "restart 2 of 5 after rank 3 on node7: ..."; "" for none (restart 0).
+std::string describe_restart(const RestartReason& reason);
 
 }  // namespace ddprun::elastic

@@ -61,4 +61,25 @@ std::string describe_stop(const WorkerFailure& f) {
   return text;
 }
 
+std::string describe_restart_budget(const RestartReason& r) {
+  if (r.window > 0) return fmt::format("restart {} of {} within {:g} s", r.restart, r.max_restarts, r.window);
+  return fmt::format("restart {} of {}", r.restart, r.max_restarts);
+}
+
+std::string describe_restart_cause(const RestartReason& r) {
+  std::string text = "after " + r.after;
+  if (r.no_progress > 0) {
+    text += fmt::format("; no progress since the start ({} in a row{}), waited {:g} s", r.no_progress,
+                        r.crash_loop_limit > 0 ? fmt::format(", the crash loop ends at {}", r.crash_loop_limit) : "",
+                        r.waited);
+  }
+  for (const std::string& node : r.nodes) text += "; " + node;
+  return text;
+}
+
+std::string describe_restart(const RestartReason& r) {
+  if (r.restart == 0) return "";
+  return describe_restart_budget(r) + " " + describe_restart_cause(r);
+}
+
 }  // namespace ddprun::elastic

@@ -512,7 +512,7 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
 
 void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
   if (parts_.count(Part::kRunning) + parts_.count(Part::kStopping) > 0) return;
-  restart_reason_.clear();
+  restart_reason_ = {};
   backoff_ = 0;
   if (round_failed_) {
     // The root cause is the first failure in time of those that were not only a consequence of
@@ -544,7 +544,7 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
       return;
     }
     ++restart_count_;
-    restart_reason_ = decision.reason;
+    restart_reason_ = decision.why;
     backoff_ = decision.backoff;
     not_before_ = now + decision.backoff;
     judge(root_node, failures_.front(), out);
@@ -613,10 +613,11 @@ void JobCoordinator::judge(NodeId node, const WorkerFailure& root, Messages& out
   const QuarantineDecision d = decide_quarantine(c);
   if (!d.suspect) return;
   if (!d.quarantine) {
-    restart_reason_ += fmt::format("; {} is suspect: {}", describe_node(node), d.why);
+    restart_reason_.nodes.push_back(fmt::format("{} is suspect: {}", describe_node(node), d.why));
     return;
   }
-  restart_reason_ += fmt::format("; {} is quarantined: {}; the job goes on without it", describe_node(node), d.why);
+  restart_reason_.nodes.push_back(
+      fmt::format("{} is quarantined: {}; the job goes on without it", describe_node(node), d.why));
   quarantined_.push_back({node_name(node), d.why});
   suspects_.erase(node);
   JobOutcome outcome;

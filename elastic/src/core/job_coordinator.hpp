@@ -61,7 +61,7 @@ struct JobHistory {
   std::optional<RestartPolicy::History> restart;
   std::map<NodeId, std::vector<SuspectFailure>> suspects;
   std::vector<QuarantinedNode> quarantined;
-  std::string restart_reason;  // the last restart's, which the next round's assignments carry
+  RestartReason restart_reason;  // the last restart's, which the next round's assignments carry
 };
 
 // The job's identity and policy, set by the node that hosts the rendezvous.
@@ -264,7 +264,7 @@ class JobCoordinator {
   int restart_count_ = 0;
   RestartPolicy restart_policy_;
   // The next round's restart: why, and the earliest time it may start (the crash-loop backoff).
-  std::string restart_reason_;
+  RestartReason restart_reason_;
   double backoff_ = 0;
   double not_before_ = 0;
   bool backing_off_ = false;  // gathering, and not_before_ has not come yet

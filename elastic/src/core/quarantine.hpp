@@ -1,6 +1,6 @@
 // Suspect nodes: a node whose workers are the root cause of `after` failures of a hardware-like
-// kind (ddprun/failure_kind.hpp) within `window` seconds is quarantined, that is left out of the job, when the job can go
-// on without it. A pure decision with no clock: a failure's time is its own timestamp (seconds
+// kind (ddprun/failure_kind.hpp) within `window` seconds is quarantined, that is left out of the
+// job, when the job can go on without it. A pure decision with no clock: a failure's time is its own timestamp (seconds
 // since the epoch, the same for every coordinator the job has), so the window means the same to
 // a new etcd leader as to the one that saw the failures.
 #pragma once

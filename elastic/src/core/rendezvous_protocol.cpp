@@ -43,9 +43,10 @@ StopReason parse_stop_reason(std::string_view name) {
 namespace {
 
 // The fields that hold seconds in a double (WorkerFailure's timestamp, RoundAssignment's backoff,
-// RestartSettings' backoff_max and window, NodeSpec's heartbeat settings): any finite number.
+// RestartSettings' backoff_max and window, RestartReason's window and waited, NodeSpec's heartbeat
+// settings): any finite number.
 bool holds_seconds(std::string_view key) {
-  for (std::string_view seconds : {"timestamp", "backoff", "backoff_max", "window", "heartbeat_interval",
+  for (std::string_view seconds : {"timestamp", "backoff", "backoff_max", "window", "waited", "heartbeat_interval",
                                    "heartbeat_timeout"}) {
     if (key == seconds) return true;
   }

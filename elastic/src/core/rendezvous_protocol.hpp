@@ -40,8 +40,9 @@ namespace ddprun::elastic {
 // WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
 // the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
 // options, which must match the job's. 7: spare. 8: RoundAssignment and JobOutcome have the
-// quarantined nodes; NodeSpec the heartbeat settings, which must match the job's.
-inline constexpr int kProtocolVersion = 8;
+// quarantined nodes; NodeSpec the heartbeat settings, which must match the job's. 9:
+// RoundAssignment's restart reason is fields (RestartReason), not a line to parse.
+inline constexpr int kProtocolVersion = 9;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -50,6 +51,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, 
                                    error_file, timestamp, kind, retryable, cause, exception, location,
                                    step, progressed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QuarantinedNode, node, why)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReason, restart, max_restarts, window, after, no_progress,
+                                   crash_loop_limit, waited, nodes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
                                    master_port, run_id, agent_store, restart_reason, backoff,

@@ -29,8 +29,9 @@ void RestartPolicy::restore(const History& history) {
 }
 
 RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed, double now) {
-  const std::string exception =
-      root.kind.is(FailureKind::kPythonException) && !root.exception.empty() ? fmt::format("{} at {}", root.exception, root.location) : "";
+  const std::string exception = root.kind.is(FailureKind::kPythonException) && !root.exception.empty()
+                                    ? fmt::format("{} at {}", root.exception, root.location)
+                                    : "";
   const bool same_again = !progressed && !exception.empty() && exception == last_exception_;
   last_exception_ = exception;
   no_progress_ = progressed ? 0 : no_progress_ + 1;
@@ -75,18 +76,8 @@ RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed
   if (!progressed) {
     d.backoff = std::min(static_cast<double>(1L << std::clamp(no_progress_ - 1, 0, 30)), settings_.backoff_max);
   }
-  const std::string budget =
-      settings_.window > 0 ? fmt::format("restart {} of {} within {:g} s", counted + 1, max_restarts_, settings_.window)
-                           : fmt::format("restart {} of {}", counted + 1, max_restarts_);
-  if (progressed) {
-    d.reason = fmt::format("{} after {}", budget, describe_kind(root));
-  } else {
-    d.reason = fmt::format("{} after {}; no progress since the start ({} in a row{}), waited {:g} s", budget,
-                           describe_kind(root), no_progress_,
-                           settings_.crash_loop_limit > 0 ? fmt::format(", the crash loop ends at {}", settings_.crash_loop_limit)
-                                                          : std::string(),
-                           d.backoff);
-  }
+  d.why = RestartReason{counted + 1,  max_restarts_,              settings_.window, describe_kind(root),
+                        no_progress_, settings_.crash_loop_limit, d.backoff,        {}};
   return d;
 }
 

@@ -19,7 +19,8 @@ namespace ddprun::elastic {
 struct RestartDecision {
   bool restart = false;
   double backoff = 0;       // seconds to wait before the next round
-  std::string reason;       // one line, for the console and the event log
+  RestartReason why;        // a restart's reason, as fields
+  std::string reason;       // why not, when not restarting: one line, for the console and the event log
   bool budget_spent = false;  // !restart only because --max_restarts is spent
 };
 
