@@ -109,9 +109,7 @@ bool nested_too_deep(std::string_view text) {
   }
   return false;
 }
-}  // namespace
 
-namespace {
 // Whether the character at text[i] is a control character: C0 and DEL, and C1 (U+0080 to
 // U+009F, two bytes in UTF-8, which the parser has checked), which some terminals also obey
 // (U+009B is CSI). Sets `size` to its bytes.
