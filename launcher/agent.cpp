@@ -21,6 +21,7 @@
 
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
 #include "ddprun/input_limits.hpp"
 #include "ddprun/worker_env.hpp"
@@ -33,7 +34,7 @@
 #include "process/signal_channel.hpp"
 #include "process/spawn.hpp"
 #include "process/worker_group.hpp"
-#include "report/failure_kind.hpp"
+#include "report/failure_classifier.hpp"
 #include "report/failure_report.hpp"
 #include "report/result_file.hpp"
 #include "report/status_server.hpp"
@@ -265,7 +266,7 @@ class Agent::Impl {
       add_kind(o.failure, o.kind_from->worker, o.kind_from->stopped_by_ddprun, o.kind_from->after_another_failure);
     }
     o.classified = true;
-    ++failures_by_kind_[o.failure.kind];
+    ++failures_by_kind_[o.failure.kind.name()];
   }
 
   void perform(Action action, Occurrence& o) {
@@ -308,19 +309,17 @@ class Agent::Impl {
     attempt_ = attempts_started_++;
     events_.set_round(round_.group_rank, attempt_);
     if (round_.restart_count > 0 && !announced_restarts_.count(round_.restart_count)) {
-      // The coordinator's reason reads "restart 2 of 5 after ...": its count, window-aware, goes
-      // in the parentheses.
-      const std::string& reason = round_.restart_reason;
-      const std::size_t after = reason.find(" after ");
-      if (after == std::string::npos) {
-        say(fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count, config_.max_restarts));
-      } else {
-        say(fmt::format("ddprun: restarting workers ({}): {}\n", reason.substr(0, after), reason.substr(after + 1)));
-      }
+      // The coordinator's count, window-aware, goes in the parentheses; a restart it made for
+      // nodes joining or leaving has no reason.
+      const elastic::RestartReason& reason = round_.restart_reason;
+      say(reason.restart == 0 ? fmt::format("ddprun: restarting workers (restart {} of {})\n", round_.restart_count,
+                                            config_.max_restarts)
+                              : fmt::format("ddprun: restarting workers ({}): {}\n", describe_restart_budget(reason),
+                                            describe_restart_cause(reason)));
       events_.write("restart", {{"restart_count", round_.restart_count},
                                 {"max_restarts", config_.max_restarts},
                                 {"decision", "restart"},
-                                {"reason", round_.restart_reason},
+                                {"reason", elastic::describe_restart(round_.restart_reason)},
                                 {"backoff", round_.backoff}});
     }
     announced_restarts_.insert(round_.restart_count);
@@ -394,7 +393,7 @@ class Agent::Impl {
            type.find("SignalException") == std::string::npos;  // torchelastic's, for SIGTERM
   }
 
-  // The failure's kind (report/failure_kind.hpp), the step its rank reached and whether this
+  // The failure's kind (report/failure_classifier.hpp), the step its rank reached and whether this
   // node's workers made progress in the round (the restart policy's crash-loop test); then the
   // worker_failed event.
   void add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, bool stopped_by_ddprun,
@@ -422,12 +421,12 @@ class Agent::Impl {
     if (const auto step = watchdog_->policy().last_step(f.local_rank)) f.step = *step;
     f.progressed = false;
     for (int r = 0; r < config_.nproc_per_node; ++r) f.progressed = f.progressed || watchdog_->policy().ever_beat(r);
-    last_failure_ = FailureView{f.rank, f.host, f.exit_code, f.kind, f.retryable, f.cause};
+    last_failure_ = FailureView{f.rank, f.host, f.exit_code, f.kind.name(), f.retryable, f.cause};
     const auto optional = [](const std::string& text) { return text.empty() ? nlohmann::json() : nlohmann::json(text); };
     events_.write("worker_failed", {{"rank", f.rank},
                                     {"local_rank", f.local_rank},
                                     {"exit_code", f.exit_code},
-                                    {"kind", f.kind},
+                                    {"kind", f.kind.name()},
                                     {"retryable", f.retryable},
                                     {"cause", f.cause},
                                     {"exception", optional(f.exception)},
@@ -535,10 +534,12 @@ class Agent::Impl {
     if (shutdown_signal_ != 0) fields["signal"] = signal_name(shutdown_signal_);
     if (!outcome_.failures.empty()) {
       const auto& root = outcome_.failures.front();
-      fields["root_cause"] = {{"rank", root.rank},   {"host", root.host},   {"exit_code", root.exit_code},
-                              {"hung", root.hung},   {"kind", root.kind},   {"retryable", root.retryable},
-                              {"cause", root.cause}, {"step", root.step >= 0 ? nlohmann::json(root.step) : nlohmann::json()}};
-      last_failure_ = FailureView{root.rank, root.host, root.exit_code, root.kind, root.retryable, root.cause};
+      fields["root_cause"] = {
+          {"rank", root.rank},           {"host", root.host},
+          {"exit_code", root.exit_code}, {"hung", root.hung},
+          {"kind", root.kind.name()},    {"retryable", root.retryable},
+          {"cause", root.cause},         {"step", root.step >= 0 ? nlohmann::json(root.step) : nlohmann::json()}};
+      last_failure_ = FailureView{root.rank, root.host, root.exit_code, root.kind.name(), root.retryable, root.cause};
     }
     if (!outcome_.stop_reason.empty()) {
       events_.write("restart", {{"decision", "stop"}, {"reason", outcome_.stop_reason}, {"restart_count", outcome_.restarts}});
@@ -652,7 +653,7 @@ class Agent::Impl {
     view.hangs_found = hangs_found_;
     view.failures = failures_by_kind_;
     view.last_failure = last_failure_;
-    view.restart_reason = round_.restart_reason;
+    view.restart_reason = elastic::describe_restart(round_.restart_reason);
     view.spares = job_spares_;
     for (const auto& q : quarantined_) view.quarantined.emplace_back(q.node, q.why);
     for (const auto& w : group_.workers()) {

@@ -36,7 +36,7 @@ struct RunPaths {
 };
 
 // The last lines of a worker's standard error that ddprun keeps, to tell what kind of failure
-// its end was (report/failure_kind.hpp).
+// its end was (report/failure_classifier.hpp).
 inline constexpr std::size_t kFailureTailLines = 40;
 
 struct WorkerProcess {

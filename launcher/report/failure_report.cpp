@@ -1,8 +1,5 @@
 #include "report/failure_report.hpp"
 
-#include <signal.h>
-#include <string.h>
-
 #include <algorithm>
 #include <fstream>
 #include <vector>
@@ -11,7 +8,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "ddprun/system.hpp"
+#include "ddprun/failure_text.hpp"
 
 namespace ddprun::launcher {
 
@@ -84,16 +81,6 @@ void add_error_file(elastic::WorkerFailure& failure, const std::string& path, bo
   if (kept && (!failure.message.empty() || !failure.traceback.empty())) failure.error_file = path;
 }
 
-std::string describe_end(const elastic::WorkerFailure& f) {
-  if (f.hung) return fmt::format("hung (exit code {})", f.exit_code);
-  if (f.signal == 0) return fmt::format("exit code {}", f.exit_code);
-  std::string text = fmt::format("killed by {} (exit code {})", signal_name(f.signal), f.exit_code);
-  if (f.signal_from_outside && f.signal == SIGKILL) {
-    text += ", not sent by ddprun: killed from outside, often the out-of-memory killer (check dmesg)";
-  }
-  return text;
-}
-
 namespace {
 
 std::string who(const elastic::WorkerFailure& f) {
@@ -101,22 +88,6 @@ std::string who(const elastic::WorkerFailure& f) {
 }
 
 }  // namespace
-
-std::string describe_kind_and_cause(const elastic::WorkerFailure& f) {
-  if (f.kind.empty()) return "";  // from a node of an older ddprun
-  // The end is already said before it: "exit code 3: exit_code (no shard for rank 3)".
-  std::string_view cause = f.cause;
-  const std::string end = fmt::format("exit code {}", f.exit_code);
-  if (cause.substr(0, end.size()) == end) {
-    cause.remove_prefix(end.size());
-    if (cause.substr(0, 2) == ": ") cause.remove_prefix(2);
-  }
-  std::string text = f.kind;
-  if (!cause.empty()) text += fmt::format(" ({})", cause);
-  if (!f.location.empty()) text += " at " + f.location;
-  if (f.step >= 0) text += fmt::format(" at step {}", f.step);
-  return text;
-}
 
 std::string format_failure_summary(const elastic::JobOutcome& outcome, const std::string& program) {
   std::string out;
@@ -144,7 +115,7 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
   for (size_t i = 1; i < outcome.failures.size(); ++i) {
     const auto& f = outcome.failures[i];
     const std::string kind = f.kind.empty() ? f.message.substr(0, f.message.find('\n')) : describe_kind_and_cause(f);
-    out += fmt::format("  also failed{}: {}: {}{}\n", f.kind == "consequence" ? " (a consequence)" : "", who(f),
+    out += fmt::format("  also failed{}: {}: {}{}\n", f.kind.consequence() ? " (a consequence)" : "", who(f),
                        describe_end(f), kind.empty() ? "" : ": " + kind);
   }
   if (!outcome.stop_reason.empty()) out += fmt::format("ddprun: {}\n", outcome.stop_reason);

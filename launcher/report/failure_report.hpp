@@ -42,11 +42,4 @@ void add_error_file(elastic::WorkerFailure& failure, const std::string& path, bo
 // on one line.
 std::string format_failure_summary(const elastic::JobOutcome& outcome, const std::string& program);
 
-// A failure's kind, cause, where and at which step, e.g. "cuda_oom (torch.OutOfMemoryError: CUDA
-// out of memory. ...) at step 1234"; "" when it has no kind (from a node of an older ddprun).
-std::string describe_kind_and_cause(const elastic::WorkerFailure& failure);
-
-// One line describing how a worker ended, e.g. "exit code 3" or "killed by SIGSEGV (exit code 139)".
-std::string describe_end(const elastic::WorkerFailure& failure);
-
 }  // namespace ddprun::launcher

@@ -8,7 +8,7 @@
 //   ddprun_workers_running                   gauge
 //   ddprun_healthy                           gauge    1 while /healthz says 200
 //   ddprun_hangs_total                       counter  rounds in which this node found a hang
-//   ddprun_worker_failures_total{kind}       counter  by kind (failure_kind.hpp)
+//   ddprun_worker_failures_total{kind}       counter  by kind (ddprun/failure_kind.hpp)
 //   ddprun_nodes, ddprun_node_rank, ddprun_world_size   gauges  the rendezvous' round
 //   ddprun_hang_timeout_seconds              gauge    while a timeout is in force
 //   ddprun_rank_steps_total{rank,local_rank}            counter  its last step

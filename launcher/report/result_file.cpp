@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
-#include "report/failure_report.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -24,7 +24,7 @@ nlohmann::json failure_json(const elastic::WorkerFailure& f) {
           {"pid", f.pid},
           {"exit_code", f.exit_code},
           {"signal", f.signal != 0 ? nlohmann::json(signal_name(f.signal)) : nlohmann::json()},
-          {"kind", optional_text(f.kind)},
+          {"kind", optional_text(f.kind.name())},
           {"retryable", f.retryable},
           {"cause", optional_text(f.cause)},
           {"exception", optional_text(f.exception)},
@@ -60,7 +60,7 @@ nlohmann::json job_result(const elastic::JobOutcome& outcome, int exit_code, int
     j["message"] = fmt::format("ddprun was stopped by {}", signal_name(shutdown_signal));
   } else if (!outcome.failures.empty()) {
     const auto& root = outcome.failures.front();
-    j["kind"] = optional_text(root.kind);
+    j["kind"] = optional_text(root.kind.name());
     j["retryable"] = outcome.retryable;
     j["message"] = root.cause.empty() ? describe_end(root) : root.cause;
     j["root_cause"] = failure_json(root);

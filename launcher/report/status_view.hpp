@@ -34,7 +34,7 @@ struct FailureView {
   int rank = -1;
   std::string host;
   int exit_code = 0;
-  std::string kind;       // report/failure_kind.hpp
+  std::string kind;       // ddprun/failure_kind.hpp's name
   bool retryable = true;
   std::string cause;
 };
@@ -55,7 +55,7 @@ struct JobView {
   int spare = 0;                     // waits as hot spare number N (1: admitted next); 0: not a spare
   int rounds_started = 0;            // rounds in which this node started its workers
   int hangs_found = 0;               // rounds in which this node found a hang
-  std::map<std::string, int> failures;  // this node's worker failures by kind (failure_kind.hpp)
+  std::map<std::string, int> failures;  // this node's worker failures by kind (ddprun/failure_kind.hpp)
   std::optional<FailureView> last_failure;
   std::string restart_reason;        // why the last restart happened, "" before any
   // The job's hot spares ("hostname (addr)", the next admitted first), known only on the node

@@ -372,7 +372,7 @@ TEST_CASE("the restart policy's options, from every source") {
   CHECK(c.result_file == "/tmp/r.json");
   c = resolve({}, {{"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": true}])"}});
   REQUIRE(c.failure_rules.size() == 1);
-  CHECK(c.failure_rules[0].kind == "gpu_fault");
+  CHECK(c.failure_rules[0].kind.name() == "gpu_fault");
   CHECK(to_json(c)["failure_rules"][0]["pattern"] == "Xid");
   CHECK(usage_error({{"restart_on", "always"}}) == "--restart_on=always: expected retryable or any");
   CHECK(usage_error({{"restart_window", "0"}}).rfind("--restart_window=0: expected a number of seconds greater than 0", 0) == 0);

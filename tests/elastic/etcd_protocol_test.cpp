@@ -155,9 +155,10 @@ TEST_CASE("the job's state: the history a new leader goes on from, restart times
   state.rounds = 3;
   state.restarts = 2;
   state.history.restart = RestartPolicy::History{{100.5, 160.25}, 2, "ValueError at a.py:3"};
-  state.history.suspects[7587871391] = {{1700000000.5, "segfault"}};
+  state.history.suspects[7587871391] = {{1700000000.5, FailureKind::kSegfault}};
   state.history.quarantined = {{"h2 (10.0.0.2)", "its workers were ..."}};
-  state.history.restart_reason = "restart 2 of 3 after ...; node h2 (10.0.0.2) is quarantined: ...";
+  state.history.restart_reason = {2, 3, 0,   "rank 1 on h2: segfault",
+                                  1, 5, 1.5, {"node h2 (10.0.0.2) is quarantined: ..."}};
   // Written on a host whose monotonic 0 is the epoch's 1000, read on one whose is 5000.
   const std::string text = state_value(state, 1000);
   const auto value = parse_peer_json(text);

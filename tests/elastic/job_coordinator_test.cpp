@@ -7,6 +7,8 @@
 
 #include <sstream>
 
+#include "ddprun/failure_text.hpp"
+
 namespace doctest {
 template <>
 struct StringMaker<std::vector<std::string>> {
@@ -40,7 +42,7 @@ std::string render(const Message& message) {
   std::string line = fmt::format("n{} finish exit={} restarts={}", f.node, f.outcome.exit_code, f.outcome.restarts);
   for (const WorkerFailure& w : f.outcome.failures) {
     line += fmt::format(" failure={}:{}:{}{}{}", w.host, w.rank, w.exit_code, w.traceback.empty() ? "" : ":tb",
-                        w.kind.empty() ? "" : ":" + w.kind);
+                        w.kind.empty() ? "" : ":" + w.kind.name());
   }
   if (!f.outcome.error.empty()) line += " error=" + f.outcome.error;
   if (!f.outcome.stop_reason.empty()) line += " stop=" + f.outcome.stop_reason;
@@ -96,7 +98,7 @@ class Script {
           WorkerFailure failure = worker(node);
           std::sscanf(option.c_str(), "fail=%d:%d:%lf", &failure.rank, &failure.exit_code, &failure.timestamp);
           if (option.size() > 3 && option.compare(option.size() - 3, 3, ":tb") == 0) failure.traceback = "tb";
-          if (option.find(":consequence") != std::string::npos) failure.kind = "consequence";
+          if (option.find(":consequence") != std::string::npos) failure.kind = FailureKind::kConsequence;
           failures.push_back(failure);
         }
         out = coordinator_.workers_stopped(node, round, failures, now_);
@@ -165,7 +167,7 @@ class Script {
     std::sscanf(option.c_str(), "at=%lf", &f.timestamp);
     std::sscanf(option.c_str(), "rank=%d", &f.rank);
     if (option == "tb") f.traceback = "tb";
-    if (option.rfind("kind=", 0) == 0) f.kind = option.substr(5);
+    if (option.rfind("kind=", 0) == 0) f.kind = FailureKindName::parse(option.substr(5)).value();
     if (option == "noretry") f.retryable = false;
     if (option == "progress") f.progressed = true;
   }
@@ -763,26 +765,6 @@ TEST_CASE("group rank order") {
   }
 }
 
-TEST_CASE("failure descriptions") {
-  WorkerFailure f;
-  f.rank = 3;
-  f.local_rank = 1;
-  f.host = "h2";
-  f.exit_code = 137;
-  f.signal = 9;
-  CHECK(describe(f) == "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL)");
-  f.signal_from_outside = true;
-  f.message = "out of memory\ntraceback";
-  CHECK(describe(f) ==
-        "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL) sent from outside ddprun: out of memory");
-  f = WorkerFailure{};
-  f.rank = 0;
-  f.local_rank = 0;
-  f.host = "h1";
-  f.exit_code = 2;
-  CHECK(describe(f) == "worker rank 0 (local rank 0) on h1 failed with exit code 2");
-}
-
 TEST_CASE("a coordinator elected after another goes on with its rounds and its restart budget") {
   JobSettings settings = job(2, 2, 2);
   settings.rounds_before = 4;  // the etcd rendezvous's next leader, from the job's state key
@@ -966,9 +948,10 @@ TEST_CASE("quarantine: not at MIN without a spare, not the host, not outside the
   REQUIRE(!at_min.last().empty());
   const auto* assign = std::get_if<Assign>(&at_min.last().front());
   REQUIRE(assign != nullptr);
-  CHECK(assign->assignment.restart_reason.find("; node h2 (10.0.0.2) is suspect: " + kQuarantine2 +
-                                               "; kept, since the job would have 2 nodes without it, fewer than "
-                                               "--nnodes MIN 3, and no spare") != std::string::npos);
+  CHECK(describe_restart(assign->assignment.restart_reason)
+            .find("; node h2 (10.0.0.2) is suspect: " + kQuarantine2 +
+                  "; kept, since the job would have 2 nodes without it, fewer than --nnodes MIN 3, and no spare") !=
+        std::string::npos);
 }
 
 TEST_CASE("quarantine: an elastic job shrinks to MIN without the node") {

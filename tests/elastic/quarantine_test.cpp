@@ -8,7 +8,7 @@ namespace {
 
 std::vector<SuspectFailure> at(std::initializer_list<double> times) {
   std::vector<SuspectFailure> failures;
-  for (double t : times) failures.push_back({t, "segfault"});
+  for (double t : times) failures.push_back({t, FailureKind::kSegfault});
   return failures;
 }
 
@@ -80,19 +80,7 @@ TEST_CASE("counted_failures keeps the last quarantine_after within the window of
   };
   for (const Row& row : rows) {
     CAPTURE(row.latest);
-    CHECK(counted_failures(row.settings, row.before, {row.latest, "segfault"}) == row.counted);
-  }
-}
-
-TEST_CASE("hardware-like kinds: NCCL and CUDA errors, fatal signals, the OOM killer, hangs; not the program's own") {
-  for (const char* kind : {"nccl_error", "cuda_error", "segfault", "abort", "host_oom", "hang"}) {
-    CAPTURE(kind);
-    CHECK(is_hardware_like(kind));
-  }
-  for (const char* kind : {"python_exception", "exit_code", "syntax_error", "import_error", "cuda_oom",
-                           "collective_timeout", "killed", "consequence", ""}) {
-    CAPTURE(kind);
-    CHECK_FALSE(is_hardware_like(kind));
+    CHECK(counted_failures(row.settings, row.before, {row.latest, FailureKind::kSegfault}) == row.counted);
   }
 }
 

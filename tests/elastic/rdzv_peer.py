@@ -9,6 +9,12 @@
   rdzv_peer.py forge HOST PORT --secret S --run-id ID --nnodes MIN:MAX
                                                  joins properly, then reports a failure of a
                                                  worker of another node; prints what follows
+  rdzv_peer.py insider HOST PORT --secret S --run-id ID --nnodes MIN:MAX [--bad-kind]
+                                                 joins properly, then reports a failure of its
+                                                 own worker whose cause, message, traceback and
+                                                 host hold escape sequences, newlines and forged
+                                                 "ddprun:" lines (with --bad-kind, its kind too);
+                                                 answers a stop; prints what follows
   rdzv_peer.py squat HOST PORT --secret S        listens on the endpoint and plays a host with
                                                  its own secret; prints each message received
   rdzv_peer.py flood HOST PORT N SECONDS         holds N connections that only send heartbeats;
@@ -25,7 +31,7 @@ import socket
 import sys
 import time
 
-VERSION = 8
+VERSION = 9
 
 
 def mac(key, data):
@@ -117,7 +123,8 @@ def stranger(args):
         pass
 
 
-def forge(args):
+def join_authenticated(args):
+    """Joins with the job's secret; the connection and the first assignment."""
     c = connect(args.host, args.port)
     if not authenticate(c, args.secret):
         sys.exit("not authenticated")
@@ -127,8 +134,11 @@ def forge(args):
         if msg is None:
             sys.exit("no assignment")
         if msg["type"] == "assign":
-            break
-    a = msg["assignment"]
+            return c, msg["assignment"]
+
+
+def forge(args):
+    c, a = join_authenticated(args)
     other = 0 if a["group_rank"] != 0 else 1
     failure = {"rank": 0 if a["base_rank"] != 0 else a["world_size"] - 1, "local_rank": 0, "group_rank": other,
                "host": "h-other", "pid": 1, "exit_code": 7, "signal": 0, "signal_from_outside": False, "hung": False,
@@ -139,6 +149,36 @@ def forge(args):
     c.send({"type": "worker_failed", "round": a["round"], "failure": failure})
     while c.recv(10) is not None:
         pass
+
+
+# What an insider would put in a failure's text: colours, a screen clear, a terminal title, a
+# carriage return and newlines each followed by a line that reads as ddprun's own, and C1's CSI.
+ESC = "\x1b"
+FORGED = {
+    "kind": f"{ESC}[2Jexit_code\nddprun: forged kind line",
+    "cause": f"exit code 7: {ESC}[31mred{ESC}[0m\r\nddprun: forged cause line {ESC}]0;title\x07 \u009b2J",
+    "message": f"msg {ESC}[1mbold\r{ESC}[2K\nddprun: forged message line",
+    "traceback": f"Traceback (most recent call last):\n{ESC}[2J\rddprun: forged traceback line",
+    "host": f"h{ESC}[2J\nddprun: forged host line",
+}
+
+
+def insider(args):
+    c, a = join_authenticated(args)
+    failure = {"rank": a["base_rank"], "local_rank": 0, "group_rank": a["group_rank"], "host": FORGED["host"],
+               "pid": 1, "exit_code": 7, "signal": 0, "signal_from_outside": False, "hung": False,
+               "message": FORGED["message"], "traceback": FORGED["traceback"], "error_file": "",
+               "timestamp": time.time(), "kind": FORGED["kind"] if args.bad_kind else "exit_code",
+               "retryable": True, "cause": FORGED["cause"], "exception": "", "location": "", "step": -1,
+               "progressed": False}
+    print("reporting its own worker's failure, rank", failure["rank"], flush=True)
+    c.send({"type": "worker_failed", "round": a["round"], "failure": failure})
+    while True:
+        msg = c.recv(10)
+        if msg is None:
+            break
+        if msg["type"] == "stop":
+            c.send({"type": "workers_stopped", "round": msg["round"], "failures": []})
 
 
 def squat(args):
@@ -192,7 +232,7 @@ def flood(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["stranger", "forge", "squat", "flood"])
+    p.add_argument("mode", choices=["stranger", "forge", "insider", "squat", "flood"])
     p.add_argument("host")
     p.add_argument("port", type=int)
     p.add_argument("n", type=int, nargs="?", default=0)
@@ -204,8 +244,9 @@ def main():
     p.add_argument("--wait", type=float, default=3)
     p.add_argument("--claim-host", action="store_true")
     p.add_argument("--version", type=int, default=VERSION)
+    p.add_argument("--bad-kind", action="store_true")
     args = p.parse_args()
-    {"stranger": stranger, "forge": forge, "squat": squat, "flood": flood}[args.mode](args)
+    {"stranger": stranger, "forge": forge, "insider": insider, "squat": squat, "flood": flood}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ddprun/input_limits.hpp"
+
 namespace ddprun::elastic {
 namespace {
 
@@ -22,6 +24,7 @@ TEST_CASE("every message survives the wire") {
   f.traceback = "Traceback (most recent call last):\n  File \"t.py\", line 3";
   f.error_file = "/tmp/e.json";
   f.timestamp = 1700000000.25;
+  f.kind = FailureKind::kHostOom;
   const WorkerFailure f2 = nlohmann::json::parse(nlohmann::json(f).dump()).get<WorkerFailure>();
   CHECK(f2.rank == 5);
   CHECK(f2.local_rank == 1);
@@ -41,7 +44,8 @@ TEST_CASE("every message survives the wire") {
   CHECK(nlohmann::json(a2) == nlohmann::json(a));
   CHECK(nlohmann::json(a) == nlohmann::json::parse(R"({"round":3,"restart_count":1,"group_rank":2,
       "group_world_size":4,"base_rank":8,"world_size":16,"master_addr":"10.0.0.1","master_port":4567,
-      "run_id":"job","agent_store":true,"restart_reason":"","backoff":0.0,"quarantined":[]})"));
+      "run_id":"job","agent_store":true,"restart_reason":{"restart":0,"max_restarts":0,"window":0.0,"after":"",
+      "no_progress":0,"crash_loop_limit":0,"waited":0.0,"nodes":[]},"backoff":0.0,"quarantined":[]})"));
 
   JobOutcome o;
   o.exit_code = 137;
@@ -96,10 +100,11 @@ TEST_CASE("server messages") {
 // JSON of that node's message gives, whatever the round's strings hold, and a change of any field
 // but an assignment's two ranks must make it serialise again.
 TEST_CASE("BroadcastLines gives every node's line as to_wire(...) serialised would") {
-  RoundAssignment first{1, 0, 0, 4, 0, 8, "10.0.0.1", 4567, "job", true, "", 0};
+  RoundAssignment first{1, 0, 0, 4, 0, 8, "10.0.0.1", 4567, "job", true, {}, 0};
   RoundAssignment quoted = first;
   quoted.run_id = R"(a "base_rank":0,"group_rank":0 \ run)";
-  quoted.restart_reason = "worker rank 3 failed: \xff\xfe not UTF-8\n";
+  quoted.restart_reason = {1, 3, 0,   "rank 3 on h: exit_code (\xff\xfe not UTF-8\n)",
+                           1, 5, 1.5, {"node h (a) is suspect"}};
   quoted.backoff = 1.5;
   RoundAssignment later = first;
   later.round = 2;
@@ -155,6 +160,42 @@ TEST_CASE("parse_message takes objects with a string type, nested a few levels")
   CHECK_FALSE(parse_message(R"({"type":"stop","round":1e400})"));  // overflows a double: no throw either
   CHECK(parse_message(R"({"type":"stop","round":2.0})"));
   CHECK(parse_message(R"({"type":"worker_failed","failure":{"timestamp":4e9}})"));
+}
+
+TEST_CASE("a peer's text comes out of parse_message printable: no control character but a message's lines") {
+  struct Row {
+    const char* key;
+    std::string sent;
+    std::string read;
+  };
+  const std::vector<Row> table = {
+      {"cause", "plain text, UTF-8: \xc3\xa9", "plain text, UTF-8: \xc3\xa9"},
+      {"cause", "red \x1b[31mtext\x1b[0m", "red ?[31mtext?[0m"},
+      {"cause", "one\nddprun: forged", "one?ddprun: forged"},
+      {"cause", "over\rddprun: forged", "over?ddprun: forged"},
+      {"cause", "bell\x07 del\x7f tab\t", "bell? del? tab?"},
+      {"cause",
+       "C1 CSI \xc2\x9b"
+       "2J, NEL \xc2\x85, not C1 \xc2\xa0",
+       "C1 CSI ?2J, NEL ?, not C1 \xc2\xa0"},
+      {"host", "h2\x1b[2J", "h2?[2J"},
+      {"why", "a\nb", "a?b"},
+      {"message", "first\n\tsecond\x1b[1m", "first\n\tsecond?[1m"},
+      {"traceback", "Traceback\n  File \"a.py\"\r\n\x1b]0;title\x07", "Traceback\n  File \"a.py\"?\n?]0;title?"},
+  };
+  for (const Row& row : table) {
+    CAPTURE(row.key);
+    CAPTURE(row.sent);
+    // Nested as a failure is in a finish.
+    nlohmann::json sent = {{"type", "finish"},
+                           {"outcome", {{"failures", nlohmann::json::array({{{row.key, row.sent}}})}}}};
+    const auto read = parse_message(sent.dump());
+    REQUIRE(read);
+    CHECK((*read)["outcome"]["failures"][0][row.key] == row.read);
+  }
+  const auto list = parse_message(R"({"type":"spare","why":["a\u001bb"]})");
+  REQUIRE(list);
+  CHECK((*list)["why"][0] == "a?b");
 }
 
 TEST_CASE("a peer's JSON is taken nested kMaxMessageDepth deep, not deeper") {
@@ -254,10 +295,10 @@ TEST_CASE("a peer's failure, assignment and outcome are checked before anything 
       {failure(1, 0, -1), "a failure's local rank -1 is out of range"},
       {[&] {
          WorkerFailure f = failure(1, 0, 0);
-         f.host = "h2\x1b[2J";  // would clear every node's terminal
+         f.host = std::string(kMaxHostChars + 1, 'h');
          return f;
        }(),
-       "a failure's host 'h2?[2J' is not a host name"},
+       "a failure's host '" + std::string(kMaxShownChars, 'h') + "...' is not a host name"},
   };
   for (const FailureCase& c : failures) {
     CAPTURE(c.error);

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include "ddprun/failure_text.hpp"
+
 #include <string>
 #include <vector>
 
@@ -30,7 +32,7 @@ void play(int max_restarts, RestartSettings settings, const std::vector<Round>& 
     WorkerFailure f;
     f.rank = 3;
     f.host = "node7";
-    f.kind = r.kind;
+    f.kind = *FailureKindName::parse(r.kind);
     f.retryable = r.retryable;
     f.cause = "the cause";
     const std::string exception = r.exception;
@@ -41,8 +43,9 @@ void play(int max_restarts, RestartSettings settings, const std::vector<Round>& 
     const RestartDecision d = policy.decide(f, r.progressed, r.now);
     CHECK(d.restart == r.restart);
     CHECK(d.backoff == r.backoff);
-    CAPTURE(d.reason);
-    CHECK(d.reason.find(r.reason) != std::string::npos);
+    const std::string reason = d.restart ? describe_restart(d.why) : d.reason;
+    CAPTURE(reason);
+    CHECK(reason.find(r.reason) != std::string::npos);
   }
 }
 
@@ -151,7 +154,7 @@ TEST_CASE("restarts an earlier coordinator made count, at the time it took over"
 
 TEST_CASE("a policy restored from another's history decides as that one would (a new etcd leader)") {
   WorkerFailure f;
-  f.kind = "python_exception";
+  f.kind = FailureKind::kPythonException;
   f.exception = "ValueError";
   f.location = "a.py:3";
   RestartPolicy first(5, settings(0, 60, 100), 0, 0);

@@ -164,7 +164,7 @@ TEST_CASE("failure summary with kinds: every rank that failed on its own, then t
   elastic::JobOutcome outcome;
   outcome.exit_code = 1;
   elastic::WorkerFailure root = python_failure();
-  root.kind = "cuda_oom";
+  root.kind = FailureKind::kCudaOom;
   root.cause = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
   root.exception = "torch.OutOfMemoryError";
   root.location = "/job/train.py:40";
@@ -174,7 +174,7 @@ TEST_CASE("failure summary with kinds: every rank that failed on its own, then t
   own.local_rank = 0;
   own.pid = 98;
   own.exit_code = 3;
-  own.kind = "exit_code";
+  own.kind = FailureKind::kExitCode;
   own.cause = "exit code 3: no shard for rank 0";
   elastic::WorkerFailure plain = own;
   plain.rank = 4;
@@ -182,7 +182,7 @@ TEST_CASE("failure summary with kinds: every rank that failed on its own, then t
   elastic::WorkerFailure consequence = own;
   consequence.rank = 2;
   consequence.exit_code = 1;
-  consequence.kind = "consequence";
+  consequence.kind = FailureKind::kConsequence;
   consequence.cause = "RuntimeError: Connection closed by peer";
   outcome.failures = {root, own, plain, consequence};
   outcome.stop_reason = "not restarting: the 2 restarts of --max_restarts are spent";

@@ -30,7 +30,7 @@ TEST_CASE("the result file: what a requeue script reads") {
     f.pid = 42;
     f.exit_code = 137;
     f.signal = SIGKILL;
-    f.kind = "host_oom";
+    f.kind = FailureKind::kHostOom;
     f.cause = "killed by the out-of-memory killer";
     f.step = 9;
     outcome.failures = {f};
@@ -64,7 +64,7 @@ TEST_CASE("the result file: what a requeue script reads") {
     f.host = "node7";
     f.exit_code = 139;
     f.signal = SIGSEGV;
-    f.kind = "segfault";
+    f.kind = FailureKind::kSegfault;
     outcome.failures = {f};
     outcome.exit_code = 71;
     outcome.error = "this node (node7 (10.0.0.7)) is quarantined: ...";

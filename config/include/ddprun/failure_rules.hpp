@@ -2,7 +2,7 @@
 // kind, as SageMaker HyperPod's log rules do. Each is a regular expression searched in the last
 // lines of the failed worker's standard error and in its error file's message; the first rule
 // that matches gives the kind and whether a restart may fix it, before ddprun's own rules
-// (launcher/report/failure_kind.hpp) are consulted.
+// (launcher/report/failure_classifier.hpp) are consulted.
 #pragma once
 
 #include <memory>
@@ -11,11 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "ddprun/failure_kind.hpp"
+
 namespace ddprun::config {
 
 struct FailureRule {
   std::string pattern;  // ECMAScript regular expression, searched anywhere in a line
-  std::string kind;     // lower-case letters, digits and '_', starting with a letter
+  FailureKindName kind;  // ddprun's or the user's own (failure_kind.hpp's valid_rule_kind)
   bool retryable = true;
   std::shared_ptr<const std::regex> regex;
 

@@ -17,14 +17,6 @@ constexpr std::size_t kMaxRules = 256;
 constexpr const char* kShape =
     "expected a JSON array of {\"pattern\": REGEX, \"kind\": NAME, \"retryable\": true|false}";
 
-bool valid_kind(const std::string& kind) {
-  if (kind.empty() || kind.size() > 64 || kind[0] < 'a' || kind[0] > 'z') return false;
-  for (char c : kind) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 bool FailureRule::matches(std::string_view line) const {
@@ -54,15 +46,16 @@ std::vector<FailureRule> parse_failure_rules(const std::string& json_text) {
     if (!item.contains("pattern") || !item["pattern"].is_string() || item["pattern"].get<std::string>().empty()) {
       throw where("\"pattern\" must be a non-empty string");
     }
-    if (!item.contains("kind") || !item["kind"].is_string() || !valid_kind(item["kind"].get<std::string>())) {
-      throw where("\"kind\" must be a name of lower-case letters, digits and '_', such as \"nccl_error\"");
-    }
+    const auto kind = item.contains("kind") && item["kind"].is_string()
+                          ? FailureKindName::parse(item["kind"].get<std::string>())
+                          : std::nullopt;
+    if (!kind) throw where("\"kind\" must be a name of lower-case letters, digits and '_', such as \"nccl_error\"");
     if (!item.contains("retryable") || !item["retryable"].is_boolean()) {
       throw where("\"retryable\" must be true or false");
     }
     FailureRule rule;
     rule.pattern = item["pattern"].get<std::string>();
-    rule.kind = item["kind"].get<std::string>();
+    rule.kind = *kind;
     rule.retryable = item["retryable"].get<bool>();
     try {
       rule.regex = std::make_shared<const std::regex>(rule.pattern, std::regex::ECMAScript | std::regex::optimize);
@@ -77,7 +70,9 @@ std::vector<FailureRule> parse_failure_rules(const std::string& json_text) {
 
 std::string failure_rules_json(const std::vector<FailureRule>& rules) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& r : rules) list.push_back({{"pattern", r.pattern}, {"kind", r.kind}, {"retryable", r.retryable}});
+  for (const auto& r : rules) {
+    list.push_back({{"pattern", r.pattern}, {"kind", r.kind.name()}, {"retryable", r.retryable}});
+  }
   return list.dump();
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "ddprun/failure_kind.hpp"
 #include "ddprun/rendezvous_config.hpp"
 
 namespace asio {
@@ -47,11 +48,11 @@ struct WorkerFailure {
   std::string traceback;      // the end of the error file's traceback, if any (root cause only in a JobOutcome)
   std::string error_file;     // the error file, when it outlives ddprun (a log folder); else empty
   double timestamp = 0;       // seconds since the epoch when it ended (or its error-file time)
-  // What kind of failure it was (launcher/report/failure_kind.hpp): "syntax_error", "cuda_oom",
-  // ..., "consequence" for a rank that failed only because another did; whether running the same
-  // code again may fix it; the one line the kind rests on; the Python exception's type and where
-  // it was raised, when seen (the restart policy compares them between rounds).
-  std::string kind;
+  // What kind of failure it was (config/'s vocabulary, ddprun/failure_kind.hpp, or a
+  // --failure_rules kind); whether running the same code again may fix it; the one line the
+  // kind rests on; the Python exception's type and where it was raised, when seen (the restart
+  // policy compares them between rounds).
+  FailureKindName kind;
   bool retryable = true;
   std::string cause;
   std::string exception;
@@ -68,6 +69,24 @@ struct QuarantinedNode {
   std::string why;   // one clause: the failures counted
 };
 
+// Why the coordinator restarted the workers, as fields: describe_restart (failure_text.hpp)
+// says it; no node parses the text again.
+struct RestartReason {
+  int restart = 0;           // which restart, as --max_restarts counts them (within the window); 0: none
+  int max_restarts = 0;      // --max_restarts
+  double window = 0;         // --restart_window, seconds; 0: none
+  std::string after;         // the root cause (describe_kind)
+  int no_progress = 0;       // failed rounds in a row with no progress; 0: the round progressed
+  int crash_loop_limit = 0;  // --crash_loop_limit; 0: none
+  double waited = 0;         // the crash-loop backoff it waited, seconds
+  std::vector<std::string> nodes;  // what quarantine found of the root cause's node, a clause each
+  bool operator==(const RestartReason& o) const {
+    return restart == o.restart && max_restarts == o.max_restarts && window == o.window && after == o.after &&
+           no_progress == o.no_progress && crash_loop_limit == o.crash_loop_limit && waited == o.waited &&
+           nodes == o.nodes;
+  }
+};
+
 // What one node needs to start its workers for a round.
 struct RoundAssignment {
   int round = 0;              // increases by one with every new round
@@ -80,9 +99,9 @@ struct RoundAssignment {
   int master_port = 0;        // free port picked there
   std::string run_id;
   bool agent_store = false;   // the launcher there serves the workers' store at master_port
-  // A restart: why the coordinator restarted (one line), and how long it waited first (the
-  // crash-loop backoff, seconds). Empty and 0 for the first round and membership changes.
-  std::string restart_reason;
+  // A restart: why the coordinator restarted, and how long it waited first (the crash-loop
+  // backoff, seconds). None (restart 0) and 0 for the first round and membership changes.
+  RestartReason restart_reason;
   double backoff = 0;
   std::vector<QuarantinedNode> quarantined;  // every node quarantined in the job so far, in order
 };

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <iterator>
 #include <limits>
 #include <string_view>
 
 #include "core/node_identity.hpp"
+#include "ddprun/failure_text.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
 
@@ -67,10 +67,6 @@ bool is_host_address(const std::string& addr) {
   });
 }
 
-bool has_control_characters(const std::string& text) {
-  return std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
-}
-
 std::string nnodes(int min_nodes, int max_nodes) {
   return min_nodes == max_nodes ? std::to_string(min_nodes) : fmt::format("{}:{}", min_nodes, max_nodes);
 }
@@ -104,24 +100,6 @@ std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& can
     if (slot == n) slot = *next++;
   }
   return slots;
-}
-
-std::string describe(const WorkerFailure& failure) {
-  std::string text = fmt::format("worker rank {} (local rank {}) on {}", failure.rank, failure.local_rank,
-                                 failure.host.empty() ? "?" : failure.host);
-  if (failure.hung) {
-    text += " hung";
-  } else if (failure.signal != 0) {
-    const char* name = sigabbrev_np(failure.signal);
-    text += fmt::format(" was killed by signal {}{}{}", failure.signal, name ? fmt::format(" (SIG{})", name) : "",
-                        failure.signal_from_outside ? " sent from outside ddprun" : "");
-  } else {
-    text += fmt::format(" failed with exit code {}", failure.exit_code);
-  }
-  if (!failure.message.empty()) {
-    text += ": " + failure.message.substr(0, failure.message.find('\n'));
-  }
-  return text;
 }
 
 JobCoordinator::JobCoordinator(JobSettings settings, double now)
@@ -207,9 +185,9 @@ std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& 
   if (joiner == Joiner::kPeer && !is_host_address(spec.addr)) {
     return fmt::format("this node's address '{}' is not a host name or IP address", shown(spec.addr));
   }
-  if (joiner == Joiner::kPeer && (spec.hostname.size() > kMaxHostChars || has_control_characters(spec.hostname))) {
-    return fmt::format("this node's host name '{}' has control characters or more than {} characters", shown(spec.hostname),
-                       kMaxHostChars);
+  // Its control characters parse_peer_json has replaced, as those of all a peer's text.
+  if (joiner == Joiner::kPeer && spec.hostname.size() > kMaxHostChars) {
+    return fmt::format("this node's host name '{}' has more than {} characters", shown(spec.hostname), kMaxHostChars);
   }
   if (nodes_.count(node) != 0) return std::string("this node joined twice");
   if (s.spares >= 0 && nodes_.size() >= static_cast<std::size_t>(s.max_nodes) + s.spares) {
@@ -286,7 +264,7 @@ Messages JobCoordinator::worker_failed(NodeId node, int round, WorkerFailure fai
   record(node, std::move(failure));
   if (part->second == Part::kRunning) parts_.set(part, Part::kStopping);  // it stops its own workers
   if (phase_ == Phase::kRunning) {
-    stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
+    stop_round(StopReason::kWorkerFailed, describe_stop(failures_.back()), now, out);
   }
   return out;
 }
@@ -306,7 +284,7 @@ Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<Wor
     if (!failed) {
       stop_round(StopReason::kMembershipChange, describe_node(node) + " stopped its workers", now, out);
     } else {
-      stop_round(StopReason::kWorkerFailed, describe(failures_.back()), now, out);
+      stop_round(StopReason::kWorkerFailed, describe_stop(failures_.back()), now, out);
     }
   } else {
     end_round_if_stopped(now, out);
@@ -530,13 +508,13 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
 
 void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
   if (parts_.count(Part::kRunning) + parts_.count(Part::kStopping) > 0) return;
-  restart_reason_.clear();
+  restart_reason_ = {};
   backoff_ = 0;
   if (round_failed_) {
     // The root cause is the first failure in time of those that were not only a consequence of
     // another (a rank whose peer's connection closed under it).
     const auto by_cause = [](const WorkerFailure& a, const WorkerFailure& b) {
-      const bool ca = a.kind == "consequence", cb = b.kind == "consequence";
+      const bool ca = a.kind.consequence(), cb = b.kind.consequence();
       if (ca != cb) return cb;
       return a.timestamp < b.timestamp;
     };
@@ -562,7 +540,7 @@ void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
       return;
     }
     ++restart_count_;
-    restart_reason_ = decision.reason;
+    restart_reason_ = decision.why;
     backoff_ = decision.backoff;
     not_before_ = now + decision.backoff;
     judge(root_node, failures_.front(), out);
@@ -619,7 +597,7 @@ void JobCoordinator::record(NodeId node, WorkerFailure failure) {
 }
 
 void JobCoordinator::judge(NodeId node, const WorkerFailure& root, Messages& out) {
-  if (settings_.quarantine.after <= 0 || !is_hardware_like(root.kind) || nodes_.count(node) == 0) return;
+  if (settings_.quarantine.after <= 0 || !root.kind.hardware_like() || nodes_.count(node) == 0) return;
   std::vector<SuspectFailure>& counted = suspects_[node];
   counted = counted_failures(settings_.quarantine, std::move(counted), {root.timestamp, root.kind});
   QuarantineCase c;
@@ -631,10 +609,11 @@ void JobCoordinator::judge(NodeId node, const WorkerFailure& root, Messages& out
   const QuarantineDecision d = decide_quarantine(c);
   if (!d.suspect) return;
   if (!d.quarantine) {
-    restart_reason_ += fmt::format("; {} is suspect: {}", describe_node(node), d.why);
+    restart_reason_.nodes.push_back(fmt::format("{} is suspect: {}", describe_node(node), d.why));
     return;
   }
-  restart_reason_ += fmt::format("; {} is quarantined: {}; the job goes on without it", describe_node(node), d.why);
+  restart_reason_.nodes.push_back(
+      fmt::format("{} is quarantined: {}; the job goes on without it", describe_node(node), d.why));
   quarantined_.push_back({node_name(node), d.why});
   suspects_.erase(node);
   JobOutcome outcome;

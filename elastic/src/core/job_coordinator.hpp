@@ -61,7 +61,7 @@ struct JobHistory {
   std::optional<RestartPolicy::History> restart;
   std::map<NodeId, std::vector<SuspectFailure>> suspects;
   std::vector<QuarantinedNode> quarantined;
-  std::string restart_reason;  // the last restart's, which the next round's assignments carry
+  RestartReason restart_reason;  // the last restart's, which the next round's assignments carry
 };
 
 // The job's identity and policy, set by the node that hosts the rendezvous.
@@ -158,9 +158,6 @@ struct RankCandidate {
 // large (by node_rank), then to the rendezvous host, then to the rest by (hostname, addr) with
 // numbers compared as numbers ("n2" before "n10"), then by join order.
 std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& candidates);
-
-// "worker rank 3 (local rank 1) on h2 failed with exit code 1" / "... was killed by SIGKILL".
-std::string describe(const WorkerFailure& failure);
 
 class JobCoordinator {
  public:
@@ -267,7 +264,7 @@ class JobCoordinator {
   int restart_count_ = 0;
   RestartPolicy restart_policy_;
   // The next round's restart: why, and the earliest time it may start (the crash-loop backoff).
-  std::string restart_reason_;
+  RestartReason restart_reason_;
   double backoff_ = 0;
   double not_before_ = 0;
   bool backing_off_ = false;  // gathering, and not_before_ has not come yet

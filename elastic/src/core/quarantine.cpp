@@ -7,16 +7,6 @@
 
 namespace ddprun::elastic {
 
-const std::vector<std::string_view>& hardware_like_kinds() {
-  static const std::vector<std::string_view> kinds = {"nccl_error", "cuda_error", "segfault", "abort", "host_oom", "hang"};
-  return kinds;
-}
-
-bool is_hardware_like(std::string_view kind) {
-  const auto& kinds = hardware_like_kinds();
-  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
-}
-
 std::vector<SuspectFailure> counted_failures(const QuarantineSettings& settings, std::vector<SuspectFailure> failures,
                                              SuspectFailure latest) {
   failures.push_back(std::move(latest));
@@ -35,7 +25,7 @@ QuarantineDecision decide_quarantine(const QuarantineCase& c) {
   const double since = c.failures.back().at - s.window;
   std::vector<std::string> kinds;
   for (const SuspectFailure& f : c.failures) {
-    if (f.at >= since) kinds.push_back(f.kind);
+    if (f.at >= since) kinds.push_back(f.kind.name());
   }
   if (static_cast<int>(kinds.size()) < s.after) return d;
   d.suspect = true;

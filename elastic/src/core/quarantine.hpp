@@ -1,13 +1,14 @@
 // Suspect nodes: a node whose workers are the root cause of `after` failures of a hardware-like
-// kind within `window` seconds is quarantined, that is left out of the job, when the job can go
-// on without it. A pure decision with no clock: a failure's time is its own timestamp (seconds
+// kind (ddprun/failure_kind.hpp) within `window` seconds is quarantined, that is left out of the
+// job, when the job can go on without it. A pure decision with no clock: a failure's time is its own timestamp (seconds
 // since the epoch, the same for every coordinator the job has), so the window means the same to
 // a new etcd leader as to the one that saw the failures.
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "ddprun/failure_kind.hpp"
 
 namespace ddprun::elastic {
 
@@ -18,17 +19,10 @@ struct QuarantineSettings {
   bool operator==(const QuarantineSettings& o) const { return after == o.after && window == o.window; }
 };
 
-// The failure kinds (launcher/report/failure_kind.cpp's names) that point at the node rather
-// than at the program: NCCL errors, CUDA errors, fatal signals (segfault, abort), the host's
-// out-of-memory killer, hangs. Kept here as data, since elastic/ does not see the launcher;
-// tests/launcher/failure_kind_test.cpp checks that each is a kind the launcher gives.
-const std::vector<std::string_view>& hardware_like_kinds();
-bool is_hardware_like(std::string_view kind);
-
 // One root cause counted against a node.
 struct SuspectFailure {
   double at = 0;     // the failure's timestamp, seconds since the epoch
-  std::string kind;  // one of hardware_like_kinds()
+  FailureKindName kind;  // a hardware-like one (ddprun/failure_kind.hpp)
   bool operator==(const SuspectFailure& o) const { return at == o.at && kind == o.kind; }
 };
 

@@ -12,6 +12,22 @@
 
 #include "ddprun/input_limits.hpp"
 
+namespace ddprun {
+
+void to_json(nlohmann::json& json, const FailureKindName& kind) { json = kind.name(); }
+
+void from_json(const nlohmann::json& json, FailureKindName& kind) {
+  const auto named = FailureKindName::parse(json.get<std::string>());
+  if (!named) {
+    throw std::invalid_argument(fmt::format("a failure's kind '{}' is neither one of ddprun's nor a --failure_rules "
+                                            "name",
+                                            shown(json.get<std::string>())));
+  }
+  kind = *named;
+}
+
+}  // namespace ddprun
+
 namespace ddprun::elastic {
 
 using nlohmann::json;
@@ -27,9 +43,10 @@ StopReason parse_stop_reason(std::string_view name) {
 namespace {
 
 // The fields that hold seconds in a double (WorkerFailure's timestamp, RoundAssignment's backoff,
-// RestartSettings' backoff_max and window, NodeSpec's heartbeat settings): any finite number.
+// RestartSettings' backoff_max and window, RestartReason's window and waited, NodeSpec's heartbeat
+// settings): any finite number.
 bool holds_seconds(std::string_view key) {
-  for (std::string_view seconds : {"timestamp", "backoff", "backoff_max", "window", "heartbeat_interval",
+  for (std::string_view seconds : {"timestamp", "backoff", "backoff_max", "window", "waited", "heartbeat_interval",
                                    "heartbeat_timeout"}) {
     if (key == seconds) return true;
   }
@@ -92,12 +109,56 @@ bool nested_too_deep(std::string_view text) {
   }
   return false;
 }
+
+// Whether the character at text[i] is a control character: C0 and DEL, and C1 (U+0080 to
+// U+009F, two bytes in UTF-8, which the parser has checked), which some terminals also obey
+// (U+009B is CSI). Sets `size` to its bytes.
+bool control_at(const std::string& text, std::size_t i, std::size_t& size) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  size = 1;
+  if (c < 0x20 || c == 0x7f) return true;
+  if (c != 0xc2 || i + 1 >= text.size()) return false;
+  const auto next = static_cast<unsigned char>(text[i + 1]);
+  size = 2;
+  return next >= 0x80 && next <= 0x9f;
+}
+
+// A failure's message and traceback keep their lines: the summary shows them line by line,
+// each indented under ddprun's own.
+bool holds_lines(std::string_view key) { return key == "message" || key == "traceback"; }
+
+// Every string of a peer's JSON with its control characters replaced by '?': any of them may
+// reach a console (a failure's host, kind, cause, message, traceback; a stop's why; a finish's
+// error), where an ESC sequence would move the cursor, recolour or clear it, and a newline would
+// start a line of the peer's own ("ddprun: ..." forged). The one place a peer's text is made
+// printable; a newline and a tab stay where holds_lines() says.
+void make_printable(json& value, std::string_view key) {
+  if (value.is_object()) {
+    for (auto& [name, item] : value.items()) make_printable(item, name);
+  } else if (value.is_array()) {
+    for (json& item : value) make_printable(item, key);
+  } else if (value.is_string()) {
+    std::string& text = value.get_ref<std::string&>();
+    const bool lines = holds_lines(key);
+    std::size_t kept = 0;  // in place: a replacement is never longer than what it replaces
+    std::size_t size = 1;
+    for (std::size_t i = 0; i < text.size(); i += size) {
+      if (control_at(text, i, size) && !(lines && (text[i] == '\n' || text[i] == '\t'))) {
+        text[kept++] = '?';
+      } else {
+        for (std::size_t k = 0; k < size; ++k) text[kept++] = text[i + k];
+      }
+    }
+    text.resize(kept);
+  }
+}
 }  // namespace
 
 std::optional<json> parse_peer_json(std::string_view text) {
   if (nested_too_deep(text)) return std::nullopt;
   json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded() || !numbers_fit(value)) return std::nullopt;
+  make_printable(value, {});
   return value;
 }
 
@@ -118,9 +179,7 @@ void check_failure(const WorkerFailure& failure, int nproc) {
   expect(failure.exit_code >= 1 && failure.exit_code <= 255, "a failure's exit code", failure.exit_code);
   expect(failure.signal >= 0 && failure.signal <= 64, "a failure's signal", failure.signal);
   expect(failure.local_rank >= 0 && failure.local_rank < nproc, "a failure's local rank", failure.local_rank);
-  const bool control = std::any_of(failure.host.begin(), failure.host.end(),
-                                   [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
-  if (control || failure.host.size() > kMaxHostChars) {
+  if (failure.host.size() > kMaxHostChars) {
     throw std::invalid_argument(fmt::format("a failure's host '{}' is not a host name", shown(failure.host)));
   }
 }

@@ -24,6 +24,14 @@
 
 #include "core/job_coordinator.hpp"
 
+namespace ddprun {
+// A failure's kind on the wire is its name (failure_kind.hpp). from_json throws
+// std::invalid_argument for a name outside the vocabulary, so that a report holding one is
+// refused like any other bad field.
+void to_json(nlohmann::json& json, const FailureKindName& kind);
+void from_json(const nlohmann::json& json, FailureKindName& kind);
+}  // namespace ddprun
+
 namespace ddprun::elastic {
 
 // 2: WorkerFailure has a traceback. 3: NodeSpec and RoundAssignment have agent_store; a node
@@ -32,8 +40,9 @@ namespace ddprun::elastic {
 // WorkerFailure has its kind, cause, exception, location, step and progress; RoundAssignment
 // the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
 // options, which must match the job's. 7: spare. 8: RoundAssignment and JobOutcome have the
-// quarantined nodes; NodeSpec the heartbeat settings, which must match the job's.
-inline constexpr int kProtocolVersion = 8;
+// quarantined nodes; NodeSpec the heartbeat settings, which must match the job's. 9:
+// RoundAssignment's restart reason is fields (RestartReason), not a line to parse.
+inline constexpr int kProtocolVersion = 9;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -42,6 +51,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, 
                                    error_file, timestamp, kind, retryable, cause, exception, location,
                                    step, progressed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QuarantinedNode, node, why)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReason, restart, max_restarts, window, after, no_progress,
+                                   crash_loop_limit, waited, nodes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
                                    master_port, run_id, agent_store, restart_reason, backoff,
@@ -69,6 +80,8 @@ inline constexpr int kMaxMessageDepth = 32;
 // an int (a number with a fraction or exponent only when it is a whole one), but a "timestamp"
 // (any number, a double) and a "version" (any integer: compared unnarrowed by
 // is_protocol_version, so that 2^32+5 is not taken for 5). nullopt when it is not; never throws.
+// Every string in it comes back printable: each control character (C0, DEL, C1) a '?', but the
+// newlines and tabs of a "message" or "traceback". Every peer's text passes here, and only here.
 std::optional<nlohmann::json> parse_peer_json(std::string_view text);
 
 // One line received (without its '\n') as a message: parse_peer_json's, and an object with a
@@ -80,8 +93,9 @@ bool is_protocol_version(const nlohmann::json& version);
 
 // A peer's reports, checked before anything acts on them; each throws std::invalid_argument
 // naming the field. A failure: exit code 1 to 255 (the job's exit code on every node: 256
-// would exit 0), signal 0 to 64, local rank 0 to nproc - 1, a host name without control
-// characters (it is shown on every node's console).
+// would exit 0), signal 0 to 64, local rank 0 to nproc - 1, a host name of at most
+// kMaxHostChars (its control characters parse_peer_json has already replaced); its kind was
+// checked as it was read (from_json of FailureKindName).
 void check_failure(const WorkerFailure& failure, int nproc);
 // What a node takes from its host: group rank and ranks inside the world, MASTER_PORT a port,
 // MASTER_ADDR given; `nproc`: this node's workers.

@@ -5,17 +5,9 @@
 
 #include <fmt/format.h>
 
-namespace ddprun::elastic {
+#include "ddprun/failure_text.hpp"
 
-std::string describe_kind(const WorkerFailure& f) {
-  std::string text = fmt::format("rank {} on {}: {}", f.rank, f.host, f.kind.empty() ? "failed" : f.kind);
-  // "exit_code (exit code 1)" says it twice: only what follows the code, if anything.
-  std::string_view cause = f.cause;
-  const std::string code = fmt::format("exit code {}", f.exit_code);
-  if (cause.substr(0, code.size()) == code) cause.remove_prefix(std::min(cause.size(), code.size() + 2));
-  if (!cause.empty()) text += fmt::format(" ({})", cause);
-  return text;
-}
+namespace ddprun::elastic {
 
 RestartPolicy::RestartPolicy(int max_restarts, RestartSettings settings, int restarts_used, double now)
     : max_restarts_(max_restarts), settings_(settings), restarts_(static_cast<std::size_t>(std::max(restarts_used, 0)), now) {}
@@ -37,8 +29,9 @@ void RestartPolicy::restore(const History& history) {
 }
 
 RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed, double now) {
-  const std::string exception =
-      root.kind == "python_exception" && !root.exception.empty() ? fmt::format("{} at {}", root.exception, root.location) : "";
+  const std::string exception = root.kind.is(FailureKind::kPythonException) && !root.exception.empty()
+                                    ? fmt::format("{} at {}", root.exception, root.location)
+                                    : "";
   const bool same_again = !progressed && !exception.empty() && exception == last_exception_;
   last_exception_ = exception;
   no_progress_ = progressed ? 0 : no_progress_ + 1;
@@ -62,7 +55,7 @@ RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed
   if (!settings_.restart_on_any && !root.retryable) {
     d.reason = fmt::format("not restarting: {}: running the same code again cannot fix a {}; --restart_on=any "
                            "restarts it anyway",
-                           describe_kind(root), root.kind);
+                           describe_kind(root), root.kind.name());
     return d;
   }
   if (!settings_.restart_on_any && same_again) {
@@ -83,18 +76,8 @@ RestartDecision RestartPolicy::decide(const WorkerFailure& root, bool progressed
   if (!progressed) {
     d.backoff = std::min(static_cast<double>(1L << std::clamp(no_progress_ - 1, 0, 30)), settings_.backoff_max);
   }
-  const std::string budget =
-      settings_.window > 0 ? fmt::format("restart {} of {} within {:g} s", counted + 1, max_restarts_, settings_.window)
-                           : fmt::format("restart {} of {}", counted + 1, max_restarts_);
-  if (progressed) {
-    d.reason = fmt::format("{} after {}", budget, describe_kind(root));
-  } else {
-    d.reason = fmt::format("{} after {}; no progress since the start ({} in a row{}), waited {:g} s", budget,
-                           describe_kind(root), no_progress_,
-                           settings_.crash_loop_limit > 0 ? fmt::format(", the crash loop ends at {}", settings_.crash_loop_limit)
-                                                          : std::string(),
-                           d.backoff);
-  }
+  d.why = RestartReason{counted + 1,  max_restarts_,              settings_.window, describe_kind(root),
+                        no_progress_, settings_.crash_loop_limit, d.backoff,        {}};
   return d;
 }
 

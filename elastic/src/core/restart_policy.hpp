@@ -19,7 +19,8 @@ namespace ddprun::elastic {
 struct RestartDecision {
   bool restart = false;
   double backoff = 0;       // seconds to wait before the next round
-  std::string reason;       // one line, for the console and the event log
+  RestartReason why;        // a restart's reason, as fields
+  std::string reason;       // why not, when not restarting: one line, for the console and the event log
   bool budget_spent = false;  // !restart only because --max_restarts is spent
 };
 
@@ -54,8 +55,5 @@ class RestartPolicy {
   int no_progress_ = 0;          // failed rounds in a row with no progress
   std::string last_exception_;   // "Type at file:line" of the last failed round, if a Python exception
 };
-
-// "rank 3 on node7: cuda_oom (torch.OutOfMemoryError: CUDA out of memory...)".
-std::string describe_kind(const WorkerFailure& failure);
 
 }  // namespace ddprun::elastic

@@ -7,6 +7,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/rendezvous_protocol.hpp"
+
 namespace ddprun::elastic::etcd {
 
 namespace {
@@ -233,10 +235,14 @@ JobState parse_state(const nlohmann::json& value, double from_epoch) {
   JobState state;
   state.rounds = value.value("rounds", 0);
   state.restarts = value.value("restarts", 0);
-  state.history.restart_reason = value.value("restart_reason", "");
+  if (const auto r = value.find("restart_reason"); r != value.end() && r->is_object()) {
+    state.history.restart_reason = r->get<RestartReason>();
+  }
   for (const auto& s : value.value("suspects", nlohmann::json::array())) {
     std::vector<SuspectFailure>& failures = state.history.suspects[std::stoull(s.at("node").get<std::string>())];
-    for (const auto& f : s.at("failures")) failures.push_back({f.at("timestamp").get<double>(), f.at("kind").get<std::string>()});
+    for (const auto& f : s.at("failures")) {
+      failures.push_back({f.at("timestamp").get<double>(), f.at("kind").get<FailureKindName>()});
+    }
   }
   for (const auto& q : value.value("quarantined", nlohmann::json::array())) {
     state.history.quarantined.push_back({q.at("node").get<std::string>(), q.at("why").get<std::string>()});

@@ -1,4 +1,4 @@
-#include "report/failure_kind.hpp"
+#include "report/failure_classifier.hpp"
 
 #include <signal.h>
 #include <string.h>
@@ -12,38 +12,6 @@
 #include "ddprun/text.hpp"
 
 namespace ddprun::launcher {
-
-const char* to_string(FailureKind kind) {
-  switch (kind) {
-    case FailureKind::kSyntaxError: return "syntax_error";
-    case FailureKind::kImportError: return "import_error";
-    case FailureKind::kPythonException: return "python_exception";
-    case FailureKind::kCudaOom: return "cuda_oom";
-    case FailureKind::kHostOom: return "host_oom";
-    case FailureKind::kNcclError: return "nccl_error";
-    case FailureKind::kCudaError: return "cuda_error";
-    case FailureKind::kCollectiveTimeout: return "collective_timeout";
-    case FailureKind::kSegfault: return "segfault";
-    case FailureKind::kAbort: return "abort";
-    case FailureKind::kKilled: return "killed";
-    case FailureKind::kHang: return "hang";
-    case FailureKind::kExitCode: return "exit_code";
-    case FailureKind::kConsequence: return "consequence";
-  }
-  return "?";
-}
-
-const std::vector<FailureKind>& all_failure_kinds() {
-  using K = FailureKind;
-  static const std::vector<FailureKind> kinds = {
-      K::kSyntaxError, K::kImportError, K::kPythonException, K::kCudaOom,  K::kHostOom,
-      K::kNcclError,   K::kCudaError, K::kCollectiveTimeout, K::kSegfault,  K::kAbort,    K::kKilled,
-      K::kHang,        K::kExitCode,    K::kConsequence};
-  return kinds;
-}
-
-bool retryable(FailureKind kind) { return kind != FailureKind::kSyntaxError && kind != FailureKind::kImportError; }
-
 namespace {
 
 // A cause is one line of at most this many characters.
@@ -168,7 +136,7 @@ std::string human_bytes(long long bytes) {
 
 Classification by_kind(FailureKind kind, std::string cause) {
   Classification c;
-  c.kind = to_string(kind);
+  c.kind = kind;
   c.retryable = retryable(kind);
   c.cause = one_line(cause);
   return c;

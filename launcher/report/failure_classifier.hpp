@@ -1,7 +1,8 @@
-// What kind of failure a worker's end was, and whether running the same code again can fix it:
-// one pure function over what ddprun saw (exit status, signal, the @record error file, the last
-// lines of standard error, the round cgroup's memory.events, the hang detector), with the user's
-// --failure_rules first. The summary, the event log, /status, /metrics and --result_file all
+// What kind of failure a worker's end was (one of config/'s vocabulary, ddprun/failure_kind.hpp,
+// or the user's own), and whether running the same code again can fix it: one pure function
+// over what ddprun saw (exit status, signal, the @record error file, the last lines of standard
+// error, the round cgroup's memory.events, the hang detector), with the user's --failure_rules
+// first. The summary, the event log, /status, /metrics and --result_file all
 // show the kind this gives; the restart policy (elastic/'s restart_policy.hpp) reads it.
 #pragma once
 
@@ -11,33 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ddprun/failure_kind.hpp"
 #include "ddprun/failure_rules.hpp"
 
 namespace ddprun::launcher {
-
-enum class FailureKind {
-  kSyntaxError,        // SyntaxError, IndentationError, TabError: not retryable
-  kImportError,        // ModuleNotFoundError, ImportError: not retryable
-  kPythonException,    // any other Python exception, with its type
-  kCudaOom,            // torch's OutOfMemoryError, "CUDA out of memory"
-  kHostOom,            // the kernel's out-of-memory killer
-  kNcclError,          // NCCL errors, DistBackendError, the NCCL watchdog's collective timeouts
-  kCudaError,          // a CUDA error other than out of memory: an illegal access, a launch failure, ECC
-  kCollectiveTimeout,  // gloo's and the worker library's collective timeouts
-  kSegfault,           // SIGSEGV, SIGBUS, SIGILL, SIGFPE
-  kAbort,              // SIGABRT
-  kKilled,             // SIGKILL, SIGTERM or another signal sent from outside ddprun
-  kHang,               // no progress within --hang_timeout
-  kExitCode,           // a plain non-zero exit
-  kConsequence,        // failed only because another rank did (its peer closed the connection)
-};
-
-// "syntax_error", "cuda_oom", ...: the names every output uses.
-const char* to_string(FailureKind kind);
-// All kinds, in the order above (for tables and documentation).
-const std::vector<FailureKind>& all_failure_kinds();
-// Whether running the same code again may help: false for syntax_error and import_error only.
-bool retryable(FailureKind kind);
 
 // What ddprun saw of one failed worker.
 struct FailureEvidence {
@@ -57,7 +35,7 @@ struct FailureEvidence {
 };
 
 struct Classification {
-  std::string kind;       // to_string(FailureKind), or a --failure_rules kind
+  FailureKindName kind;   // one of ddprun's, or a --failure_rules kind
   bool retryable = true;
   std::string cause;      // one line: "torch.OutOfMemoryError: CUDA out of memory. ...", "SIGSEGV", ...
   std::string exception;  // the Python exception's type, when one was seen

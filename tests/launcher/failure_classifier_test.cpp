@@ -6,9 +6,7 @@
 #include <vector>
 
 #include "ddprun/launch_config.hpp"
-#include "report/failure_kind.hpp"
-
-#include "core/quarantine.hpp"
+#include "report/failure_classifier.hpp"
 
 using namespace ddprun;
 using launcher::FailureEvidence;
@@ -133,7 +131,7 @@ TEST_CASE("failure kinds: the rules table") {
     CAPTURE(name);
     const auto c = launcher::classify_failure(row.evidence, {});
     CAPTURE(c.cause);
-    CHECK(c.kind == row.kind);
+    CHECK(c.kind.name() == row.kind);
     CHECK(c.retryable == row.retryable);
     CHECK(c.cause.find(row.cause) != std::string::npos);
     CHECK(c.cause.find('\n') == std::string::npos);
@@ -158,15 +156,15 @@ TEST_CASE("failure kinds: the user's rules come first") {
       R"([{"pattern": "ECC error|Xid 79", "kind": "gpu_fault", "retryable": true},
           {"pattern": "^ValueError: bad config", "kind": "config_error", "retryable": false}])");
   auto c = launcher::classify_failure(exited(1, "NCCL WARN Cuda failure 'uncorrectable ECC error encountered'"), rules);
-  CHECK(c.kind == "gpu_fault");
+  CHECK(c.kind.name() == "gpu_fault");
   CHECK(c.retryable);
   CHECK(c.rule == "ECC error|Xid 79");
   c = launcher::classify_failure(exited(1, kTraceback + "ValueError: bad config: lr=-1"), rules);
-  CHECK(c.kind == "config_error");
+  CHECK(c.kind.name() == "config_error");
   CHECK_FALSE(c.retryable);
   CHECK(c.exception == "ValueError");
   c = launcher::classify_failure(exited(1, kTraceback + "ValueError: other"), rules);
-  CHECK(c.kind == "python_exception");
+  CHECK(c.kind.name() == "python_exception");
 }
 
 TEST_CASE("failure kinds: --failure_rules is checked") {
@@ -197,19 +195,3 @@ TEST_CASE("failure kinds: --failure_rules is checked") {
   CHECK(config::parse_failure_rules("[]").empty());
 }
 
-TEST_CASE("failure kinds: the rendezvous' hardware-like kinds (quarantine) are kinds the launcher gives") {
-  std::vector<std::string> names;
-  for (auto kind : launcher::all_failure_kinds()) names.push_back(launcher::to_string(kind));
-  for (std::string_view kind : elastic::hardware_like_kinds()) {
-    CAPTURE(kind);
-    CHECK(std::find(names.begin(), names.end(), kind) != names.end());
-  }
-}
-
-TEST_CASE("failure kinds: names") {
-  std::vector<std::string> names;
-  for (auto kind : launcher::all_failure_kinds()) names.push_back(launcher::to_string(kind));
-  CHECK(names == std::vector<std::string>{"syntax_error", "import_error", "python_exception", "cuda_oom", "host_oom",
-                                          "nccl_error", "cuda_error", "collective_timeout", "segfault", "abort", "killed", "hang",
-                                          "exit_code", "consequence"});
-}
