@@ -21,12 +21,6 @@
 
 namespace ddprun::config {
 
-// Bad user input; what() is one line naming the option or value and what is accepted.
-class UsageError : public UserError {
- public:
-  using UserError::UserError;
-};
-
 // kList: repeatable; its raw value holds the values given, one a line. kJson: JSON text on the
 // command line and in PET_*, any JSON value in a --config file (kept as its text).
 enum class OptionKind { kText, kFlag, kList, kJson };
