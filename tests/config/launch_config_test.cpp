@@ -392,6 +392,21 @@ TEST_CASE("hostile values are refused with one short line naming the option") {
   CHECK(usage_error({}, {{"shutdown_timeout", "inf"}}).rfind("PET_SHUTDOWN_TIMEOUT=inf: expected", 0) == 0);
   CHECK(usage_error({{"shutdown_timeout", "nan"}}, {{"shutdown_timeout", "inf"}}).rfind("--shutdown_timeout=nan", 0) == 0);
   CHECK(usage_error({}, {{"redirects", "9"}}).rfind("PET_REDIRECTS=9: expected", 0) == 0);
+  CHECK(usage_error({{"redirects", "8"}}, {{"redirects", "9"}}).rfind("--redirects=8: expected", 0) == 0);
+  // torchrun's own variable for --shutdown_timeout is named too (it was "--shutdown_timeout=soon").
+  ResolveContext context;
+  context.environ = {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}};
+  const auto from_variable = [&](const OptionSources& sources) {
+    try {
+      resolve_config(sources, {"t"}, context);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(from_variable({}).rfind("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon: expected a number of seconds (0 or more)", 0) == 0);
+  CHECK(from_variable({{}, {{"shutdown_timeout", "x"}}, {}, {}}).rfind("PET_SHUTDOWN_TIMEOUT=x: expected", 0) == 0);
+  CHECK(from_variable({{}, {{"shutdown_timeout", "x"}}, {}, {{"shutdown_timeout", "y"}}}).rfind("--shutdown_timeout=y", 0) == 0);
 }
 
 TEST_CASE("the longest values that are valid are accepted") {

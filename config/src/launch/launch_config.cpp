@@ -79,10 +79,32 @@ class MergedOptions {
     for (const auto& spec : option_specs()) {
       if (spec.default_text != nullptr) values_[spec.key] = spec.default_text;
     }
-    if (auto it = environ.find(env::kShutdownTimeout); it != environ.end()) values_["shutdown_timeout"] = it->second;
-    for (const RawOptions* source : {&sources.inferred, &sources.env, &sources.file, &sources.cli}) {
-      for (const auto& [key, value] : *source) values_[key] = value;
+    if (auto it = environ.find(env::kShutdownTimeout); it != environ.end()) {
+      values_["shutdown_timeout"] = it->second;
+      variables_["shutdown_timeout"] = env::kShutdownTimeout;
     }
+    for (const RawOptions* source : {&sources.inferred, &sources.env, &sources.file, &sources.cli}) {
+      for (const auto& [key, value] : *source) {
+        values_[key] = value;
+        if (source == &sources.env) {
+          std::string variable = env::kPetPrefix + key;
+          std::transform(variable.begin(), variable.end(), variable.begin(), ::toupper);
+          variables_[key] = variable;
+        } else {
+          variables_.erase(key);
+        }
+      }
+    }
+  }
+
+  // A message about "--key=VALUE" whose value came from a variable (PET_KEY) names the variable:
+  // the user looks for it in the environment, not on the command line.
+  std::string attributed(const std::string& message) const {
+    if (message.rfind("--", 0) != 0) return message;
+    const std::size_t end = message.find_first_of("=: ", 2);
+    if (end == std::string::npos) return message;
+    const auto variable = variables_.find(message.substr(2, end - 2));
+    return variable == variables_.end() ? message : variable->second + message.substr(end);
   }
 
   bool has(const std::string& key) const { return values_.count(key) > 0; }
@@ -111,6 +133,7 @@ class MergedOptions {
 
  private:
   RawOptions values_;
+  std::map<std::string, std::string> variables_;  // key -> the variable its value came from
 };
 
 void resolve_nodes(const MergedOptions& m, LaunchConfig& c) {
@@ -281,9 +304,8 @@ void resolve_workers(const MergedOptions& m, ResolveContext& context, LaunchConf
   }
 }
 
-LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string>& program_and_args,
-                     ResolveContext& context) {
-  const MergedOptions merged(sources, context.environ);
+LaunchConfig resolve(const MergedOptions& merged, const OptionSources& sources,
+                     const std::vector<std::string>& program_and_args, ResolveContext& context) {
   LaunchConfig c;
   resolve_nodes(merged, c);
   resolve_rendezvous(merged, c);
@@ -296,27 +318,15 @@ LaunchConfig resolve(const OptionSources& sources, const std::vector<std::string
   return c;
 }
 
-// A message about "--key=VALUE" whose value came from a PET_KEY variable names the variable:
-// the user looks for it in the environment, not on the command line.
-std::string attributed(const std::string& message, const OptionSources& sources) {
-  if (message.rfind("--", 0) != 0) return message;
-  const std::size_t end = message.find_first_of("=: ", 2);
-  if (end == std::string::npos) return message;
-  const std::string key = message.substr(2, end - 2);
-  if (sources.cli.count(key) > 0 || sources.file.count(key) > 0 || sources.env.count(key) == 0) return message;
-  std::string variable = env::kPetPrefix + key;
-  std::transform(variable.begin(), variable.end(), variable.begin(), ::toupper);
-  return variable + message.substr(end);
-}
-
 }  // namespace
 
 LaunchConfig resolve_config(const OptionSources& sources, const std::vector<std::string>& program_and_args,
                             ResolveContext& context) {
+  const MergedOptions merged(sources, context.environ);
   try {
-    return resolve(sources, program_and_args, context);
+    return resolve(merged, sources, program_and_args, context);
   } catch (const UsageError& e) {
-    throw UsageError(attributed(e.what(), sources));
+    throw UsageError(merged.attributed(e.what()));
   }
 }
 
