@@ -127,7 +127,8 @@ TEST_CASE("true and false: one meaning for every flag and boolean key") {
   CHECK_FALSE(parse_bool("--rdzv_conf is_host", "False"));
   CHECK(refusal([] { parse_bool("--rdzv_conf is_host", "maybe"); }) ==
         "--rdzv_conf is_host=maybe: expected true or false (or 1/0, yes/no, on/off)");
-  CHECK(refusal([] { parse_bool("PET_STANDALONE", ""); }) == "PET_STANDALONE=: expected true or false (or 1/0, yes/no, on/off)");
+  CHECK(refusal([] { parse_bool("PET_STANDALONE", ""); }) ==
+        "PET_STANDALONE=: expected true or false (or 1/0, yes/no, on/off)");
 }
 
 TEST_CASE("choices: one of a few words, the message listing them") {

@@ -32,7 +32,8 @@ struct OptionSpec {
   using Print = nlohmann::json (*)(const LaunchConfig&);
   OptionSpec(const char* key, const char* short_flag, OptionKind kind, const char* default_text, const char* group,
              const char* help, Print print)
-      : key(key), short_flag(short_flag), kind(kind), default_text(default_text), group(group), help(help), print(print) {}
+      : key(key), short_flag(short_flag), kind(kind), default_text(default_text), group(group), help(help),
+        print(print) {}
 
   const char* key;          // underscore spelling: --key, --key-with-dashes, JSON key, PET_KEY
   const char* short_flag;   // e.g. "-m", or nullptr

@@ -171,6 +171,52 @@ Endpoint single_node_master(const RendezvousConfig& config) {
   return Endpoint{config.master_addr, config.master_port};
 }
 
+namespace {
+
+// --rdzv_conf's keys, in the order the message for an unknown key lists them.
+struct ConfKey {
+  const char* name;
+  const char* alias;  // torchrun's other name for it, or nullptr
+  void (*apply)(std::string_view key, std::string_view value, RendezvousConfig& config);
+};
+using K = std::string_view;
+using C = RendezvousConfig&;
+const ConfKey kConfKeys[] = {
+    {"join_timeout", "timeout", [](K k, K v, C c) { c.timeouts.join_timeout = conf_seconds(k, v); }},
+    {"last_call_timeout", nullptr, [](K k, K v, C c) { c.timeouts.last_call_timeout = conf_seconds(k, v); }},
+    {"close_timeout", nullptr, [](K k, K v, C c) { c.timeouts.close_timeout = conf_seconds(k, v); }},
+    {"heartbeat_interval", nullptr, [](K k, K v, C c) { c.timeouts.heartbeat_interval = conf_seconds(k, v); }},
+    {"heartbeat_timeout", nullptr, [](K k, K v, C c) { c.timeouts.heartbeat_timeout = conf_seconds(k, v); }},
+    {"auth_timeout", nullptr, [](K k, K v, C c) { c.timeouts.auth_timeout = conf_seconds(k, v); }},
+    {"is_host", nullptr, [](K k, K v, C c) { c.is_host = conf_bool(k, v); }},
+    {"secret_file", nullptr, [](K k, K v, C c) { c.secret_file = conf_path(k, v); }},
+    {"auth", nullptr,
+     [](K k, K v, C c) {
+       constexpr AuthMode kModes[] = {AuthMode::kAuto, AuthMode::kSecret, AuthMode::kMunge, AuthMode::kNone};
+       c.auth = kModes[config::parse_choice(conf_name(k), v, {"auto", "secret", "munge", "none"})];
+     }},
+    {"munge_socket", nullptr, [](K k, K v, C c) { c.munge_socket = conf_path(k, v); }},
+    {"max_connections", nullptr, [](K k, K v, C c) { c.max_connections = conf_count(k, v); }},
+    {"max_membership_changes", nullptr, [](K k, K v, C c) { c.max_membership_changes = conf_count(k, v); }},
+    {"spares", nullptr, [](K k, K v, C c) { c.spares = conf_count(k, v); }},
+    {"quarantine_after", nullptr, [](K k, K v, C c) { c.quarantine_after = conf_count(k, v); }},
+    {"quarantine_window", nullptr,
+     [](K k, K v, C c) { c.quarantine_window = conf_seconds(k, v, config::Zero::kAllowed); }},
+    {"protocol", nullptr,
+     [](K k, K v, C c) {
+       config::parse_choice(conf_name(k), v, {"http", "https"});
+       c.etcd.protocol = v;
+     }},
+    {"cacert", nullptr, [](K k, K v, C c) { c.etcd.cacert = conf_path(k, v); }},
+    {"cert", nullptr, [](K k, K v, C c) { c.etcd.cert = conf_path(k, v); }},
+    {"key", nullptr, [](K k, K v, C c) { c.etcd.key = conf_path(k, v); }},
+    {"user", nullptr, [](K, K v, C c) { c.etcd.user = v; }},
+    {"password", nullptr, [](K, K v, C c) { c.etcd.password = v; }},
+    {"password_file", nullptr, [](K k, K v, C c) { c.etcd.password_file = conf_path(k, v); }},
+};
+
+}  // namespace
+
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config) {
   std::vector<std::string> ignored;
   while (!conf.empty()) {
@@ -184,60 +230,20 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     }
     const std::string_view key = trim(item.substr(0, eq), " \t");
     const std::string_view value = trim(item.substr(eq + 1), " \t");
-    RendezvousTimeouts& t = config.timeouts;
-    if (key == "join_timeout" || key == "timeout") {
-      t.join_timeout = conf_seconds(key, value);
-    } else if (key == "last_call_timeout") {
-      t.last_call_timeout = conf_seconds(key, value);
-    } else if (key == "close_timeout") {
-      t.close_timeout = conf_seconds(key, value);
-    } else if (key == "heartbeat_interval") {
-      t.heartbeat_interval = conf_seconds(key, value);
-    } else if (key == "heartbeat_timeout") {
-      t.heartbeat_timeout = conf_seconds(key, value);
-    } else if (key == "auth_timeout") {
-      t.auth_timeout = conf_seconds(key, value);
-    } else if (key == "secret_file") {
-      config.secret_file = conf_path(key, value);
-    } else if (key == "auth") {
-      constexpr AuthMode kModes[] = {AuthMode::kAuto, AuthMode::kSecret, AuthMode::kMunge, AuthMode::kNone};
-      config.auth = kModes[config::parse_choice(conf_name(key), value, {"auto", "secret", "munge", "none"})];
-    } else if (key == "munge_socket") {
-      config.munge_socket = conf_path(key, value);
-    } else if (key == "max_connections") {
-      config.max_connections = conf_count(key, value);
-    } else if (key == "max_membership_changes") {
-      config.max_membership_changes = conf_count(key, value);
-    } else if (key == "spares") {
-      config.spares = conf_count(key, value);
-    } else if (key == "quarantine_after") {
-      config.quarantine_after = conf_count(key, value);
-    } else if (key == "quarantine_window") {
-      config.quarantine_window = conf_seconds(key, value, config::Zero::kAllowed);
-    } else if (key == "protocol") {
-      config::parse_choice(conf_name(key), value, {"http", "https"});
-      config.etcd.protocol = value;
-    } else if (key == "cacert" || key == "cert" || key == "key") {
-      (key == "cacert" ? config.etcd.cacert : key == "cert" ? config.etcd.cert : config.etcd.key) = conf_path(key, value);
-    } else if (key == "user") {
-      config.etcd.user = value;
-    } else if (key == "password") {
-      config.etcd.password = value;
-    } else if (key == "password_file") {
-      config.etcd.password_file = conf_path(key, value);
-    } else if (key == "is_host") {
-      config.is_host = conf_bool(key, value);
-    } else if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
-               key == "keep_alive_max_attempt" || key == "rank") {
+    if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
+        key == "keep_alive_max_attempt" || key == "rank") {
       ignored.emplace_back(key);
-    } else {
-      throw RendezvousConfigError(fmt::format(
-          "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
-          "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-          "max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, protocol, cacert, cert, key, user, password, "
-          "password_file",
-          shown(key)));
+      continue;
     }
+    const auto* setting = std::find_if(std::begin(kConfKeys), std::end(kConfKeys), [&](const ConfKey& k) {
+      return key == k.name || (k.alias != nullptr && key == k.alias);
+    });
+    if (setting == std::end(kConfKeys)) {
+      std::string known;
+      for (const ConfKey& k : kConfKeys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k.name);
+      throw RendezvousConfigError(fmt::format("--rdzv_conf: unknown key '{}'; known keys: {}", shown(key), known));
+    }
+    setting->apply(key, value, config);
   }
   return ignored;
 }
