@@ -23,7 +23,7 @@
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
-#include "ddprun/input_limits.hpp"
+#include "ddprun/parse.hpp"
 #include "ddprun/worker_env.hpp"
 #include "hangs/hang_response.hpp"
 #include "hangs/stack_dump.hpp"
@@ -56,13 +56,7 @@ constexpr std::chrono::seconds kExitFlushLimit{10};
 double quiet_warning_seconds(const std::map<std::string, std::string>& environ) {
   const auto it = environ.find(env::kQuietWarningSeconds);
   if (it == environ.end()) return kQuietWarning;
-  char* end = nullptr;
-  const double seconds = std::strtod(it->second.c_str(), &end);
-  if (it->second.empty() || *end != '\0' || !(seconds > 0) || seconds > 1e9) {
-    throw config::UsageError(fmt::format("{}={}: expected a number of seconds above 0 (for tests only)",
-                                         env::kQuietWarningSeconds, shown(it->second)));
-  }
-  return seconds;
+  return config::parse_seconds(env::kQuietWarningSeconds, it->second, config::Zero::kRefused);
 }
 
 // What an event carries besides its kind.

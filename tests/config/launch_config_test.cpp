@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <set>
+#include <unistd.h>
 #include <csignal>
 #include <cstdlib>
 
@@ -126,7 +128,12 @@ TEST_CASE("--progress: on by default; on or off, from the command line, PET_PROG
   CHECK_FALSE(resolve({{"progress", "off"}}).progress);
   CHECK_FALSE(resolve({}, {}, {{"progress", "off"}}).progress);
   CHECK(resolve({{"progress", "on"}}, {{"progress", "off"}}).progress);
-  CHECK_THROWS_WITH(resolve({{"progress", "yes"}}), "--progress=yes: expected on or off");
+  // on and off are true and false as every flag reads them (parse.hpp).
+  CHECK(resolve({{"progress", "yes"}}).progress);
+  CHECK_FALSE(resolve({{"progress", "0"}}).progress);
+  CHECK_THROWS_WITH(resolve({{"progress", "later"}}),
+                    "--progress=later: expected true or false (or 1/0, yes/no, on/off)");
+  CHECK(to_json(resolve({{"progress", "False"}}))["progress"] == "off");
 }
 
 TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else python3 from PATH") {
@@ -275,6 +282,63 @@ std::string usage_error(const RawOptions& cli, const RawOptions& env = {}) {
 
 }  // namespace
 
+TEST_CASE("--print_config writes every option of the table, and reads back through a real --config file") {
+  char path[] = "/tmp/ddprun_print_config_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  const std::vector<RawOptions> configs = {
+      {},
+      {{"nnodes", "2:4"}, {"node_rank", "1"}, {"rdzv_backend", "c10d"}, {"rdzv_endpoint", "h:1"}, {"rdzv_id", "j"},
+       {"hang_timeout", "auto:45"}, {"restart_window", "60"}, {"local_ranks_filter", "0"}, {"status_port", "0"},
+       {"duplicate_stdout_filters", "a,,b,c"}, {"numa_binding", "socket"}, {"logs_specs", "default"}},
+      {{"standalone", "yes"}, {"hang_timeout", "12.5"}, {"progress", "off"}, {"module", "on"}, {"tee", "0:3,1:1"},
+       {"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": false}])"}},
+  };
+  for (const auto& options : configs) {
+    const auto j = to_json(resolve(options, {}, {}, {"train", "--lr", "0.1"}));
+    std::set<std::string> keys;
+    for (const auto& [key, value] : j.items()) keys.insert(key);
+    std::set<std::string> expected = {"program", "args"};
+    for (const auto& spec : option_specs()) expected.insert(spec.key);
+    CHECK(keys == expected);
+    {
+      std::FILE* file = std::fopen(path, "w");
+      REQUIRE(file != nullptr);
+      std::fputs(j.dump(2).c_str(), file);
+      std::fclose(file);
+    }
+    const OptionSources from_file{{}, {}, options_from_json_file(path), {}};
+    ResolveContext context;
+    context.gpu_count = 0;
+    CHECK(to_json(resolve_config(from_file, {}, context)) == j);
+  }
+  std::remove(path);
+}
+
+TEST_CASE("flags: one meaning of true and false, whichever source gives them") {
+  struct Case {
+    RawOptions cli, file, env;
+    bool standalone;
+  };
+  const std::vector<Case> cases = {
+      {{{"standalone", "1"}}, {}, {}, true},
+      {{{"standalone", "yes"}}, {}, {}, true},
+      {{}, {{"standalone", "True"}}, {}, true},
+      {{}, {}, {{"standalone", "on"}}, true},
+      {{}, {}, {{"standalone", "y"}}, true},
+      {{}, {}, {{"standalone", "0"}}, false},
+      {{}, {}, {{"standalone", "off"}}, false},
+      {{}, {}, {{"standalone", ""}}, false},  // an empty flag is an unset one
+      {{{"standalone", "0"}}, {}, {{"standalone", "1"}}, false},
+  };
+  for (const auto& c : cases) {
+    CHECK(resolve(c.cli, c.file, c.env).standalone == c.standalone);
+  }
+  CHECK(usage_error({{"debug", "2"}}) == "--debug=2: expected true or false (or 1/0, yes/no, on/off)");
+  CHECK(usage_error({}, {{"no_python", "nope"}}) == "PET_NO_PYTHON=nope: expected true or false (or 1/0, yes/no, on/off)");
+}
+
 // Issue 16: the fault sweep's inputs. Each is one short line naming the option, never a crash
 // (std::regex recursed once per character) or a value that wraps around.
 TEST_CASE("hostile values are refused with one short line naming the option") {
@@ -328,6 +392,21 @@ TEST_CASE("hostile values are refused with one short line naming the option") {
   CHECK(usage_error({}, {{"shutdown_timeout", "inf"}}).rfind("PET_SHUTDOWN_TIMEOUT=inf: expected", 0) == 0);
   CHECK(usage_error({{"shutdown_timeout", "nan"}}, {{"shutdown_timeout", "inf"}}).rfind("--shutdown_timeout=nan", 0) == 0);
   CHECK(usage_error({}, {{"redirects", "9"}}).rfind("PET_REDIRECTS=9: expected", 0) == 0);
+  CHECK(usage_error({{"redirects", "8"}}, {{"redirects", "9"}}).rfind("--redirects=8: expected", 0) == 0);
+  // torchrun's own variable for --shutdown_timeout is named too (it was "--shutdown_timeout=soon").
+  ResolveContext context;
+  context.environ = {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}};
+  const auto from_variable = [&](const OptionSources& sources) {
+    try {
+      resolve_config(sources, {"t"}, context);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(from_variable({}).rfind("TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon: expected a number of seconds (0 or more)", 0) == 0);
+  CHECK(from_variable({{}, {{"shutdown_timeout", "x"}}, {}, {}}).rfind("PET_SHUTDOWN_TIMEOUT=x: expected", 0) == 0);
+  CHECK(from_variable({{}, {{"shutdown_timeout", "x"}}, {}, {{"shutdown_timeout", "y"}}}).rfind("--shutdown_timeout=y", 0) == 0);
 }
 
 TEST_CASE("the longest values that are valid are accepted") {

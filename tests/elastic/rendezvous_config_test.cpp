@@ -128,18 +128,33 @@ TEST_CASE("--rdzv_conf") {
   CHECK(job_settings(c).quarantine.after == 0);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("quarantine_after=-1", c),
                        "--rdzv_conf quarantine_after=-1: expected a whole number, 0 or more", RendezvousConfigError);
-  CHECK_THROWS_AS(apply_rdzv_conf("quarantine_window=-5", c), RendezvousConfigError);
-  apply_rdzv_conf("quarantine_after=2", c);
+  apply_rdzv_conf("quarantine_window=0.0", c);
+  CHECK(c.quarantine_window == 0);
+  apply_rdzv_conf("quarantine_after=2,quarantine_window=600", c);
 
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=-1", c),
-                       "--rdzv_conf join_timeout=-1: expected a positive number of seconds, at most 1000000000 "
+                       "--rdzv_conf join_timeout=-1: expected a number of seconds greater than 0, at most 1000000000 "
                        "(about 31 years)",
                        RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("join_timeout=5s", c),
-                       "--rdzv_conf join_timeout=5s: expected a positive number of seconds, at most 1000000000 "
+                       "--rdzv_conf join_timeout=5s: expected a number of seconds greater than 0, at most 1000000000 "
                        "(about 31 years)",
                        RendezvousConfigError);
-  CHECK_THROWS_WITH_AS(apply_rdzv_conf("is_host=yes", c), "--rdzv_conf is_host=yes: expected 0, 1, true or false",
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("quarantine_window=-5", c),
+                       "--rdzv_conf quarantine_window=-5: expected a number of seconds (0 or more), at most 1000000000 "
+                       "(about 31 years)",
+                       RendezvousConfigError);
+  // is_host takes what every flag takes (config/include/ddprun/parse.hpp), torchrun's yes and no too.
+  apply_rdzv_conf("is_host=yes", c);
+  CHECK(c.is_host == true);
+  apply_rdzv_conf("is_host=N", c);
+  CHECK(c.is_host == false);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("is_host=maybe", c),
+                       "--rdzv_conf is_host=maybe: expected true or false (or 1/0, yes/no, on/off)",
+                       RendezvousConfigError);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("spares=a\x1b[2J", c), "--rdzv_conf spares=a?[2J: expected a whole number, 0 or more",
+                       RendezvousConfigError);
+  CHECK_THROWS_WITH_AS(apply_rdzv_conf("auth=open", c), "--rdzv_conf auth=open: expected auto, secret, munge or none",
                        RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("heartbeat", c), "--rdzv_conf 'heartbeat': expected KEY=VALUE",
                        RendezvousConfigError);

@@ -68,7 +68,7 @@ done
 check "--hang_timeout=inf: expected" --hang_timeout=inf "$T/marker"
 check "--master_addr=h{80}\.\.\.: expected a host name" --master_addr="$(letters h)" "$T/marker"
 check "--rdzv_id=j{80}\.\.\.: expected a job id" --rdzv_id="$(letters j)" "$T/marker"
-check "--rdzv_conf join_timeout=1e300: expected a positive number of seconds, at most 1000000000" \
+check "--rdzv_conf join_timeout=1e300: expected a number of seconds greater than 0, at most 1000000000" \
   --rdzv_conf=join_timeout=1e300 "$T/marker"
 check "--rdzv_conf heartbeat_timeout=1e300: expected" --rdzv_conf=heartbeat_timeout=1e300 "$T/marker"
 check "--rdzv_conf: unknown key 'x{80}\.\.\.'" --rdzv_conf="$(letters x)=1" "$T/marker"

@@ -21,23 +21,29 @@
 
 namespace ddprun::config {
 
-// Bad user input; what() is one line naming the option or value and what is accepted.
-class UsageError : public UserError {
- public:
-  using UserError::UserError;
-};
-
 // kList: repeatable; its raw value holds the values given, one a line. kJson: JSON text on the
 // command line and in PET_*, any JSON value in a --config file (kept as its text).
 enum class OptionKind { kText, kFlag, kList, kJson };
 
+struct LaunchConfig;
+
 struct OptionSpec {
+  // Every field is required: a row of the table without its printer does not compile.
+  using Print = nlohmann::json (*)(const LaunchConfig&);
+  OptionSpec(const char* key, const char* short_flag, OptionKind kind, const char* default_text, const char* group,
+             const char* help, Print print)
+      : key(key), short_flag(short_flag), kind(kind), default_text(default_text), group(group), help(help),
+        print(print) {}
+
   const char* key;          // underscore spelling: --key, --key-with-dashes, JSON key, PET_KEY
   const char* short_flag;   // e.g. "-m", or nullptr
   OptionKind kind;
   const char* default_text; // shown in --help and used when no source sets it; nullptr: unset
   const char* group;        // --help section
   const char* help;
+  // The option's value in a resolved configuration as --print_config writes it (null: unset),
+  // which resolve_config() reads back the same from a --config file.
+  Print print;
 };
 
 // All options, in --help order.

@@ -22,4 +22,14 @@ class UserError : public std::runtime_error {
   int exit_code_;
 };
 
+namespace config {
+
+// A bad value of an option, a --config file or --rdzv_conf (exit 64): what() names the option
+// and what is accepted. parse.hpp's parsers throw it for every option source.
+class UsageError : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+}  // namespace config
 }  // namespace ddprun

@@ -1,5 +1,6 @@
-// The option table, and the options as the environment (PET_*) and a --config JSON file give
-// them, before they are merged and validated (launch_config.cpp).
+// The option table, the options as the environment (PET_*) and a --config JSON file give them,
+// before they are merged and validated (launch_config.cpp), and a resolved configuration written
+// back as the table says (to_json, --print_config).
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include "ddprun/input_limits.hpp"
 #include "ddprun/launch_config.hpp"
 #include "ddprun/worker_env.hpp"
+#include "option_values.hpp"
 
 namespace ddprun::config {
 namespace {
@@ -24,109 +26,161 @@ constexpr OptionKind kFlag = OptionKind::kFlag;
 constexpr OptionKind kList = OptionKind::kList;
 constexpr OptionKind kJson = OptionKind::kJson;
 
+// Each row's printer: what --print_config writes for the option.
+using json = nlohmann::json;
+using Config = const LaunchConfig&;
+json nullable(const std::string& text) { return text.empty() ? json() : json(text); }
+
 const std::vector<OptionSpec> kOptions = {
     {"nproc_per_node", nullptr, kText, "1", "Workers",
      "workers on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or "
-     "'auto' (GPUs if any, else cores)"},
+     "'auto' (GPUs if any, else cores)",
+     [](Config c) -> json { return c.nproc_per_node; }},
     {"virtual_local_rank", nullptr, kFlag, nullptr, "Workers",
      "every worker sees LOCAL_RANK=0 and, in CUDA_VISIBLE_DEVICES, only its own GPU (its entry of "
-     "ddprun's CUDA_VISIBLE_DEVICES, else its local rank)"},
+     "ddprun's CUDA_VISIBLE_DEVICES, else its local rank)",
+     [](Config c) -> json { return c.virtual_local_rank; }},
     {"numa_binding", nullptr, kText, nullptr, "Workers",
      "bind each worker to the CPUs and memory near its GPU (the one its local rank names): node, "
-     "socket, exclusive or core-complex, as torchrun; skipped, with one line, without GPUs"},
-    {"nnodes", nullptr, kText, "1", "Nodes", "number of nodes, or MIN:MAX for an elastic job"},
+     "socket, exclusive or core-complex, as torchrun; skipped, with one line, without GPUs",
+     [](Config c) -> json { return nullable(c.numa_binding); }},
+    {"nnodes", nullptr, kText, "1", "Nodes", "number of nodes, or MIN:MAX for an elastic job",
+     [](Config c) -> json { return nnodes_text(c.min_nodes, c.max_nodes); }},
     {"node_rank", nullptr, kText, nullptr, "Nodes",
-     "this node's rank, 0..nnodes-1 (default: assigned by the rendezvous)"},
+     "this node's rank, 0..nnodes-1 (default: assigned by the rendezvous)",
+     [](Config c) -> json { return c.node_rank >= 0 ? json(c.node_rank) : json(); }},
     {"master_addr", nullptr, kText, "127.0.0.1", "Nodes",
-     "address of the node hosting rank 0 (static rendezvous)"},
+     "address of the node hosting rank 0 (static rendezvous)",
+     [](Config c) -> json { return c.master_addr; }},
     {"master_port", nullptr, kText, nullptr, "Nodes",
-     "port on master_addr (default: a free port)"},
+     "port on master_addr (default: a free port)",
+     [](Config c) -> json { return c.master_port > 0 ? json(c.master_port) : json(); }},
     {"local_addr", nullptr, kText, nullptr, "Nodes",
-     "address other nodes reach this node at (default: its host name)"},
+     "address other nodes reach this node at (default: its host name)",
+     [](Config c) -> json { return nullable(c.local_addr); }},
     {"standalone", nullptr, kFlag, nullptr, "Nodes",
-     "single-node job with a private rendezvous on a free port"},
-    {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun), or etcd"},
+     "single-node job with a private rendezvous on a free port",
+     [](Config c) -> json { return c.standalone; }},
+    {"rdzv_backend", nullptr, kText, "static", "Rendezvous", "static or c10d (both served by ddprun), or etcd",
+     [](Config c) -> json { return c.rdzv_backend; }},
     {"rdzv_endpoint", nullptr, kText, nullptr, "Rendezvous",
      "host[:port] of the rendezvous (c10d's default port 29400); with static it replaces "
-     "--master_addr:--master_port, and on one node it is the workers' MASTER_ADDR:MASTER_PORT"},
+     "--master_addr:--master_port, and on one node it is the workers' MASTER_ADDR:MASTER_PORT",
+     [](Config c) -> json { return nullable(c.rdzv_endpoint); }},
     {"rdzv_id", nullptr, kText, nullptr, "Rendezvous",
-     "job id shared by all nodes of one job (default: generated on a single node)"},
+     "job id shared by all nodes of one job (default: generated on a single node)",
+     [](Config c) -> json { return nullable(c.rdzv_id); }},
     {"rdzv_conf", nullptr, kText, nullptr, "Rendezvous",
-     "k=v,... : join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, ..."},
+     "k=v,... : join_timeout, last_call_timeout, close_timeout, heartbeat_timeout, ...",
+     [](Config c) -> json { return nullable(c.rdzv_conf); }},
     {"max_restarts", nullptr, kText, "0", "Supervision",
-     "restarts of the whole job after a worker failure"},
+     "restarts of the whole job after a worker failure",
+     [](Config c) -> json { return c.max_restarts; }},
     {"restart_on", nullptr, kText, "retryable", "Supervision",
      "retryable: a failure a restart cannot fix (syntax_error, import_error, the same Python "
-     "exception twice with no progress between) ends the job at once; any: restart it anyway"},
+     "exception twice with no progress between) ends the job at once; any: restart it anyway",
+     [](Config c) -> json { return c.restart_on_any ? "any" : "retryable"; }},
     {"restart_window", nullptr, kText, nullptr, "Supervision",
      "SECONDS: --max_restarts counts only the restarts within the last SECONDS (a job that fails "
-     "once a day survives a month with --max_restarts=3 --restart_window=86400)"},
+     "once a day survives a month with --max_restarts=3 --restart_window=86400)",
+     [](Config c) -> json { return c.restart_window > 0 ? json(c.restart_window) : json(); }},
     {"restart_backoff_max", nullptr, kText, "60", "Supervision",
      "after a failure with no progress since the workers started, wait 1, 2, 4 ... seconds, at most "
-     "this many, before restarting (0: no wait)"},
+     "this many, before restarting (0: no wait)",
+     [](Config c) -> json { return c.restart_backoff_max; }},
     {"crash_loop_limit", nullptr, kText, "5", "Supervision",
      "stop with \"crash loop\" after this many failures in a row with no progress since their "
-     "start (0: never)"},
+     "start (0: never)",
+     [](Config c) -> json { return c.crash_loop_limit; }},
     {"failure_rules", nullptr, kJson, nullptr, "Supervision",
      "JSON array of {\"pattern\": REGEX, \"kind\": NAME, \"retryable\": true|false}: a failed "
      "worker whose last stderr lines or error message match gets that kind (first match, before "
-     "ddprun's own rules); usually a --config key"},
+     "ddprun's own rules); usually a --config key",
+     [](Config c) -> json { return json::parse(failure_rules_json(c.failure_rules)); }},
     {"monitor_interval", nullptr, kText, "0.1", "Supervision",
-     "accepted for torchrun compatibility; ddprun reacts to exits at once"},
+     "accepted for torchrun compatibility; ddprun reacts to exits at once",
+     [](Config c) -> json { return c.monitor_interval; }},
     {"shutdown_timeout", nullptr, kText, "30", "Supervision",
-     "seconds between SIGTERM and SIGKILL when stopping workers"},
+     "seconds between SIGTERM and SIGKILL when stopping workers",
+     [](Config c) -> json { return c.shutdown_timeout; }},
     {"signals_to_handle", nullptr, kText, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Supervision",
      "signals that are forwarded to the workers and then stop the job (also SIGUSR1, SIGUSR2: "
-     "unlisted, those are forwarded only and the job goes on); TORCHELASTIC_SIGNALS_TO_HANDLE"},
+     "unlisted, those are forwarded only and the job goes on); TORCHELASTIC_SIGNALS_TO_HANDLE",
+     [](Config c) -> json { return c.signals_to_handle; }},
     {"debug", nullptr, kFlag, nullptr, "Supervision",
      "one worker in the foreground with the terminal, world size 1, no restarts "
-     "(ddprun --debug gdb --args ./train)"},
-    {"role", nullptr, kText, "default", "Supervision", "worker role name (ROLE_NAME)"},
+     "(ddprun --debug gdb --args ./train)",
+     [](Config c) -> json { return c.debug; }},
+    {"role", nullptr, kText, "default", "Supervision", "worker role name (ROLE_NAME)",
+     [](Config c) -> json { return c.role; }},
     {"hang_timeout", nullptr, kText, "off", "Supervision",
      "a worker whose heartbeat (DDPRUN_HEARTBEAT_FILE) is older than this many seconds is hung: "
      "its stacks are saved and the job restarts; 'auto' learns it from the beats (auto:MIN_SECONDS "
-     "sets its least value, default 30); 'off'"},
+     "sets its least value, default 30); 'off'",
+     [](Config c) -> json { return hang_timeout_json(c.hang_timeout); }},
     {"hang_startup", nullptr, kText, "600", "Supervision",
-     "with --hang_timeout: seconds a worker may take to its first heartbeat"},
+     "with --hang_timeout: seconds a worker may take to its first heartbeat",
+     [](Config c) -> json { return c.hang_timeout.startup; }},
     {"progress", nullptr, kText, "on", "Supervision",
      "on: a Python worker's progress (its modules' forward passes and optimizer steps, through "
-     "PyTorch's global hooks) is its heartbeat, with no change to its code; off"},
+     "PyTorch's global hooks) is its heartbeat, with no change to its code; off",
+     [](Config c) -> json { return c.progress ? "on" : "off"; }},
     {"progress_pattern", nullptr, kList, nullptr, "Supervision",
      "REGEX (repeatable): a line of a worker's output that matches is its progress, like a "
-     "heartbeat; a group (?<step>[0-9]+) gives the step number"},
+     "heartbeat; a group (?<step>[0-9]+) gives the step number",
+     [](Config c) -> json { return c.progress_patterns; }},
     {"log_dir", nullptr, kText, nullptr, "Output",
-     "also keep attempt_N/rank_R/{stdout,stderr}.log here"},
+     "also keep attempt_N/rank_R/{stdout,stderr}.log here",
+     [](Config c) -> json { return nullable(c.log_dir); }},
     {"redirects", "-r", kText, "0", "Output",
-     "send worker output to log files only: 1 stdout, 2 stderr, 3 both; or per local rank 0:1,1:2"},
-    {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format"},
+     "send worker output to log files only: 1 stdout, 2 stderr, 3 both; or per local rank 0:1,1:2",
+     [](Config c) -> json { return streams_text(c.redirects); }},
+    {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format",
+     [](Config c) -> json { return streams_text(c.tee); }},
     {"local_ranks_filter", nullptr, kText, nullptr, "Output",
-     "show only these local ranks on the console, e.g. 0,1 (log files keep all)"},
+     "show only these local ranks on the console, e.g. 0,1 (log files keep all)",
+     [](Config c) -> json { return c.local_ranks_filter ? json(rank_list_text(*c.local_ranks_filter)) : json(); }},
     {"duplicate_stdout_filters", nullptr, kText, nullptr, "Output",
      "with --log_dir: stdout lines containing any of these comma-separated strings (,, for a comma) "
-     "also go to attempt_N/filtered_stdout.log, with their rank prefix"},
+     "also go to attempt_N/filtered_stdout.log, with their rank prefix",
+     [](Config c) -> json { return nullable(filters_text(c.duplicate_stdout_filters)); }},
     {"duplicate_stderr_filters", nullptr, kText, nullptr, "Output",
-     "the same for stderr, into attempt_N/filtered_stderr.log"},
+     "the same for stderr, into attempt_N/filtered_stderr.log",
+     [](Config c) -> json { return nullable(filters_text(c.duplicate_stderr_filters)); }},
     {"logs_specs", nullptr, kText, nullptr, "Output",
      "accepted for torchrun compatibility: only 'default' (a Python LogsSpecs class cannot shape "
-     "ddprun's logs; see --log_dir)"},
+     "ddprun's logs; see --log_dir)",
+     // Only its default is accepted, which is also what unset means: nothing to keep.
+     [](Config) -> json { return json(); }},
     {"event_log_handler", nullptr, kText, "null", "Output",
-     "accepted for torchrun compatibility: only 'null' (ddprun writes its events with --event_log)"},
+     "accepted for torchrun compatibility: only 'null' (ddprun writes its events with --event_log)",
+     // Only 'null' is accepted: the one value there is.
+     [](Config) -> json { return "null"; }},
     {"output_stall_timeout", nullptr, kText, "30", "Output",
      "seconds the console or a log file may take nothing before worker output for it is dropped "
-     "(a slower one only slows the workers down)"},
-    {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file"},
+     "(a slower one only slows the workers down)",
+     [](Config c) -> json { return c.output_stall_timeout; }},
+    {"event_log", nullptr, kText, nullptr, "Output", "append one JSON object a line for each event of the job to this file",
+     [](Config c) -> json { return nullable(c.event_log); }},
     {"result_file", nullptr, kText, nullptr, "Output",
      "at exit, write the job's result to this file as JSON: exit code, failure kind, retryable, root "
-     "cause, restarts (for a requeue script)"},
+     "cause, restarts (for a requeue script)",
+     [](Config c) -> json { return nullable(c.result_file); }},
     {"status_port", nullptr, kText, nullptr, "Output",
-     "serve GET /healthz and GET /status on this port (0: a free one, printed)"},
-    {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on"},
-    {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)"},
+     "serve GET /healthz and GET /status on this port (0: a free one, printed)",
+     [](Config c) -> json { return c.status_port >= 0 ? json(c.status_port) : json(); }},
+    {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on",
+     [](Config c) -> json { return c.status_addr; }},
+    {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)",
+     [](Config c) -> json { return c.module; }},
     {"no_python", nullptr, kFlag, nullptr, "Program",
-     "execute PROGRAM directly even if it ends in .py"},
-    {"run_path", nullptr, kFlag, nullptr, "Program", "accepted for torchrun compatibility: runs the script under Python"},
+     "execute PROGRAM directly even if it ends in .py",
+     [](Config c) -> json { return c.no_python; }},
+    {"run_path", nullptr, kFlag, nullptr, "Program", "accepted for torchrun compatibility: runs the script under Python",
+     [](Config c) -> json { return c.run_path; }},
     {"start_method", nullptr, kText, "spawn", "Program",
-     "accepted for torchrun compatibility: spawn, fork or forkserver (workers are always separate programs)"},
+     "accepted for torchrun compatibility: spawn, fork or forkserver (workers are always separate programs)",
+     [](Config c) -> json { return c.start_method; }},
 };
 
 const OptionSpec* find_spec(const std::string& key) {
@@ -265,6 +319,14 @@ RawOptions options_from_json_file(const std::string& path) {
     }
   }
   return options;
+}
+
+nlohmann::json to_json(const LaunchConfig& config) {
+  nlohmann::json j;
+  for (const auto& spec : kOptions) j[spec.key] = spec.print(config);
+  j["program"] = config.program;
+  j["args"] = config.program_args;
+  return j;
 }
 
 }  // namespace ddprun::config

@@ -14,11 +14,10 @@
 
 namespace ddprun::elastic {
 
-// A setting the user gave that cannot work; the launcher exits with exit_code::kUsage.
-class RendezvousConfigError : public UserError {
- public:
-  using UserError::UserError;
-};
+// A setting the user gave that cannot work; the launcher exits with exit_code::kUsage. The type
+// of every bad option value, so that --rdzv_conf's values are read by the parsers every option
+// source shares (config/include/ddprun/parse.hpp).
+using RendezvousConfigError = config::UsageError;
 
 // torchrun's backend names (config/include/ddprun/rdzv_backend.hpp parses them). static and
 // c10d are served by ddprun's own TCP rendezvous; they differ in who hosts it (see

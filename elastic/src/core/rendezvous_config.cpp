@@ -4,12 +4,11 @@
 #include <sys/stat.h>
 
 #include "ddprun/input_limits.hpp"
+#include "ddprun/parse.hpp"
 #include "ddprun/text.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -27,44 +26,27 @@ RendezvousConfigError bad_endpoint(std::string_view endpoint, std::string_view p
 }
 
 int parse_port(std::string_view text, std::string_view endpoint) {
-  const std::string s(text);
-  char* end = nullptr;
-  errno = 0;
-  const long port = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || port < 0 || port > 65535) {
-    throw bad_endpoint(endpoint, fmt::format("bad port '{}'", shown(text, 12)));
-  }
-  return static_cast<int>(port);
+  const auto port = config::to_integer(text);
+  if (!port || *port < 0 || *port > 65535) throw bad_endpoint(endpoint, fmt::format("bad port '{}'", shown(text, 12)));
+  return static_cast<int>(*port);
 }
 
-double parse_seconds(std::string_view key, std::string_view value) {
-  const std::string s(value);
-  char* end = nullptr;
-  errno = 0;
-  const double seconds = std::strtod(s.c_str(), &end);
-  // Bounded: 1e300 overflowed the timer, which then fired at once and failed the job.
-  if (s.empty() || *end != '\0' || errno != 0 || !(seconds > 0) || !(seconds <= kMaxTimeoutSeconds)) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected a positive number of seconds, {}",
-                                            key, shown(value), kMaxTimeoutText));
-  }
-  return seconds;
+// --rdzv_conf's values, read as every option's are: the name in messages is "--rdzv_conf KEY".
+std::string conf_name(std::string_view key) { return fmt::format("--rdzv_conf {}", key); }
+
+double conf_seconds(std::string_view key, std::string_view value, config::Zero zero = config::Zero::kRefused) {
+  return config::parse_seconds(conf_name(key), value, zero);
 }
 
-bool parse_bool(std::string_view key, std::string_view value) {
-  if (value == "1" || value == "true" || value == "True") return true;
-  if (value == "0" || value == "false" || value == "False") return false;
-  throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected 0, 1, true or false", key, shown(value)));
+int conf_count(std::string_view key, std::string_view value) {
+  return config::parse_integer(conf_name(key), value, 0, 1000000, "a whole number, 0 or more");
 }
 
-int parse_count(std::string_view key, std::string_view value) {
-  const std::string s(value);
-  char* end = nullptr;
-  errno = 0;
-  const long n = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || n < 0 || n > 1000000) {
-    throw RendezvousConfigError(fmt::format("--rdzv_conf {}={}: expected a whole number, 0 or more", key, value));
-  }
-  return static_cast<int>(n);
+bool conf_bool(std::string_view key, std::string_view value) { return config::parse_bool(conf_name(key), value); }
+
+std::string conf_path(std::string_view key, std::string_view value) {
+  if (value.empty()) throw RendezvousConfigError(fmt::format("--rdzv_conf {}=: expected a path", key));
+  return std::string(value);
 }
 
 }  // namespace
@@ -189,6 +171,52 @@ Endpoint single_node_master(const RendezvousConfig& config) {
   return Endpoint{config.master_addr, config.master_port};
 }
 
+namespace {
+
+// --rdzv_conf's keys, in the order the message for an unknown key lists them.
+struct ConfKey {
+  const char* name;
+  const char* alias;  // torchrun's other name for it, or nullptr
+  void (*apply)(std::string_view key, std::string_view value, RendezvousConfig& config);
+};
+using K = std::string_view;
+using C = RendezvousConfig&;
+const ConfKey kConfKeys[] = {
+    {"join_timeout", "timeout", [](K k, K v, C c) { c.timeouts.join_timeout = conf_seconds(k, v); }},
+    {"last_call_timeout", nullptr, [](K k, K v, C c) { c.timeouts.last_call_timeout = conf_seconds(k, v); }},
+    {"close_timeout", nullptr, [](K k, K v, C c) { c.timeouts.close_timeout = conf_seconds(k, v); }},
+    {"heartbeat_interval", nullptr, [](K k, K v, C c) { c.timeouts.heartbeat_interval = conf_seconds(k, v); }},
+    {"heartbeat_timeout", nullptr, [](K k, K v, C c) { c.timeouts.heartbeat_timeout = conf_seconds(k, v); }},
+    {"auth_timeout", nullptr, [](K k, K v, C c) { c.timeouts.auth_timeout = conf_seconds(k, v); }},
+    {"is_host", nullptr, [](K k, K v, C c) { c.is_host = conf_bool(k, v); }},
+    {"secret_file", nullptr, [](K k, K v, C c) { c.secret_file = conf_path(k, v); }},
+    {"auth", nullptr,
+     [](K k, K v, C c) {
+       constexpr AuthMode kModes[] = {AuthMode::kAuto, AuthMode::kSecret, AuthMode::kMunge, AuthMode::kNone};
+       c.auth = kModes[config::parse_choice(conf_name(k), v, {"auto", "secret", "munge", "none"})];
+     }},
+    {"munge_socket", nullptr, [](K k, K v, C c) { c.munge_socket = conf_path(k, v); }},
+    {"max_connections", nullptr, [](K k, K v, C c) { c.max_connections = conf_count(k, v); }},
+    {"max_membership_changes", nullptr, [](K k, K v, C c) { c.max_membership_changes = conf_count(k, v); }},
+    {"spares", nullptr, [](K k, K v, C c) { c.spares = conf_count(k, v); }},
+    {"quarantine_after", nullptr, [](K k, K v, C c) { c.quarantine_after = conf_count(k, v); }},
+    {"quarantine_window", nullptr,
+     [](K k, K v, C c) { c.quarantine_window = conf_seconds(k, v, config::Zero::kAllowed); }},
+    {"protocol", nullptr,
+     [](K k, K v, C c) {
+       config::parse_choice(conf_name(k), v, {"http", "https"});
+       c.etcd.protocol = v;
+     }},
+    {"cacert", nullptr, [](K k, K v, C c) { c.etcd.cacert = conf_path(k, v); }},
+    {"cert", nullptr, [](K k, K v, C c) { c.etcd.cert = conf_path(k, v); }},
+    {"key", nullptr, [](K k, K v, C c) { c.etcd.key = conf_path(k, v); }},
+    {"user", nullptr, [](K, K v, C c) { c.etcd.user = v; }},
+    {"password", nullptr, [](K, K v, C c) { c.etcd.password = v; }},
+    {"password_file", nullptr, [](K k, K v, C c) { c.etcd.password_file = conf_path(k, v); }},
+};
+
+}  // namespace
+
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config) {
   std::vector<std::string> ignored;
   while (!conf.empty()) {
@@ -202,72 +230,20 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     }
     const std::string_view key = trim(item.substr(0, eq), " \t");
     const std::string_view value = trim(item.substr(eq + 1), " \t");
-    RendezvousTimeouts& t = config.timeouts;
-    if (key == "join_timeout" || key == "timeout") {
-      t.join_timeout = parse_seconds(key, value);
-    } else if (key == "last_call_timeout") {
-      t.last_call_timeout = parse_seconds(key, value);
-    } else if (key == "close_timeout") {
-      t.close_timeout = parse_seconds(key, value);
-    } else if (key == "heartbeat_interval") {
-      t.heartbeat_interval = parse_seconds(key, value);
-    } else if (key == "heartbeat_timeout") {
-      t.heartbeat_timeout = parse_seconds(key, value);
-    } else if (key == "auth_timeout") {
-      t.auth_timeout = parse_seconds(key, value);
-    } else if (key == "secret_file") {
-      if (value.empty()) throw RendezvousConfigError("--rdzv_conf secret_file=: expected a path");
-      config.secret_file = value;
-    } else if (key == "auth") {
-      static const std::pair<std::string_view, AuthMode> modes[] = {
-          {"auto", AuthMode::kAuto}, {"secret", AuthMode::kSecret}, {"munge", AuthMode::kMunge}, {"none", AuthMode::kNone}};
-      const auto* it = std::find_if(std::begin(modes), std::end(modes), [&](const auto& m) { return m.first == value; });
-      if (it == std::end(modes)) {
-        throw RendezvousConfigError(
-            fmt::format("--rdzv_conf auth={}: expected auto, secret, munge or none", shown(value)));
-      }
-      config.auth = it->second;
-    } else if (key == "munge_socket") {
-      if (value.empty()) throw RendezvousConfigError("--rdzv_conf munge_socket=: expected a path");
-      config.munge_socket = value;
-    } else if (key == "max_connections") {
-      config.max_connections = parse_count(key, value);
-    } else if (key == "max_membership_changes") {
-      config.max_membership_changes = parse_count(key, value);
-    } else if (key == "spares") {
-      config.spares = parse_count(key, value);
-    } else if (key == "quarantine_after") {
-      config.quarantine_after = parse_count(key, value);
-    } else if (key == "quarantine_window") {
-      config.quarantine_window = value == "0" ? 0 : parse_seconds(key, value);
-    } else if (key == "protocol") {
-      if (value != "http" && value != "https") {
-        throw RendezvousConfigError(fmt::format("--rdzv_conf protocol={}: expected http or https", shown(value)));
-      }
-      config.etcd.protocol = value;
-    } else if (key == "cacert" || key == "cert" || key == "key") {
-      if (value.empty()) throw RendezvousConfigError(fmt::format("--rdzv_conf {}=: expected a path", key));
-      (key == "cacert" ? config.etcd.cacert : key == "cert" ? config.etcd.cert : config.etcd.key) = value;
-    } else if (key == "user") {
-      config.etcd.user = value;
-    } else if (key == "password") {
-      config.etcd.password = value;
-    } else if (key == "password_file") {
-      if (value.empty()) throw RendezvousConfigError("--rdzv_conf password_file=: expected a path");
-      config.etcd.password_file = value;
-    } else if (key == "is_host") {
-      config.is_host = parse_bool(key, value);
-    } else if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
-               key == "keep_alive_max_attempt" || key == "rank") {
+    if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
+        key == "keep_alive_max_attempt" || key == "rank") {
       ignored.emplace_back(key);
-    } else {
-      throw RendezvousConfigError(fmt::format(
-          "--rdzv_conf: unknown key '{}'; known keys: join_timeout, last_call_timeout, close_timeout, "
-          "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-          "max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, protocol, cacert, cert, key, user, password, "
-          "password_file",
-          shown(key)));
+      continue;
     }
+    const auto* setting = std::find_if(std::begin(kConfKeys), std::end(kConfKeys), [&](const ConfKey& k) {
+      return key == k.name || (k.alias != nullptr && key == k.alias);
+    });
+    if (setting == std::end(kConfKeys)) {
+      std::string known;
+      for (const ConfKey& k : kConfKeys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k.name);
+      throw RendezvousConfigError(fmt::format("--rdzv_conf: unknown key '{}'; known keys: {}", shown(key), known));
+    }
+    setting->apply(key, value, config);
   }
   return ignored;
 }
