@@ -64,11 +64,13 @@ py_spy_version=${py_spy_spec#py-spy==}
 if [[ "$(/usr/local/bin/py-spy --version 2>/dev/null)" != "py-spy $py_spy_version" ]]; then
   wheels=${DDPRUN_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/wheels}
   mkdir -p "$wheels"
-  wheel=$(ls "$wheels"/py_spy-"$py_spy_version"-*"$(uname -m)"*.whl 2>/dev/null | head -1)
+  py_spy_wheel() { compgen -G "$wheels/py_spy-$py_spy_version-*$(uname -m)*.whl" | head -1 || true; }
+  wheel=$(py_spy_wheel)
   if [[ -z $wheel ]]; then
     /usr/bin/python3 -m pip --disable-pip-version-check --no-input -q download --no-deps --only-binary=:all: \
       --dest "$wheels" "$py_spy_spec"
-    wheel=$(ls "$wheels"/py_spy-"$py_spy_version"-*"$(uname -m)"*.whl | head -1)
+    wheel=$(py_spy_wheel)
+    [[ -n $wheel ]] || { echo "install-deps: no $py_spy_spec wheel for $(uname -m) in $wheels" >&2; exit 1; }
   fi
   "${sudo[@]}" /usr/bin/python3 - "$wheel" "$py_spy_version" <<'PY'
 import os, shutil, sys, zipfile
