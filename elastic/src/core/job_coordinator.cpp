@@ -3,15 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
-#include <iterator>
-#include <limits>
-#include <string_view>
 
+#include "core/group_ranks.hpp"
 #include "core/node_identity.hpp"
+#include "core/round_end.hpp"
 #include "ddprun/failure_text.hpp"
 #include "ddprun/exit_codes.hpp"
-#include "ddprun/input_limits.hpp"
 
 namespace ddprun::elastic {
 
@@ -23,83 +20,6 @@ const char* to_string(StopReason reason) {
     case StopReason::kShutdown: return "shutdown";
   }
   return "unknown";
-}
-
-namespace {
-
-std::string_view digits_at(const std::string& s, std::size_t& i) {
-  const std::size_t start = i;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  std::string_view run(s.data() + start, i - start);
-  while (run.size() > 1 && run.front() == '0') run.remove_prefix(1);
-  return run;
-}
-
-// "n2" < "n10" and "127.0.0.9" < "127.0.0.10": runs of digits compare as numbers. Negative,
-// zero or positive as a is before, the same as, or after b: one call per field in the group-rank
-// sort of 10,000 nodes, not two.
-int natural_compare(const std::string& a, const std::string& b) {
-  std::size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const bool da = std::isdigit(static_cast<unsigned char>(a[i]));
-    const bool db = std::isdigit(static_cast<unsigned char>(b[j]));
-    if (da && db) {
-      const std::string_view na = digits_at(a, i), nb = digits_at(b, j);
-      if (na.size() != nb.size()) return na.size() < nb.size() ? -1 : 1;
-      if (const int c = na.compare(nb)) return c;
-    } else {
-      if (a[i] != b[j]) return a[i] < b[j] ? -1 : 1;
-      ++i, ++j;
-    }
-  }
-  const std::size_t left_a = a.size() - i, left_b = b.size() - j;
-  return left_a == left_b ? 0 : left_a < left_b ? -1 : 1;
-}
-
-// What --nproc_per_node accepts (launch_config.cpp).
-constexpr int kMaxNproc = 1 << 20;
-
-// An address a peer may advertise as MASTER_ADDR: an IP address (v6 with a zone, bracketed or
-// not) or a host name; nothing that a worker's environment or a console line should not hold.
-bool is_host_address(const std::string& addr) {
-  return !addr.empty() && addr.size() <= kMaxHostChars && std::all_of(addr.begin(), addr.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view(".-:_%[]").find(c) != std::string_view::npos;
-  });
-}
-
-std::string nnodes(int min_nodes, int max_nodes) {
-  return min_nodes == max_nodes ? std::to_string(min_nodes) : fmt::format("{}:{}", min_nodes, max_nodes);
-}
-
-}  // namespace
-
-std::vector<std::size_t> order_group_ranks(const std::vector<RankCandidate>& candidates) {
-  const std::size_t n = candidates.size();
-  std::vector<std::size_t> slots(n, n);  // n: free
-  std::vector<std::size_t> rest;
-  for (std::size_t i = 0; i < n; ++i) {
-    const int r = candidates[i].node_rank;
-    if (r >= 0 && static_cast<std::size_t>(r) < n && slots[r] == n) {
-      slots[r] = i;
-    } else {
-      rest.push_back(i);
-    }
-  }
-  std::sort(rest.begin(), rest.end(), [&](std::size_t x, std::size_t y) {
-    const RankCandidate& a = candidates[x];
-    const RankCandidate& b = candidates[y];
-    if ((a.node_rank >= 0) != (b.node_rank >= 0)) return a.node_rank >= 0;
-    if (a.node_rank != b.node_rank) return a.node_rank < b.node_rank;
-    if (a.hosts_rendezvous != b.hosts_rendezvous) return a.hosts_rendezvous;
-    if (const int c = natural_compare(a.hostname, b.hostname)) return c < 0;
-    if (const int c = natural_compare(a.addr, b.addr)) return c < 0;
-    return a.join_order < b.join_order;
-  });
-  auto next = rest.begin();
-  for (std::size_t& slot : slots) {
-    if (slot == n) slot = *next++;
-  }
-  return slots;
 }
 
 JobCoordinator::JobCoordinator(JobSettings settings, double now)
@@ -125,84 +45,20 @@ JobMembership JobCoordinator::membership() const {
   return m;
 }
 
-std::optional<std::string> JobCoordinator::refusal(NodeId node, const NodeSpec& spec, Joiner joiner) const {
-  const JobSettings& s = settings_;
-  if (phase_ == Phase::kFinished) {
-    return fmt::format("rendezvous '{}' has already finished; start a new job with another --rdzv_id", s.run_id);
-  }
-  if (joiner == Joiner::kPeer && spec.hosts_rendezvous) {
-    return fmt::format(
-        "this node says it hosts the rendezvous, but the rendezvous runs in the launcher of {}; a node hosts it "
-        "only in its own process (give one node alone --rdzv_conf is_host=1, or the endpoint's address)",
-        host_ ? node_name(*host_) : std::string("another node"));
-  }
-  if (joiner == Joiner::kHost && host_ && *host_ != node) {
-    return fmt::format("the rendezvous host joined a second time, while {} is its first connection", node_name(*host_));
-  }
-  if (spec.run_id != s.run_id) {
-    return fmt::format("this rendezvous endpoint serves run '{}', not '{}'; give every node the same --rdzv_id",
-                       s.run_id, shown(spec.run_id));
-  }
-  if (spec.min_nodes != s.min_nodes || spec.max_nodes != s.max_nodes) {
-    return fmt::format("this node has --nnodes={} but rendezvous '{}' has --nnodes={}; give every node the same --nnodes",
-                       nnodes(spec.min_nodes, spec.max_nodes), s.run_id, nnodes(s.min_nodes, s.max_nodes));
-  }
-  if (spec.max_restarts != s.max_restarts) {
-    return fmt::format(
-        "this node has --max_restarts={} but rendezvous '{}' has --max_restarts={}; give every node the same "
-        "--max_restarts",
-        spec.max_restarts, s.run_id, s.max_restarts);
-  }
-  if (spec.restart != s.restart) {
-    const auto options = [](const RestartSettings& r) {
-      return fmt::format("--restart_on={} --restart_window={:g} --restart_backoff_max={:g} --crash_loop_limit={}",
-                         r.restart_on_any ? "any" : "retryable", r.window, r.backoff_max, r.crash_loop_limit);
-    };
-    return fmt::format("this node has {} but rendezvous '{}' has {}; give every node the same restart options",
-                       options(spec.restart), s.run_id, options(s.restart));
-  }
-  if (spec.heartbeat_interval != s.heartbeat_interval || spec.heartbeat_timeout != s.heartbeat_timeout) {
-    return fmt::format(
-        "this node has --rdzv_conf heartbeat_interval={:g},heartbeat_timeout={:g} but rendezvous '{}' has "
-        "heartbeat_interval={:g},heartbeat_timeout={:g}; give every node the same heartbeat settings",
-        spec.heartbeat_interval, spec.heartbeat_timeout, s.run_id, s.heartbeat_interval, s.heartbeat_timeout);
-  }
-  if (spec.node_rank < -1 || spec.node_rank >= s.max_nodes) {
-    return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
-                       nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);
-  }
-  if (spec.nproc < 1 || spec.nproc > kMaxNproc) {
-    return fmt::format("--nproc_per_node={} is out of range (1 to {})", spec.nproc, kMaxNproc);
-  }
-  if (workers_ + spec.nproc > std::numeric_limits<int>::max()) {
-    return fmt::format("--nproc_per_node={} would make the job more than {} workers, with the {} of the nodes joined",
-                       spec.nproc, std::numeric_limits<int>::max(), workers_);
-  }
-  if (spec.master_port < 1 || spec.master_port > 65535) {
-    return fmt::format("this node's MASTER_PORT {} is not a TCP port (1 to 65535)", spec.master_port);
-  }
-  // The host's own address and name come from its command line, already checked.
-  if (joiner == Joiner::kPeer && !is_host_address(spec.addr)) {
-    return fmt::format("this node's address '{}' is not a host name or IP address", shown(spec.addr));
-  }
-  // Its control characters parse_peer_json has replaced, as those of all a peer's text.
-  if (joiner == Joiner::kPeer && spec.hostname.size() > kMaxHostChars) {
-    return fmt::format("this node's host name '{}' has more than {} characters", shown(spec.hostname), kMaxHostChars);
-  }
-  if (nodes_.count(node) != 0) return std::string("this node joined twice");
-  if (s.spares >= 0 && nodes_.size() >= static_cast<std::size_t>(s.max_nodes) + s.spares) {
-    return fmt::format(
-        "rendezvous '{}' already has its {} nodes and {} spare{} (--rdzv_conf spares={}); stop this node or give every "
-        "node a larger --rdzv_conf spares",
-        s.run_id, s.max_nodes, s.spares, s.spares == 1 ? "" : "s", s.spares);
-  }
+JoinContext JobCoordinator::join_context(NodeId node, const NodeSpec& spec) const {
+  JoinContext c;
+  c.finished = phase_ == Phase::kFinished;
+  if (host_) c.host = node_name(*host_);
+  c.host_is_joiner = host_ == node;
+  c.joined = nodes_.count(node) != 0;
+  c.nodes = nodes_.size();
+  c.workers = workers_;
   if (spec.node_rank >= 0) {
     if (const auto taken = node_ranks_.find(spec.node_rank); taken != node_ranks_.end()) {
-      return fmt::format("--node_rank={} is already taken by {} in rendezvous '{}'; give each node its own --node_rank",
-                         spec.node_rank, describe_node(taken->second), s.run_id);
+      c.rank_taken_by = describe_node(taken->second);
     }
   }
-  return std::nullopt;
+  return c;
 }
 
 std::string JobCoordinator::node_name(NodeId node) const {
@@ -221,7 +77,7 @@ std::string JobCoordinator::present_nodes() const {
 
 Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, Joiner joiner, double now) {
   Messages out;
-  if (auto why = refusal(node, spec, joiner)) {
+  if (auto why = join_refusal(settings_, spec, joiner, join_context(node, spec))) {
     out.push_back(Finish{node, rendezvous_failure(*why, restart_count_)});
     return out;
   }
@@ -508,62 +364,27 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
 
 void JobCoordinator::end_round_if_stopped(double now, Messages& out) {
   if (parts_.count(Part::kRunning) + parts_.count(Part::kStopping) > 0) return;
-  restart_reason_ = {};
-  backoff_ = 0;
-  if (round_failed_) {
-    // The root cause is the first failure in time of those that were not only a consequence of
-    // another (a rank whose peer's connection closed under it).
-    const auto by_cause = [](const WorkerFailure& a, const WorkerFailure& b) {
-      const bool ca = a.kind.consequence(), cb = b.kind.consequence();
-      if (ca != cb) return cb;
-      return a.timestamp < b.timestamp;
-    };
-    // The first of the least, as stable_sort puts first.
-    const NodeId root_node =
-        failure_nodes_[std::min_element(failures_.begin(), failures_.end(), by_cause) - failures_.begin()];
-    std::stable_sort(failures_.begin(), failures_.end(), by_cause);
-    const bool progressed = std::any_of(failures_.begin(), failures_.end(),
-                                        [](const WorkerFailure& f) { return f.progressed; });
-    const RestartDecision decision = restart_policy_.decide(failures_.front(), progressed, now);
-    ++history_version_;
-    if (!decision.restart) {
-      JobOutcome failure;
-      failure.failures = failures_;
-      failure.exit_code = failure.failures.front().exit_code;
-      // Only the root cause's traceback is shown; the others would only swell the finish
-      // message, which holds every failure of the job.
-      for (auto it = std::next(failure.failures.begin()); it != failure.failures.end(); ++it) it->traceback.clear();
-      failure.restarts = restart_count_;
-      failure.stop_reason = decision.reason;
-      failure.retryable = decision.budget_spent && failure.failures.front().retryable;
-      finish(failure, out);
-      return;
-    }
-    ++restart_count_;
-    restart_reason_ = decision.why;
-    backoff_ = decision.backoff;
-    not_before_ = now + decision.backoff;
-    judge(root_node, failures_.front(), out);
-  } else {
-    // Nodes joined or left. A round that ran for the last-call window counts as progress; a
-    // run of quicker changes (a flapping node, or one joining and leaving on purpose) is free
-    // only up to max_membership_changes, then costs restarts like a failure.
-    membership_changes_ = now - round_started_ >= settings_.last_call_timeout ? 1 : membership_changes_ + 1;
-    if (membership_changes_ > settings_.max_membership_changes) {
-      if (restart_count_ >= settings_.max_restarts) {
-        finish(rendezvous_failure(
-                   fmt::format("{} rounds in a row ended by nodes joining or leaving within {} s of their start "
-                               "(last: {}), more than max_membership_changes={}, and the {} restarts of "
-                               "--max_restarts are spent; raise --rdzv_conf max_membership_changes or "
-                               "--max_restarts",
-                               membership_changes_, settings_.last_call_timeout, stop_why_,
-                               settings_.max_membership_changes, settings_.max_restarts),
-                   restart_count_),
-               out);
-        return;
-      }
-      ++restart_count_;
-    }
+  RoundEndCase c(restart_policy_);
+  c.failures = std::move(failures_);
+  c.failure_nodes = std::move(failure_nodes_);
+  c.now = now;
+  c.ran_for = now - round_started_;
+  c.restart_count = restart_count_;
+  c.membership_changes = membership_changes_;
+  c.stop_why = stop_why_;
+  failures_.clear();
+  failure_nodes_.clear();
+  RoundEnd end = decide_round_end(std::move(c), settings_);
+  restart_policy_ = std::move(end.policy);
+  if (round_failed_) ++history_version_;
+  restart_count_ = end.restart_count;
+  membership_changes_ = end.membership_changes;
+  restart_reason_ = std::move(end.restart_reason);
+  backoff_ = end.backoff;
+  if (end.finish) return finish(std::move(*end.finish), out);
+  if (end.root) {
+    not_before_ = now + end.backoff;
+    judge(end.root_node, *end.root, out);
   }
   gather(now, out);
 }

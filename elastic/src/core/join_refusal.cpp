@@ -1,0 +1,111 @@
+#include "core/join_refusal.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <string_view>
+
+#include "ddprun/input_limits.hpp"
+
+namespace ddprun::elastic {
+namespace {
+
+// What --nproc_per_node accepts (launch_config.cpp).
+constexpr int kMaxNproc = 1 << 20;
+
+// An address a peer may advertise as MASTER_ADDR: an IP address (v6 with a zone, bracketed or
+// not) or a host name; nothing that a worker's environment or a console line should not hold.
+bool is_host_address(const std::string& addr) {
+  return !addr.empty() && addr.size() <= kMaxHostChars && std::all_of(addr.begin(), addr.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view(".-:_%[]").find(c) != std::string_view::npos;
+  });
+}
+
+}  // namespace
+
+std::string nnodes(int min_nodes, int max_nodes) {
+  return min_nodes == max_nodes ? std::to_string(min_nodes) : fmt::format("{}:{}", min_nodes, max_nodes);
+}
+
+std::optional<std::string> join_refusal(const JobSettings& s, const NodeSpec& spec, Joiner joiner,
+                                        const JoinContext& job) {
+  if (job.finished) {
+    return fmt::format("rendezvous '{}' has already finished; start a new job with another --rdzv_id", s.run_id);
+  }
+  if (joiner == Joiner::kPeer && spec.hosts_rendezvous) {
+    return fmt::format(
+        "this node says it hosts the rendezvous, but the rendezvous runs in the launcher of {}; a node hosts it "
+        "only in its own process (give one node alone --rdzv_conf is_host=1, or the endpoint's address)",
+        job.host ? *job.host : std::string("another node"));
+  }
+  if (joiner == Joiner::kHost && job.host && !job.host_is_joiner) {
+    return fmt::format("the rendezvous host joined a second time, while {} is its first connection", *job.host);
+  }
+  if (spec.run_id != s.run_id) {
+    return fmt::format("this rendezvous endpoint serves run '{}', not '{}'; give every node the same --rdzv_id",
+                       s.run_id, shown(spec.run_id));
+  }
+  if (spec.min_nodes != s.min_nodes || spec.max_nodes != s.max_nodes) {
+    return fmt::format(
+        "this node has --nnodes={} but rendezvous '{}' has --nnodes={}; give every node the same --nnodes",
+        nnodes(spec.min_nodes, spec.max_nodes), s.run_id, nnodes(s.min_nodes, s.max_nodes));
+  }
+  if (spec.max_restarts != s.max_restarts) {
+    return fmt::format(
+        "this node has --max_restarts={} but rendezvous '{}' has --max_restarts={}; give every node the same "
+        "--max_restarts",
+        spec.max_restarts, s.run_id, s.max_restarts);
+  }
+  if (spec.restart != s.restart) {
+    const auto options = [](const RestartSettings& r) {
+      return fmt::format("--restart_on={} --restart_window={:g} --restart_backoff_max={:g} --crash_loop_limit={}",
+                         r.restart_on_any ? "any" : "retryable", r.window, r.backoff_max, r.crash_loop_limit);
+    };
+    return fmt::format("this node has {} but rendezvous '{}' has {}; give every node the same restart options",
+                       options(spec.restart), s.run_id, options(s.restart));
+  }
+  if (spec.heartbeat_interval != s.heartbeat_interval || spec.heartbeat_timeout != s.heartbeat_timeout) {
+    return fmt::format(
+        "this node has --rdzv_conf heartbeat_interval={:g},heartbeat_timeout={:g} but rendezvous '{}' has "
+        "heartbeat_interval={:g},heartbeat_timeout={:g}; give every node the same heartbeat settings",
+        spec.heartbeat_interval, spec.heartbeat_timeout, s.run_id, s.heartbeat_interval, s.heartbeat_timeout);
+  }
+  if (spec.node_rank < -1 || spec.node_rank >= s.max_nodes) {
+    return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,
+                       nnodes(s.min_nodes, s.max_nodes), s.max_nodes - 1);
+  }
+  if (spec.nproc < 1 || spec.nproc > kMaxNproc) {
+    return fmt::format("--nproc_per_node={} is out of range (1 to {})", spec.nproc, kMaxNproc);
+  }
+  if (job.workers + spec.nproc > std::numeric_limits<int>::max()) {
+    return fmt::format("--nproc_per_node={} would make the job more than {} workers, with the {} of the nodes joined",
+                       spec.nproc, std::numeric_limits<int>::max(), job.workers);
+  }
+  if (spec.master_port < 1 || spec.master_port > 65535) {
+    return fmt::format("this node's MASTER_PORT {} is not a TCP port (1 to 65535)", spec.master_port);
+  }
+  // The host's own address and name come from its command line, already checked.
+  if (joiner == Joiner::kPeer && !is_host_address(spec.addr)) {
+    return fmt::format("this node's address '{}' is not a host name or IP address", shown(spec.addr));
+  }
+  // Its control characters parse_peer_json has replaced, as those of all a peer's text.
+  if (joiner == Joiner::kPeer && spec.hostname.size() > kMaxHostChars) {
+    return fmt::format("this node's host name '{}' has more than {} characters", shown(spec.hostname), kMaxHostChars);
+  }
+  if (job.joined) return std::string("this node joined twice");
+  if (s.spares >= 0 && job.nodes >= static_cast<std::size_t>(s.max_nodes) + s.spares) {
+    return fmt::format(
+        "rendezvous '{}' already has its {} nodes and {} spare{} (--rdzv_conf spares={}); stop this node or give every "
+        "node a larger --rdzv_conf spares",
+        s.run_id, s.max_nodes, s.spares, s.spares == 1 ? "" : "s", s.spares);
+  }
+  if (job.rank_taken_by) {
+    return fmt::format("--node_rank={} is already taken by {} in rendezvous '{}'; give each node its own --node_rank",
+                       spec.node_rank, *job.rank_taken_by, s.run_id);
+  }
+  return std::nullopt;
+}
+
+}  // namespace ddprun::elastic
