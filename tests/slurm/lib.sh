@@ -76,7 +76,12 @@ wait_running() {
   shift 3
   deadline=$((SECONDS + timeout))
   until "$@"; do
-    ! job_ended "$job" || fail "job $job ended ($(job_field "$job" JobState)) before $what"
+    # The condition may have come true just before the job ended (its last task wrote its file
+    # and exited between the two checks): asked again once the job has ended.
+    if job_ended "$job"; then
+      "$@" && break
+      fail "job $job ended ($(job_field "$job" JobState)) before $what"
+    fi
     ((SECONDS < deadline)) || fail "timed out after ${timeout}s waiting for $what"
     sleep 0.1
   done
