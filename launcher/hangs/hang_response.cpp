@@ -12,6 +12,7 @@
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/system.hpp"
 #include "process/process_tree.hpp"
+#include "report/event_records.hpp"
 #include "report/failure_report.hpp"
 
 namespace ddprun::launcher {
@@ -118,7 +119,7 @@ void HangResponse::start_round(int attempt) {
 bool HangResponse::child_exited(pid_t pid) { return stacks_->child_exited(pid); }
 
 void HangResponse::timer_expired(const ExpiredTimer& expired) {
-  handlers_.event("timer_expired", {{"pid", expired.pid}, {"scope_id", expired.scope_id}, {"signal", expired.signal}});
+  handlers_.record(records::timer_expired(expired.pid, expired.scope_id, expired.signal));
   if (expired.signal <= 0) return;  // a timer without a signal only reports, as in torchrun
   const WorkerProcess* owner = timer_owner(group_.workers(), expired.pid);
   if (owner == nullptr) {
@@ -181,10 +182,8 @@ void HangResponse::ranks_hung(const std::vector<HungRank>& hung, const std::stri
     // found (their last beats, up to 100 ms apart, would race with the culprit's).
     if (blamed.waited_since) failures.back().timestamp = std::min(failures.back().timestamp, *blamed.waited_since);
     if (blamed.victims) failures.back().timestamp = wall_seconds();
-    handlers_.event("hang", {{"rank", w->rank}, {"local_rank", w->local_rank}, {"pid", w->pid},
-                             {"silent_for", h.silent_for}, {"hang_timeout", h.timeout},
-                             {"last_step", h.last_step ? nlohmann::json(*h.last_step) : nlohmann::json()},
-                             {"why", failures.back().message}});
+    handlers_.record(
+        records::hang(w->rank, w->local_rank, w->pid, h.silent_for, h.timeout, h.last_step, failures.back().message));
   }
   if (failures.empty()) return;
   auto targets = stack_targets(failures, group_.workers());
@@ -223,8 +222,7 @@ void HangResponse::stacks_collected(int round, const std::vector<StackDumper::Ta
   say_missing_python_stacks(targets);
   const bool kept = !logs_root_.empty();
   for (const auto& t : targets) {
-    handlers_.event("stacks_written",
-                    {{"rank", t.rank}, {"pid", t.pid}, {"file", kept ? nlohmann::json(t.file) : nlohmann::json()}});
+    handlers_.record(records::stacks_written(t.rank, t.pid, kept ? t.file : ""));
   }
   // One at a time off pending_: collecting() stays true until the last is handed over.
   while (!pending_.empty()) {

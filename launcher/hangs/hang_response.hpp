@@ -25,6 +25,7 @@
 #include "hangs/file_timer_server.hpp"
 #include "hangs/hang_policy.hpp"
 #include "hangs/stack_dump.hpp"
+#include "output/event_log.hpp"
 #include "process/worker_group.hpp"
 
 namespace asio {
@@ -78,7 +79,7 @@ class HangResponse {
  public:
   struct Handlers {
     std::function<void(const std::string&)> say;                         // a console line
-    std::function<void(std::string_view, nlohmann::json)> event;         // an --event_log line
+    std::function<void(EventRecord)> record;                             // an --event_log line
     std::function<elastic::WorkerFailure(const WorkerProcess&)> identity;  // a worker's failure, before the hang's part
     std::function<std::optional<int>()> running_round;  // the round whose workers run, if they do
     std::function<bool(int round)> still_current;       // whether stacks of `round` still matter

@@ -14,6 +14,12 @@
 
 namespace ddprun::launcher {
 
+// One line of the log: the event's name and its own fields (report/event_records.hpp makes them).
+struct EventRecord {
+  std::string_view event;
+  nlohmann::json fields;  // an object
+};
+
 class EventLog {
  public:
   EventLog() = default;  // writes nothing
@@ -27,6 +33,7 @@ class EventLog {
   }
   // Writes one line; `fields` is a JSON object (or null).
   void write(std::string_view event, nlohmann::json fields = nullptr);
+  void write(EventRecord record) { write(record.event, std::move(record.fields)); }
 
  private:
   std::shared_ptr<UniqueFd> file_;  // shared with the output writer until written

@@ -122,4 +122,40 @@ std::string format_failure_summary(const elastic::JobOutcome& outcome, const std
   return out;
 }
 
+FailureEvidence evidence_of(const elastic::WorkerFailure& f, bool stopped_by_ddprun, bool after_another_failure) {
+  FailureEvidence e;
+  e.exit_code = f.exit_code;
+  e.signal = f.signal;
+  e.signal_from_outside = f.signal_from_outside;
+  e.hung = f.hung;
+  e.stopped_by_ddprun = stopped_by_ddprun;
+  e.after_another_failure = after_another_failure;
+  e.error_message = f.message;
+  e.traceback = f.traceback;
+  return e;
+}
+
+void set_kind(elastic::WorkerFailure& f, const Classification& c) {
+  f.kind = c.kind;
+  f.retryable = c.retryable;
+  f.cause = c.cause;
+  f.exception = c.exception;
+  f.location = c.location;
+}
+
+std::string restart_announcement(const elastic::RoundAssignment& round, int max_restarts) {
+  const elastic::RestartReason& reason = round.restart_reason;
+  if (reason.restart == 0) {
+    return fmt::format("ddprun: restarting workers (restart {} of {})\n", round.restart_count, max_restarts);
+  }
+  return fmt::format("ddprun: restarting workers ({}): {}\n", elastic::describe_restart_budget(reason),
+                     elastic::describe_restart_cause(reason));
+}
+
+std::string import_failure_message(const std::string& import_error, const std::string& message,
+                                   const std::string& python, const std::string& chosen_by) {
+  return fmt::format("{}{}{} (ran under {}, {}; set PYTHON_EXEC to choose another)", message,
+                     message.empty() ? "" : ": ", import_error, python, chosen_by);
+}
+
 }  // namespace ddprun::launcher

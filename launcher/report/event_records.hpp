@@ -1,0 +1,55 @@
+// The --event_log records the agent writes, one function a record: its name and its fields,
+// pure, so that the log's format (public API: the manual's "Event log" reference) is read and
+// tested in one place. EventLog (event_log.hpp) adds time, node, group_rank and attempt.
+// The hang response's own records (hang_found, stacks, ...) are in hangs/hang_response.cpp.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ddprun/launch_config.hpp"
+#include "ddprun/rendezvous.hpp"
+#include "output/event_log.hpp"
+
+namespace ddprun::launcher {
+
+namespace records {
+
+EventRecord started(const config::LaunchConfig& config);
+EventRecord round_started(const elastic::RoundAssignment& round);
+EventRecord restart(const elastic::RoundAssignment& round, int max_restarts);
+// The job was not restarted: the policy's reason (JobOutcome::stop_reason).
+EventRecord restart_stopped(const std::string& stop_reason, int restarts);
+EventRecord stop_requested(int round, const std::string& why);
+EventRecord worker_started(int rank, int local_rank, pid_t pid);
+// `signal`: the signal that ended it, 0 when it exited.
+EventRecord worker_exited(int rank, int local_rank, pid_t pid, int exit_code, int signal, bool stopped_by_ddprun);
+// A failure once its kind is known.
+EventRecord worker_failed(const elastic::WorkerFailure& failure);
+EventRecord round_ended(int round);
+EventRecord spare(int place, const std::string& why);
+EventRecord quarantined(const elastic::QuarantinedNode& node);
+EventRecord signal_received(int signal);
+EventRecord signal_forwarded(int signal, bool forwarded);
+EventRecord quiet(int rank, int local_rank, double silent_for, std::optional<long long> last_step);
+EventRecord hang_timeout_learned(double timeout);
+// A rank judged hung: how long it was silent against which timeout, its last step, and `why`
+// (its failure's message).
+EventRecord hang(int rank, int local_rank, pid_t pid, double silent_for, double hang_timeout,
+                 std::optional<long long> last_step, const std::string& why);
+// torchelastic's file timer of `pid` expired.
+EventRecord timer_expired(pid_t pid, const std::string& scope_id, int signal);
+// A worker's stacks collected; `file`: where they are kept, "" when nowhere after ddprun exits.
+EventRecord stacks_written(int rank, pid_t pid, const std::string& file);
+EventRecord heartbeats_missing(double after);
+// The last record: ddprun's exit code, the signal that stopped it, the root cause, the error.
+EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal);
+
+}  // namespace records
+}  // namespace ddprun::launcher

@@ -1,0 +1,36 @@
+#include "report/job_exit.hpp"
+
+#include <fmt/format.h>
+
+#include "ddprun/exit_codes.hpp"
+#include "ddprun/system.hpp"
+#include "report/failure_report.hpp"
+
+namespace ddprun::launcher {
+
+JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program) {
+  JobExit e;
+  if (!outcome.failures.empty()) e.root_cause = failure_view(outcome.failures.front());
+  if (shutdown_signal != 0) {
+    e.exit_code = exit_code::kSignalBase + shutdown_signal;
+    e.console = fmt::format("ddprun: stopped by {}; workers stopped\n", signal_name(shutdown_signal));
+    return e;
+  }
+  e.exit_code = outcome.exit_code;
+  if (outcome.exit_code == exit_code::kQuarantined && !outcome.error.empty()) {
+    e.console = fmt::format("ddprun: {}; exit {} so that the scheduler can drain this host\n", outcome.error,
+                            e.exit_code);
+    return e;
+  }
+  if (e.exit_code != 0) e.console = format_failure_summary(outcome, program);
+  for (const auto& q : outcome.quarantined) {
+    e.console += fmt::format("ddprun: quarantined during the job: {}: {}\n", q.node, q.why);
+  }
+  return e;
+}
+
+FailureView failure_view(const elastic::WorkerFailure& f) {
+  return FailureView{f.rank, f.host, f.exit_code, f.kind.name(), f.retryable, f.cause};
+}
+
+}  // namespace ddprun::launcher

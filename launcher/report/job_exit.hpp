@@ -1,0 +1,28 @@
+// How ddprun ends: its exit code and what it says last, from the job's outcome and the shutdown
+// signal that stopped it, if one did. Pure; tested as a table. The agent writes the exit record
+// (event_records.hpp) and --result_file (result_file.hpp) from the same code.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ddprun/rendezvous.hpp"
+#include "report/status_view.hpp"
+
+namespace ddprun::launcher {
+
+struct JobExit {
+  int exit_code = 0;
+  std::string console;                     // the last lines, each ending in '\n'; "" for a success
+  std::optional<FailureView> root_cause;   // the job's root cause, for the live view
+};
+
+// A shutdown signal N: 128+N ("stopped by SIGTERM; workers stopped"). A node quarantined: 71
+// and why, so that the scheduler drains the host. Otherwise the outcome's code, with the
+// failure summary when it is not 0, and the nodes quarantined during the job.
+JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program);
+
+// The live view's account of a failure.
+FailureView failure_view(const elastic::WorkerFailure& failure);
+
+}  // namespace ddprun::launcher

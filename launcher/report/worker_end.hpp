@@ -1,0 +1,45 @@
+// The verdict on how a worker ended: a success, ddprun's own stop taking effect, or a failure
+// (and whether the signal that killed it came from outside). Pure: the agent passes what it
+// knows of the worker; tested as a table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+
+// What ddprun knows of a worker that ended.
+struct WorkerEnd {
+  int wait_status = 0;       // from waitpid()
+  int sent_signal = 0;       // the stop signal ddprun sent it, 0 if none
+  bool sent_kill = false;    // ddprun sent it SIGKILL
+  bool left_message = false; // it left an error message (its error file)
+  // Its standard error ends in an exception of its own (raised_on_its_own()).
+  bool raised_on_its_own = false;
+};
+
+enum class EndVerdict {
+  kSucceeded,        // exit code 0
+  kStoppedByDdprun,  // the stop ddprun sent taking effect: not a failure
+  kFailed,
+};
+
+struct WorkerEndVerdict {
+  EndVerdict verdict = EndVerdict::kSucceeded;
+  int exit_code = 0;                 // the code, or 128 + the signal
+  int signal = 0;                    // the signal that ended it, 0 when it exited
+  bool signalled_by_ddprun = false;  // ddprun had sent it a signal (its failure may be a consequence)
+  bool signal_from_outside = false;  // killed by a signal ddprun did not send
+};
+
+// After ddprun's own stop signal, an exit is the stop taking effect, not a failure, unless the
+// worker left an error message of its own, exited by itself with an exception of its own (a
+// SyntaxError on every rank at once), or was killed by a signal ddprun did not send.
+WorkerEndVerdict judge_worker_end(const WorkerEnd& end);
+
+// Whether a worker's standard error (its last lines, oldest first) ends in an exception of its
+// own, rather than the KeyboardInterrupt, SystemExit or torchelastic SignalException that
+// ddprun's stop signal raises.
+bool raised_on_its_own(const std::vector<std::string>& stderr_tail);
+
+}  // namespace ddprun::launcher

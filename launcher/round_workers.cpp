@@ -1,0 +1,142 @@
+#include "round_workers.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "ddprun/clocks.hpp"
+#include "ddprun/exit_codes.hpp"
+#include "report/event_records.hpp"
+#include "process/spawn.hpp"
+#include "report/failure_report.hpp"
+#include "report/job_exit.hpp"
+#include "report/worker_end.hpp"
+
+namespace ddprun::launcher {
+
+void RoundWorkers::start(int attempt) {
+  open_ = true;
+  hangs_->response().start_round(attempt);
+  // The heartbeat files are watched before any worker starts: a fast worker's first beats
+  // would otherwise go unseen, and a rank that beat early and then stopped would look like
+  // one still starting up (--hang_startup) while its waiting peers were judged hung.
+  const auto not_started = c_.group.start(c_.node.round, attempt, hangs_->timer_file(), [this](const auto& files) {
+    if (static_cast<int>(files.size()) == c_.config.nproc_per_node) hangs_->watchdog().start_round(files);
+  });
+  if (const auto memory = c_.containment.memory_events()) oom_kills_at_start_ = memory->oom_kills;
+  for (const auto& w : c_.group.workers()) {
+    if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid));
+  }
+  if (!not_started) return;
+  const auto [w, error] = *not_started;
+  elastic::WorkerFailure f = identity(*w);
+  f.exit_code = (error == ENOENT || error == ENOTDIR) ? exit_code::kNotFound : exit_code::kCannotExecute;
+  f.message = fmt::format("could not start {}: {}", c_.config.worker_argv(c_.python.program).front(),
+                          std::strerror(error));
+  add_kind(f, nullptr, false, c_.phase == Phase::kStopping);
+  c_.dispatch(occurred::WorkerFailed{f, std::nullopt});  // stops the workers already started
+}
+
+void RoundWorkers::reap() {
+  // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
+  // subreaper) or the orphan guard.
+  auto ended_now = c_.group.reap([this](pid_t pid) { hangs_->response().child_exited(pid); });
+  // What they printed last: the stderr tail tells the kind (and a traceback whether a worker
+  // that ddprun had signalled failed on its own first), stdout may hold their last steps.
+  for (const auto& [worker, status] : ended_now) {
+    if (worker->out) worker->out->read_available();
+    if (worker->err) worker->err->read_available();
+  }
+  // Ranks that ended together: one whose peer's connection closed under it goes after the
+  // others, so that the rank that died first is the failure and it the consequence, in
+  // whatever order they were reaped.
+  std::stable_partition(ended_now.begin(), ended_now.end(), [](const auto& e) {
+    return !e.first->err || !mentions_lost_peer(e.first->err->tail());
+  });
+  for (auto [worker, status] : ended_now) {
+    worker->alive = false;
+    ended(*worker, status);
+  }
+}
+
+void RoundWorkers::ended(WorkerProcess& w, int status) {
+  elastic::WorkerFailure f = identity(w);
+  WorkerEnd end{status, w.sent_signal, w.sent_kill};
+  if (status != 0) {  // what tells a failure from ddprun's stop taking effect
+    // Error files outlive ddprun in a log folder; the private folder is deleted at exit.
+    add_error_file(f, w.error_file, !c_.paths.logs_root.empty());
+    end.left_message = !f.message.empty();
+    end.raised_on_its_own = w.err && raised_on_its_own({w.err->tail().begin(), w.err->tail().end()});
+  }
+  const WorkerEndVerdict v = judge_worker_end(end);
+  c_.events.write(records::worker_exited(w.rank, w.local_rank, w.pid, v.exit_code, v.signal, v.signalled_by_ddprun));
+  if (v.verdict != EndVerdict::kFailed) return c_.dispatch(occurred::WorkerSucceeded{});
+  if (w.err && w.err->watch_imports && !w.err->import_error().empty()) {
+    const std::string path = find_program(c_.python.program, search_path(c_.environ)).path;
+    f.message = import_failure_message(w.err->import_error(), f.message, path.empty() ? c_.python.program : path,
+                                       c_.python.chosen_by);
+  }
+  f.exit_code = v.exit_code;
+  f.signal = v.signal;
+  f.signal_from_outside = v.signal_from_outside;
+  c_.dispatch(occurred::WorkerFailed{
+      f, occurred::WorkerFailed::KindEvidence{&w, v.signalled_by_ddprun, c_.phase == Phase::kStopping}});
+}
+
+bool RoundWorkers::end_round() {
+  if (!open_) return false;
+  open_ = false;
+  hangs_->watchdog().end_round();
+  c_.group.end_round();
+  c_.events.write(records::round_ended(c_.node.round.round));
+  return true;
+}
+
+elastic::WorkerFailure RoundWorkers::identity(const WorkerProcess& w) const {
+  elastic::WorkerFailure f;
+  f.rank = w.rank;
+  f.local_rank = w.local_rank;
+  f.group_rank = c_.node.round.group_rank;
+  f.host = c_.settings.host;
+  f.pid = w.pid;
+  f.timestamp = wall_seconds();
+  return f;
+}
+
+void RoundWorkers::failed(elastic::WorkerFailure failure) {
+  add_kind(failure, c_.group.by_local_rank(failure.local_rank), false, c_.phase == Phase::kStopping);
+  c_.dispatch(occurred::WorkerFailed{failure, std::nullopt});
+}
+
+void RoundWorkers::classify(occurred::WorkerFailed& o) {
+  if (o.classified) return;
+  if (o.kind_from) {
+    add_kind(o.failure, o.kind_from->worker, o.kind_from->stopped_by_ddprun, o.kind_from->after_another_failure);
+  }
+  o.classified = true;
+  ++c_.node.failures_by_kind[o.failure.kind.name()];
+}
+
+// The failure's kind (report/failure_classifier.hpp), the step its rank reached and whether this
+// node's workers made progress in the round (the restart policy's crash-loop test); then the
+// worker_failed record.
+void RoundWorkers::add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, bool stopped_by_ddprun,
+                            bool after_another_failure) {
+  FailureEvidence e = evidence_of(f, stopped_by_ddprun, after_another_failure);
+  if (w != nullptr && w->err) e.stderr_tail.assign(w->err->tail().begin(), w->err->tail().end());
+  if (const auto memory = c_.containment.memory_events()) {
+    e.oom_kills = memory->oom_kills - oom_kills_at_start_;
+    e.memory_peak = memory->peak;
+  }
+  set_kind(f, classify_failure(e, c_.config.failure_rules));
+  const HangPolicy& beats = hangs_->watchdog().policy();
+  if (const auto step = beats.last_step(f.local_rank)) f.step = *step;
+  f.progressed = false;
+  for (int r = 0; r < c_.config.nproc_per_node; ++r) f.progressed = f.progressed || beats.ever_beat(r);
+  c_.node.last_failure = failure_view(f);
+  c_.events.write(records::worker_failed(f));
+}
+
+}  // namespace ddprun::launcher

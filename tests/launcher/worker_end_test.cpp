@@ -1,0 +1,61 @@
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "report/worker_end.hpp"
+
+using namespace ddprun::launcher;
+
+TEST_CASE("the verdict on a worker's end, as a table") {
+  struct Row {
+    const char* name;
+    WorkerEnd end;
+    EndVerdict verdict;
+    int exit_code;
+    bool signal_from_outside;
+  };
+  const int exited_1 = W_EXITCODE(1, 0);
+  const int killed = W_EXITCODE(0, SIGKILL);
+  const int terminated = W_EXITCODE(0, SIGTERM);
+  const int segv = W_EXITCODE(0, SIGSEGV);
+  const Row rows[] = {
+      {"exit 0", {W_EXITCODE(0, 0), 0, false, false, false}, EndVerdict::kSucceeded, 0, false},
+      {"exit 0 after our SIGTERM", {W_EXITCODE(0, 0), SIGTERM, false, false, false}, EndVerdict::kSucceeded, 0, false},
+      {"exit 1 on its own", {exited_1, 0, false, false, false}, EndVerdict::kFailed, 1, false},
+      {"exit 1 after our SIGTERM", {exited_1, SIGTERM, false, false, false}, EndVerdict::kStoppedByDdprun, 1, false},
+      {"exit 1 after our SIGTERM, with an error file", {exited_1, SIGTERM, false, true, false}, EndVerdict::kFailed, 1, false},
+      {"exit 1 after our SIGTERM, its own exception", {exited_1, SIGTERM, false, false, true}, EndVerdict::kFailed, 1, false},
+      {"killed by our SIGTERM", {terminated, SIGTERM, false, false, false}, EndVerdict::kStoppedByDdprun, 143, false},
+      {"killed by our SIGKILL", {killed, SIGTERM, true, false, false}, EndVerdict::kStoppedByDdprun, 137, false},
+      {"killed by our SIGTERM, its own exception does not count", {terminated, SIGTERM, false, false, true},
+       EndVerdict::kStoppedByDdprun, 143, false},
+      {"SIGKILL from outside", {killed, 0, false, false, false}, EndVerdict::kFailed, 137, true},
+      {"SIGKILL from outside while we sent SIGTERM", {killed, SIGTERM, false, false, false}, EndVerdict::kFailed, 137, true},
+      {"SIGSEGV while stopping", {segv, SIGTERM, false, false, false}, EndVerdict::kFailed, 139, true},
+      {"SIGTERM killed it, we sent SIGINT", {terminated, SIGINT, false, false, false}, EndVerdict::kFailed, 143, true},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.name);
+    const WorkerEndVerdict v = judge_worker_end(row.end);
+    CHECK(v.verdict == row.verdict);
+    CHECK(v.exit_code == row.exit_code);
+    CHECK(v.signal_from_outside == row.signal_from_outside);
+    CHECK(v.signalled_by_ddprun == (row.end.sent_signal != 0 || row.end.sent_kill));
+    CHECK(v.signal == (WIFSIGNALED(row.end.wait_status) ? WTERMSIG(row.end.wait_status) : 0));
+  }
+}
+
+TEST_CASE("an exception of the worker's own, or the one ddprun's stop raised") {
+  CHECK(raised_on_its_own({"Traceback (most recent call last):", "  File \"t.py\", line 3, in <module>",
+                           "SyntaxError: invalid syntax"}));
+  CHECK_FALSE(raised_on_its_own({"Traceback (most recent call last):", "  File \"t.py\", line 3, in <module>",
+                                 "KeyboardInterrupt"}));
+  CHECK_FALSE(raised_on_its_own({"Traceback (most recent call last):", "SystemExit: 1"}));
+  const char* frame = "  File \"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py\", line 62, in _terminate_process_handler";
+  CHECK_FALSE(raised_on_its_own({"Traceback (most recent call last):", frame,
+                                 "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got signal: 15"}));
+  CHECK(raised_on_its_own({"Traceback (most recent call last):", frame, "ValueError: bad batch"}));
+  CHECK_FALSE(raised_on_its_own({"just a line"}));
+  CHECK_FALSE(raised_on_its_own({}));
+}
