@@ -157,17 +157,8 @@ ok "two nodes: a hang on node 1 is reported on node 0, and both restart"
 # as a child. With py-spy (the torch2 venv's, put in PATH) the summary shows Python frames; without
 # it, one line says what is missing, once a run (here two hangs: a restart and a second hang), and
 # the native stacks are shown.
-cat >"$T/stuck.py" <<'PY'
-import os, time
-def stuck_in_python():
-    while True:
-        time.sleep(3600)
-for n in range(1000000):
-    os.utime(os.environ["DDPRUN_HEARTBEAT_FILE"])
-    if os.environ["RANK"] == "1" and n == 5:
-        stuck_in_python()
-    time.sleep(0.1)
-PY
+# In $T, so that a worker left behind is found by its command line (no_leftovers, cleanup).
+cp "$DDPRUN_TESTS_DIR/launcher/stuck_in_python.py" "$T/stuck.py"
 worker py_child <<'SH'
 #!/bin/bash
 # python3 as a child of this script (not exec'd): the worker's own process is bash.

@@ -207,18 +207,9 @@ wait_for 20 no_leftovers
 ok "$spy_said; faulthandler's where py-spy fails"
 
 # 4. python -I: no bootstrap. A worker that beats by itself is found hung; without py-spy its
-# stacks are native only (said once), with py-spy Python's.
-cat >"$T/beats.py" <<'PY'
-import os, time
-def stuck_in_python():
-    while True:
-        time.sleep(3600)
-for n in range(1000000):
-    os.utime(os.environ["DDPRUN_HEARTBEAT_FILE"])
-    if os.environ["RANK"] == "1" and n == 5:
-        stuck_in_python()
-    time.sleep(0.1)
-PY
+# stacks are native only (said once), with py-spy Python's. In $T, so that a worker left behind
+# is found by its command line.
+cp "$DDPRUN_TESTS_DIR/launcher/stuck_in_python.py" "$T/beats.py"
 for p in "$debian" "$main_plain"; do
   name=isolated-$([[ $p == "$debian" ]] && echo debian || echo plain)
   set +e
