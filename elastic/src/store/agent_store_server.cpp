@@ -176,7 +176,7 @@ bool AgentStoreServer::room_for_one() {
     if (room.action == StoreRoom::Action::kAccept) return true;
     if (!limit_reported_) {
       limit_reported_ = true;
-      say(fmt::format("ddprun: the workers' store has {} connections, its limit (half of ulimit -n); a new one now "
+      say(fmt::format("ddprun: the workers' store has {} connections, its limit (ulimit -n but an eighth); a new one now "
                       "waits until one closes or one that has sent nothing for {:g} s is closed (is something other "
                       "than the workers connecting to MASTER_PORT?)\n",
                       max_connections_, silent_grace_));

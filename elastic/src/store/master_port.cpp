@@ -8,14 +8,17 @@ namespace ddprun::elastic {
 
 namespace {
 
-// Half the descriptors this process may open (the soft RLIMIT_NOFILE), at least 64: every
-// worker of the job is a client (several each, in some PyTorch versions), and the other half
-// stays for the rendezvous, the workers' pipes and what the launcher opens.
+// Every worker of the job is a client (several each, in some PyTorch versions): the store may
+// keep all the descriptors this process may open (the soft RLIMIT_NOFILE, which the launcher
+// raised to the hard one) but an eighth, and at least 256, kept for the rendezvous, the
+// workers' pipes and what the launcher opens; at least 64. Half, before, kept a 16,384-rank job
+// out of a host whose ulimit -n is 20,000 (scripts/bench/store_scale.py).
 std::size_t store_connection_limit() {
   struct rlimit files {};
   ::getrlimit(RLIMIT_NOFILE, &files);
   const rlim_t soft = files.rlim_cur == RLIM_INFINITY ? rlim_t{1} << 20 : files.rlim_cur;
-  return std::max<std::size_t>(64, static_cast<std::size_t>(soft / 2));
+  const rlim_t kept = std::max<rlim_t>(256, soft / 8);
+  return std::max<std::size_t>(64, soft > kept ? static_cast<std::size_t>(soft - kept) : 0);
 }
 
 }  // namespace
