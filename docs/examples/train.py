@@ -7,6 +7,8 @@ fail or hang the way real jobs do, so that the manual shows what ddprun prints t
   --hang-rank R      rank R stops making progress at its last step (sleeps)
   --kill-rank R      rank R is SIGKILLed at its last step (as the out-of-memory killer does)
   --stderr-rank R    rank R writes the line given by --stderr-line and exits 1
+With one of these, the other ranks go on stepping twice a second until ddprun stops them, so
+that what ddprun prints does not depend on which rank happens to finish first.
 """
 import argparse
 import os
@@ -38,4 +40,10 @@ for step in range(1, args.steps + 1):
         if rank == args.stderr_rank:
             print(args.stderr_line, file=sys.stderr, flush=True)
             sys.exit(1)
+    print(f"step {step}", flush=True)
+faulty = {args.fail_rank, args.hang_rank, args.kill_rank, args.stderr_rank} - {-1}
+step = args.steps
+while faulty:
+    time.sleep(0.5)
+    step += 1
     print(f"step {step}", flush=True)
