@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_reference.hpp"
 #include "ddprun/input_limits.hpp"
 
 namespace ddprun::launcher {
@@ -23,29 +24,8 @@ namespace {
 using config::OptionKind;
 using config::OptionSpec;
 
-constexpr const char* kDescription =
-    "ddprun: start and supervise distributed PyTorch workers (a native torchrun).\n"
-    "PROGRAM runs under python3 -u when it ends in .py (or with -m), else it is executed directly.\n";
-
-constexpr const char* kUsage =
-    "Usage: ddprun [options] PROGRAM [ARGS...]\n"
-    "       ddprun status [--watch] [HOST:]PORT...   (the live view of a run with --status_port)\n";
-
-constexpr const char* kFooter =
-    "An option may be shortened to a prefix that names only it (--max_rest=3), as torchrun allows.\n"
-    "Every option can also be given as PET_<OPTION> in the environment (PET_NPROC_PER_NODE=4)\n"
-    "or as a key of the --config JSON file; the command line wins, then the file, then PET_*.\n"
-    "Exit codes: the failed worker's own code (128+N for signal N), 64 usage error,\n"
-    "69 rendezvous error, 70 internal error, 126/127 program not executable/not found.\n";
-
 // getopt_long's val for the options that are not in option_specs(); a spec's val is its index.
 enum Extra : int { kHelp = 'h', kVersion = 1000, kConfig, kPrintConfig, kFirstSpec };
-
-// An option of the table, or one of the extras, as --help shows it.
-struct HelpEntry {
-  std::string names;  // "--nproc_per_node, --nproc-per-node VALUE"
-  std::string help;
-};
 
 std::string dashed(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
@@ -114,72 +94,6 @@ class LongOptions {
   int short_vals_[256] = {};
 };
 
-std::string value_name(OptionKind kind) {
-  switch (kind) {
-    case OptionKind::kFlag: return "";
-    case OptionKind::kList: return " VALUE (repeatable)";
-    case OptionKind::kJson: return " JSON";
-    case OptionKind::kText: break;
-  }
-  return " VALUE";
-}
-
-// TEXT's words in lines of at most WIDTH columns, each line after INDENT spaces.
-std::string wrapped(std::string_view text, std::size_t indent, std::size_t width) {
-  std::string out;
-  std::size_t column = 0;
-  while (!text.empty()) {
-    const std::size_t space = text.find(' ');
-    const std::string_view word = text.substr(0, space);
-    text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
-    if (word.empty()) continue;
-    if (column > 0 && column + 1 + word.size() > width) {
-      out += '\n';
-      column = 0;
-    }
-    if (column == 0) {
-      out.append(indent, ' ');
-      column = indent;
-    } else {
-      out += ' ';
-      ++column;
-    }
-    out += word;
-    column += word.size();
-  }
-  return out + '\n';
-}
-
-std::string help_text() {
-  std::vector<std::pair<std::string, std::vector<HelpEntry>>> groups = {
-      {"Options",
-       {{"-h, --help", "print this help and exit"}, {"--version", "print ddprun's version and exit"}}}};
-  const auto group_named = [&](const std::string& name) -> std::vector<HelpEntry>& {
-    for (auto& group : groups) {
-      if (group.first == name) return group.second;
-    }
-    return groups.emplace_back(name, std::vector<HelpEntry>{}).second;
-  };
-  for (const auto& spec : config::option_specs()) {
-    std::string names = spec.short_flag != nullptr ? std::string(spec.short_flag) + ", " : "";
-    names += "--" + std::string(spec.key);
-    if (dashed(spec.key) != spec.key) names += ", --" + dashed(spec.key);
-    std::string help = spec.help;
-    if (spec.default_text != nullptr) help += fmt::format(" (default: {})", spec.default_text);
-    group_named(spec.group).push_back({names + value_name(spec.kind), help});
-  }
-  auto& configuration = group_named("Configuration");
-  configuration.push_back({"--config FILE", "JSON file of options (keys as above)"});
-  configuration.push_back({"--print_config, --print-config", "print the effective configuration as JSON and exit"});
-
-  std::string text = std::string(kDescription) + kUsage;
-  for (const auto& [name, entries] : groups) {
-    text += "\n" + name + ":\n";
-    for (const auto& entry : entries) text += "  " + entry.names + "\n" + wrapped(entry.help, 6, 100);
-  }
-  return text + "\n" + kFooter;
-}
-
 // The command line's option names as the user wrote them: "--nproc" of "--nproc=2".
 std::string written_name(const char* arg) {
   const std::string_view text(arg);
@@ -231,6 +145,18 @@ std::optional<CommandLine> parse_command_line(int argc, const char* const* argv)
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) args.push_back(const_cast<char*>(argv[i]));
   args.push_back(nullptr);
+
+  // Views of the option table, only as the first argument (as `ddprun status`): the shell
+  // completions, and the manual's options page (hidden: docs/reference/options.md is made by it).
+  if (argc >= 2 && std::string_view(argv[1]) == "--completion") {
+    if (argc != 3) throw config::UsageError("--completion: expected one shell, bash or zsh (ddprun --completion bash)");
+    std::cout << completion_script(argv[2]);
+    return std::nullopt;
+  }
+  if (argc == 2 && std::string_view(argv[1]) == "--help-markdown") {
+    std::cout << options_markdown();
+    return std::nullopt;
+  }
 
   CommandLine cl;
   ::opterr = 0;

@@ -17,7 +17,8 @@ struct CommandLine {
   std::vector<std::string> program_and_args;
 };
 
-// Parses argv. Returns nullopt after printing --help or --version (exit 0). Throws
+// Parses argv. Returns nullopt after printing --help or --version, or, as the first argument,
+// --completion SHELL or --help-markdown (exit 0). Throws
 // config::UsageError for an unknown option or a malformed one.
 std::optional<CommandLine> parse_command_line(int argc, const char* const* argv);
 

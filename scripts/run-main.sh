@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is missing, builds, and runs the main job:
+# README.md's first command: installs what is missing, builds, and runs the main job:
 # ddprun starting the example train on 2 CPU workers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's second command (and all that .ci/run does): installs what is missing (SLURM and
+# README.md's second command (and all that .ci/run does): installs what is missing (SLURM and
 # PyTorch 2.x included), builds against both libtorch builds, and runs the whole test suite
 # through CTest: everything against Debian's libtorch 1.13 (build/), then the worker library's
 # tests again against PyTorch 2.x (build-torch2/), then the fuzz targets, the launcher's unit

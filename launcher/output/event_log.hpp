@@ -1,7 +1,8 @@
 // --event_log=FILE: one JSON object a line for every event of the job, appended, each with
 // "time" (seconds since the epoch), "event", "node" (host name), "group_rank" and "attempt"
 // (this node's start of its workers, 0 before the first), plus the event's own fields.
-// The event names are public API (README, "Event log").
+// The event names are public API (docs/reference/event-log.md, which tests/docs/reference_test.py
+// checks against the names written).
 #pragma once
 
 #include <memory>

@@ -96,7 +96,7 @@ std::string rank_folder(int attempt, int rank) { return fmt::format("attempt_{}/
 // one reads after ddprun, flat names (rank_R.error.json): a folder per worker costs a block on
 // the disk, and on ext4 mounted with `discard` (this project's VM) every rmdir at exit waits
 // for the device to discard that block: 22 ms to make and remove 8 rank folders and their
-// heartbeat files, against 3 ms flat (scripts/bench/phases.py, README). A restarted worker
+// heartbeat files, against 3 ms flat (scripts/bench/phases.py, docs/performance.md). A restarted worker
 // must not find the files of the attempt before, so they are removed.
 std::string worker_files_prefix(const RunPaths& paths, int attempt, int rank) {
   std::error_code ec;

@@ -1,7 +1,7 @@
 """ddprun: a native launcher and supervisor for PyTorch distributed training.
 
 The pip package carries the launcher only (a C++ executable, no libtorch); `ddprun` and
-`python -m ddprun` run it. The C++ worker library is installed with CMake (see the README).
+`python -m ddprun` run it. The C++ worker library is installed with CMake (see docs/install.md).
 """
 from importlib.metadata import PackageNotFoundError, version
 

@@ -20,7 +20,7 @@ Prints three tables:
      separately), with the slowest ddprun run and the fastest torchrun run. ddprun runs with
      --restart_backoff_max=0: by default a worker that fails having made no progress (as this
      one, 0.2 s after its start, before any step) is restarted after the crash-loop backoff of
-     1, 2, 4 ... s (README: the restart policy), which torchrun does not have; the row measures
+     1, 2, 4 ... s (docs/guides/failures.md: the restart policy), which torchrun does not have; the row measures
      the restart itself;
   3. peak memory (VmHWM) of the launcher process itself, with 8 workers.
 """

@@ -83,7 +83,7 @@ for mode in "${modes[@]}"; do
   # pkill: `pkill -KILL -f SCRIPT` kills ddprun and its workers at once but not the orphan
   # guard, whose command line names only itself, so the guard still stops the escapes.
   for how in exit fail term kill pkill; do
-    [[ $mode == fallback && $how == *kill ]] && continue  # not promised without a cgroup (README)
+    [[ $mode == fallback && $how == *kill ]] && continue  # not promised without a cgroup (docs/guides/running.md)
     rm -f "$T"/escaped.* "$T"/session.* "$T"/daemon.*
     DDPRUN_CGROUP=$cg HOW=$how "$DDPRUN" --nproc_per_node=2 "$T/escapes" >"$T/esc.out" 2>"$T/esc.err" &
     pid=$!

@@ -1,4 +1,5 @@
-// ddprun's exit codes. Public API: documented in the README and pinned by tests.
+// ddprun's exit codes. Public API: documented in the manual (docs/reference/ddprun.md, "Exit status",
+// which tests/docs/reference_test.py checks against this file) and pinned by tests.
 //
 // When a worker fails, ddprun exits with the root-cause worker's own code (128+N for a
 // worker killed by signal N), so scripts see what the training program reported. ddprun's

@@ -100,7 +100,7 @@ struct LaunchConfig {
   std::string local_addr;
   // Supervision.
   int max_restarts = 0;
-  // The restart policy (launcher/README's "Failure kinds and restarts"): --restart_on=any
+  // The restart policy (docs/guides/failures.md): --restart_on=any
   // restarts also what a restart cannot fix; --restart_backoff_max caps the wait before a restart
   // after a failure with no progress; --crash_loop_limit such failures in a row end the job (0:
   // never); --restart_window: max_restarts counts only the restarts of the last this many

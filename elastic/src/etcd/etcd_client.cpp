@@ -15,8 +15,8 @@ namespace {
 
 // libcurl, opened the first time a run uses etcd. Linked, it and the 25 libraries it needs
 // (TLS, HTTP/2, Kerberos, LDAP, ...) were loaded by every start of ddprun, which took 16.8 ms
-// for `ddprun --version` instead of 9.4 ms (scripts/bench/startup.py; the README has the
-// table). Only the nine functions below are used.
+// for `ddprun --version` instead of 9.4 ms (scripts/bench/startup.py, when it was
+// linked). Only the nine functions below are used.
 struct Curl {
   CURLcode (*global_init)(long flags) = nullptr;
   CURL* (*easy_init)() = nullptr;

@@ -50,7 +50,7 @@ struct LaunchEnv {
   bool use_agent_store = false;
 };
 
-// Reads the variables ddprun and torchrun give their workers (README: "What each worker gets").
+// Reads the variables ddprun and torchrun give their workers (docs/reference/environment.md, "What each worker gets").
 // - None of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: a standalone LaunchEnv.
 // - Otherwise all four are required; RANK in [0, WORLD_SIZE), MASTER_PORT in [1, 65535].
 // - LOCAL_RANK and LOCAL_WORLD_SIZE are optional and default to RANK and WORLD_SIZE (one
