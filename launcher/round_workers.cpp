@@ -57,6 +57,7 @@ void RoundWorkers::reap() {
   });
   for (auto [worker, status] : ended_now) {
     worker->alive = false;
+    hangs_->watchdog().worker_ended(worker->local_rank);
     ended(*worker, status);
   }
 }

@@ -64,6 +64,7 @@ void HangPolicy::output_paused(int local_rank, bool paused, double now) {
 std::optional<double> HangPolicy::deadline(const Rank& r) const {
   if (setting_.mode == Mode::kOff) return std::nullopt;
   if (r.paused_streams > 0) return std::nullopt;  // held back by ddprun: its clock stands still
+  if (r.ended) return std::nullopt;
   if (!r.last_beat) {
     // Under auto, a program that never beats is not judged at all.
     if (setting_.mode == Mode::kAuto && !any_beat_) return std::nullopt;
@@ -114,8 +115,12 @@ std::optional<double> HangPolicy::next_check(double now) const {
 
 std::optional<double> HangPolicy::quiet_at(const Rank& r) const {
   if (setting_.mode != Mode::kOff || quiet_after_ <= 0) return std::nullopt;
-  if (!r.last_beat || r.said_quiet || r.paused_streams > 0) return std::nullopt;
+  if (!r.last_beat || r.said_quiet || r.paused_streams > 0 || r.ended) return std::nullopt;
   return *r.last_beat + r.paused_for + quiet_after_;
+}
+
+void HangPolicy::ended(int local_rank) {
+  if (local_rank >= 0 && local_rank < static_cast<int>(ranks_.size())) ranks_[static_cast<size_t>(local_rank)].ended = true;
 }
 
 std::vector<QuietRank> HangPolicy::quiet(double now) {

@@ -92,6 +92,10 @@ class HangPolicy {
   // `local_rank`'s output stream stopped (true) or went on (false) being held back at `now`.
   void output_paused(int local_rank, bool paused, double now);
 
+  // `local_rank`'s worker ended: its silence is no hang, it is not judged or warned of again
+  // this round (a rank that finished early must not hide one that hangs later).
+  void ended(int local_rank);
+
   // Auto only: true once, the first time it is asked after the start-up allowance passed with no
   // beat from any rank.
   bool missing_heartbeats(double now);
@@ -116,6 +120,7 @@ class HangPolicy {
     double paused_for = 0;    // held back since the last beat (or the start), before paused_at
     std::optional<long long> step;
     bool said_quiet = false;  // quiet() reported its current silence
+    bool ended = false;       // its worker ended: never judged again this round
     double held(double now) const { return paused_for + (paused_streams > 0 ? now - paused_at : 0); }
   };
   double floor() const;

@@ -87,6 +87,12 @@ void Watchdog::output_paused(int local_rank, bool paused) {
   arm();  // a held rank has no deadline; a released one a later one
 }
 
+void Watchdog::worker_ended(int local_rank) {
+  if (!judging_) return;
+  policy_.ended(local_rank);
+  arm();  // its deadline may have been the next one
+}
+
 void Watchdog::arm() {
   // Off, the timer is for the quiet warning only (the policy's next_check() says when).
   if (!judging_) return;

@@ -50,6 +50,9 @@ class Watchdog {
   // (output_stream.hpp): its silence meanwhile does not count (hang_policy.hpp).
   void output_paused(int local_rank, bool paused);
 
+  // `local_rank`'s worker ended: not judged again this round (HangPolicy::ended).
+  void worker_ended(int local_rank);
+
   // A line of `local_rank`'s output matched a --progress_pattern: progress, like a beat, at
   // `step` if the pattern gave one.
   void progress(int local_rank, std::optional<long long> step);

@@ -274,3 +274,33 @@ TEST_CASE("a step read from the progress record is the rank's last step, and not
   CHECK(h[1].last_step == 13);
   CHECK(h[1].silent_for == doctest::Approx(9));
 }
+
+TEST_CASE("a rank whose worker ended is not judged: one that finished early hides no later hang") {
+  HangPolicy p(fixed(3, 5));
+  p.start_round(2, 0);
+  p.beat(0, 1);
+  p.beat(1, 1);
+  p.ended(0);  // rank 0 is done at 1.5; rank 1 goes on, then stops
+  p.beat(1, 2);
+  CHECK(hung_ranks(p, 4.9).empty());
+  CHECK(p.next_check(4.9) == 5);                     // rank 1's deadline, not rank 0's (4)
+  CHECK(hung_ranks(p, 5) == std::vector<int>{1});
+  CHECK(hung_ranks(p, 100) == std::vector<int>{1});  // rank 0 never
+  p.ended(1);
+  CHECK(hung_ranks(p, 100).empty());
+  CHECK_FALSE(p.next_check(100).has_value());
+  p.ended(7);  // no such rank: nothing happens
+  p.start_round(2, 200);  // a new round judges both again
+  CHECK(hung_ranks(p, 205) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("off: a rank whose worker ended is not reported quiet") {
+  HangPolicy p(HangTimeout{}, 10);
+  p.start_round(2, 0);
+  p.beat(0, 1);
+  p.beat(1, 1);
+  p.ended(0);
+  const auto quiet = p.quiet(20);
+  REQUIRE(quiet.size() == 1);
+  CHECK(quiet[0].local_rank == 1);
+}

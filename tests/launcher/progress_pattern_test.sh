@@ -67,6 +67,29 @@ expect_in "$T/quiet.jsonl" '"event":"quiet".*"rank":0'
 expect_not_in "$T/quiet.jsonl" '"event":"quiet".*"rank":2'
 ok "without --hang_timeout: one warning per silence, with the last step; no action"
 
+# 3b. A rank that finished is not judged: rank 0 prints its one step and exits 0; rank 1 prints
+# its step later and hangs. Rank 0's silence since its exit is no hang (it once was: found
+# "hung" first and skipped as gone, it turned hang detection off for the round, and the job
+# hung for ever); rank 1 is found hung --hang_timeout after its step.
+worker early_done <<'SH'
+#!/bin/bash
+if [ "$RANK" = 0 ]; then echo "step 1"; touch "$T/rank0_done"; exit 0; fi
+while [ ! -e "$T/rank0_done" ]; do sleep 0.05; done
+sleep 0.5
+echo "step 1"
+exec -a "stuck $T" sleep 1000
+SH
+"$DDPRUN" --nproc_per_node=2 --hang_timeout=3 --hang_startup=20 --progress_pattern='^step (?<step>[0-9]+)' \
+  "$T/early_done" >"$T/early.out" 2>"$T/early.err" &
+pid=$!
+wait_for 60 grep -q "rank 1 hung" "$T/early.err"
+set +e; wait "$pid"; RC=$?; set -e
+expect_eq "$RC" 124 "exit code of a job whose rank 1 hangs after rank 0 finished ($(cat "$T/early.err"))"
+expect_in "$T/early.err" "rank 1 hung: no progress for [3-9]\.[0-9] s \(hang timeout 3\.0 s; last step 1\)"
+expect_not_in "$T/early.err" "rank 0 hung"
+wait_for 10 no_leftovers
+ok "a rank that finished early is not judged: the one that hangs after it is found"
+
 # 4. A bad pattern: one line naming the flag and the value, exit 64, nothing started.
 rm -f "$T/lastline.1"
 run_ddprun bad --progress_pattern='step (' "$T/stepper"
