@@ -1,5 +1,5 @@
 // join_refusal() as a table: each check once, with the words it says, and which check wins when
-// several fail. The coordinator's own tables (job_coordinator_test.cpp) check the same words
+// several fail. The coordinator's own tables (job_coordinator_join_test.cpp) check the same words
 // through join(), with the lookups JobCoordinator makes.
 #include "core/join_refusal.hpp"
 
