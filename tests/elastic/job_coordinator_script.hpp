@@ -127,13 +127,7 @@ class Script {
   NodeSpec spec(NodeId node, std::istringstream& in) {
     host_ = false;
     NodeSpec s;
-    s.run_id = settings_.run_id;
-    s.min_nodes = settings_.min_nodes;
-    s.max_nodes = settings_.max_nodes;
-    s.max_restarts = settings_.max_restarts;
-    s.restart = settings_.restart;
-    s.heartbeat_interval = settings_.heartbeat_interval;
-    s.heartbeat_timeout = settings_.heartbeat_timeout;
+    static_cast<SharedSettings&>(s) = settings_;
     s.nproc = 2;
     s.addr = fmt::format("10.0.0.{}", node);
     s.hostname = fmt::format("h{}", node);

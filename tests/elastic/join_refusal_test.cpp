@@ -85,6 +85,10 @@ TEST_CASE("join refusal") {
       {"other heartbeats", [](NodeSpec& s, JoinContext&) { s.heartbeat_interval = 1; },
        "this node has --rdzv_conf heartbeat_interval=1,heartbeat_timeout=5 but rendezvous 'job' has "
        "heartbeat_interval=0.5,heartbeat_timeout=5; give every node the same heartbeat settings"},
+      {"heartbeats that differ in the seventh digit, named so",
+       [](NodeSpec& s, JoinContext&) { s.heartbeat_timeout = 5.0000001; },
+       "this node has --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=5.0000001 but rendezvous 'job' has "
+       "heartbeat_interval=0.5,heartbeat_timeout=5; give every node the same heartbeat settings"},
       {"a setting before a field out of range",
        [](NodeSpec& s, JoinContext&) {
          s.max_restarts = 1;
