@@ -96,7 +96,7 @@ void EtcdRendezvous::deliver(const Messages& messages) {
   std::optional<JobOutcome> own_finish;
   std::optional<RoundAssignment> started;
   for (const Message& m : messages) {
-    const NodeId to = std::visit([](const auto& x) { return x.node; }, m);
+    const NodeId to = recipient(m);
     const auto name = node_names_.find(to);
     if (name == node_names_.end()) continue;
     if (const auto* a = std::get_if<Assign>(&m)) started = a->assignment;

@@ -403,7 +403,7 @@ void RendezvousServer::on_closed(NodeId node, const std::string& why) {
 void RendezvousServer::deliver(const Messages& messages) {
   if (joining_) settle_join(messages);
   for (const Message& message : messages) {
-    const NodeId node = std::visit([](const auto& m) { return m.node; }, message);
+    const NodeId node = recipient(message);
     const auto it = connections_.find(node);
     if (it == connections_.end()) continue;
     if (const auto* finish = std::get_if<Finish>(&message)) {
