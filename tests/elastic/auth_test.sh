@@ -157,8 +157,11 @@ ok "300 idle connections at ulimit -n 64: no busy loop, idle ones closed, the wo
 # connected: both are refused with the reason (before, the host gave its own finish to the
 # stranger's connection and hung), the host says so, and the real job ends normally, in one
 # round. A version of 2^32+8 is refused as that version, not read as 8 (the current one).
+# claim.out goes before each variant: the claimer's shell opens it (and so empties it) only once
+# it runs, so the wait for its finish could read the last variant's and go on while the claimer
+# had not connected yet; the job then ended, and its host with it, before the claim was made.
 for variant in stranger insider; do
-  next_port; rm -f "$T"/env.* "$T/starts"
+  next_port; rm -f "$T"/env.* "$T/starts" "$T/claim.out" "$T/version.out"
   job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=claimed)
   peer_secret=()
   if [[ $variant == insider ]]; then export DDPRUN_RDZV_SECRET=the-jobs-secret; peer_secret=(--secret=the-jobs-secret); fi

@@ -59,7 +59,8 @@ SH
 # of b, c, d; c hands the lead over when it is quarantined), quarantines it, and counts as the
 # second failure in a row of the crash-loop breaker: c exits 71, b and spare d finish the job at two nodes (--nnodes=2:3; a new leader's first round of fewer than MAX
 # nodes waits out last_call_timeout).
-rm -f "$T"/q.* "$T"/[abcd].events
+# d.err goes too: the wait for d's "hot spare" line must not read an earlier scenario's.
+rm -f "$T"/q.* "$T"/[abcd].events "$T/d.err"
 backend_job lead_history
 job=(--nnodes=2:3 --nproc_per_node=1 --max_restarts=5 "${RDZV[@]}"
      --rdzv_conf=join_timeout=60,last_call_timeout=3,heartbeat_timeout=3,spares=1)

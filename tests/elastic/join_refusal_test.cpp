@@ -1,5 +1,5 @@
 // join_refusal() as a table: each check once, with the words it says, and which check wins when
-// several fail. The coordinator's own tables (job_coordinator_test.cpp) check the same words
+// several fail. The coordinator's own tables (job_coordinator_join_test.cpp) check the same words
 // through join(), with the lookups JobCoordinator makes.
 #include "core/join_refusal.hpp"
 
@@ -84,6 +84,10 @@ TEST_CASE("join refusal") {
        "give every node the same restart options"},
       {"other heartbeats", [](NodeSpec& s, JoinContext&) { s.heartbeat_interval = 1; },
        "this node has --rdzv_conf heartbeat_interval=1,heartbeat_timeout=5 but rendezvous 'job' has "
+       "heartbeat_interval=0.5,heartbeat_timeout=5; give every node the same heartbeat settings"},
+      {"heartbeats that differ in the seventh digit, named so",
+       [](NodeSpec& s, JoinContext&) { s.heartbeat_timeout = 5.0000001; },
+       "this node has --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=5.0000001 but rendezvous 'job' has "
        "heartbeat_interval=0.5,heartbeat_timeout=5; give every node the same heartbeat settings"},
       {"a setting before a field out of range",
        [](NodeSpec& s, JoinContext&) {

@@ -111,12 +111,15 @@ Messages JobCoordinator::join(NodeId node, const NodeSpec& spec, Joiner joiner, 
   return out;
 }
 
+JobCoordinator::Parts::Map::iterator JobCoordinator::round_part(NodeId node, int round) {
+  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_) return parts_.end();
+  return parts_.find(node);
+}
+
 Messages JobCoordinator::worker_failed(NodeId node, int round, WorkerFailure failure, double now) {
   Messages out;
-  const auto part = parts_.find(node);
-  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end()) {
-    return out;
-  }
+  const auto part = round_part(node, round);
+  if (part == parts_.end()) return out;
   record(node, std::move(failure));
   if (part->second == Part::kRunning) parts_.set(part, Part::kStopping);  // it stops its own workers
   if (phase_ == Phase::kRunning) {
@@ -127,11 +130,8 @@ Messages JobCoordinator::worker_failed(NodeId node, int round, WorkerFailure fai
 
 Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<WorkerFailure> failures, double now) {
   Messages out;
-  const auto part = parts_.find(node);
-  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end() ||
-      (part->second != Part::kRunning && part->second != Part::kStopping)) {
-    return out;
-  }
+  const auto part = round_part(node, round);
+  if (part == parts_.end() || (part->second != Part::kRunning && part->second != Part::kStopping)) return out;
   const bool failed = !failures.empty();
   for (WorkerFailure& failure : failures) record(node, std::move(failure));
   parts_.set(part, Part::kStopped);
@@ -150,11 +150,8 @@ Messages JobCoordinator::workers_stopped(NodeId node, int round, std::vector<Wor
 
 Messages JobCoordinator::workers_succeeded(NodeId node, int round, double /*now*/) {
   Messages out;
-  const auto part = parts_.find(node);
-  if ((phase_ != Phase::kRunning && phase_ != Phase::kStopping) || round != round_ || part == parts_.end() ||
-      (part->second != Part::kRunning && part->second != Part::kStopping)) {
-    return out;
-  }
+  const auto part = round_part(node, round);
+  if (part == parts_.end() || (part->second != Part::kRunning && part->second != Part::kStopping)) return out;
   // Finished before the stop reached it: its report that it stopped follows the stop.
   if (phase_ == Phase::kStopping) return out;
   parts_.set(part, Part::kSucceeded);

@@ -74,6 +74,11 @@ struct Spare {
 using Message = std::variant<Assign, Stop, Finish, Spare>;
 using Messages = std::vector<Message>;
 
+// The node a message is for.
+inline NodeId recipient(const Message& message) {
+  return std::visit([](const auto& m) { return m.node; }, message);
+}
+
 class JobCoordinator {
  public:
   JobCoordinator(JobSettings settings, double now);
@@ -149,6 +154,9 @@ class JobCoordinator {
     std::array<std::size_t, 4> counts_{};
   };
 
+  // The part of `node` in the current round, if `round` is it and it runs or stops; else
+  // parts_.end(): a report about another round, or from a node outside it, changes nothing.
+  Parts::Map::iterator round_part(NodeId node, int round);
   // What join_refusal() checks `spec` against; every part a lookup.
   JoinContext join_context(NodeId node, const NodeSpec& spec) const;
   std::string node_name(NodeId node) const;

@@ -1,5 +1,6 @@
 // What the job is told by its host (JobSettings) and what a node says of itself when it joins
-// (NodeSpec): the data join_refusal.hpp checks one against the other and JobCoordinator runs on.
+// (NodeSpec), each holding the settings every node must share (SharedSettings): the data
+// join_refusal.hpp checks one against the other and JobCoordinator runs on.
 #pragma once
 
 #include <cstdint>
@@ -27,15 +28,25 @@ struct JobHistory {
   RestartReason restart_reason;  // the last restart's, which the next round's assignments carry
 };
 
-// The job's identity and policy, set by the node that hosts the rendezvous.
-struct JobSettings {
+// What every node of a job must have alike: a node whose own differ is refused, with the one
+// that differs named (join_refusal.hpp). The host's are the job's (JobSettings); a joining
+// node says its own (NodeSpec). A base of both, so that each reads them as its own fields and
+// the wire keeps NodeSpec's fields flat.
+struct SharedSettings {
   std::string run_id;
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
-  RestartSettings restart;          // the rest of the restart policy (restart_policy.hpp)
-  double heartbeat_interval = 0.5;  // see RendezvousTimeouts; every node must have the same
+  RestartSettings restart;  // the rest of the restart policy (restart_policy.hpp)
+  // --rdzv_conf heartbeat_interval, heartbeat_timeout (RendezvousTimeouts): the host answers a
+  // node's heartbeats by its own (elastic/README.md), so a node with a shorter timeout could take
+  // a live host for lost.
+  double heartbeat_interval = 0.5;
   double heartbeat_timeout = 5;
+};
+
+// The job's identity and policy, set by the node that hosts the rendezvous.
+struct JobSettings : SharedSettings {
   double join_timeout = 600;  // see RendezvousTimeouts
   double last_call_timeout = 30;
   double close_timeout = 60;
@@ -54,19 +65,9 @@ struct JobSettings {
   QuarantineSettings quarantine;  // --rdzv_conf quarantine_after, quarantine_window
 };
 
-// What a node says about itself when it joins.
-struct NodeSpec {
-  // Must equal the job's settings, or the node is refused.
-  std::string run_id;
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int max_restarts = 0;
-  RestartSettings restart;
-  // --rdzv_conf heartbeat_interval, heartbeat_timeout: the host answers a node's heartbeats by
-  // its own (elastic/README.md), so a node with a shorter timeout could take a live host for lost.
-  double heartbeat_interval = 0.5;
-  double heartbeat_timeout = 5;
-  // This node.
+// What a node says about itself when it joins: its SharedSettings, which must equal the job's
+// or the node is refused, and this node's own.
+struct NodeSpec : SharedSettings {
   int node_rank = -1;  // -1: any
   int nproc = 1;
   std::string addr;      // advertised address, MASTER_ADDR when this node gets group rank 0

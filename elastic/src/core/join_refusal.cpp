@@ -23,6 +23,30 @@ bool is_host_address(const std::string& addr) {
   });
 }
 
+// The settings every node must share but the run id (which names the job, and is refused in
+// words of its own), in groups that a refusal names together, each written as a command line
+// writes it. A group's text differs between two nodes exactly when one of its values does: a
+// number of seconds is written as the shortest text that reads back as the same double.
+struct SharedGroup {
+  const char* what;    // "give every node the same <what>"
+  const char* option;  // the option that holds the group, said of this node: "--rdzv_conf "
+  std::string (*written)(const SharedSettings& s);
+};
+const SharedGroup kSharedGroups[] = {
+    {"--nnodes", "", [](const SharedSettings& s) { return "--nnodes=" + nnodes(s.min_nodes, s.max_nodes); }},
+    {"--max_restarts", "", [](const SharedSettings& s) { return fmt::format("--max_restarts={}", s.max_restarts); }},
+    {"restart options", "",
+     [](const SharedSettings& s) {
+       return fmt::format("--restart_on={} --restart_window={} --restart_backoff_max={} --crash_loop_limit={}",
+                          s.restart.restart_on_any ? "any" : "retryable", s.restart.window, s.restart.backoff_max,
+                          s.restart.crash_loop_limit);
+     }},
+    {"heartbeat settings", "--rdzv_conf ",
+     [](const SharedSettings& s) {
+       return fmt::format("heartbeat_interval={},heartbeat_timeout={}", s.heartbeat_interval, s.heartbeat_timeout);
+     }},
+};
+
 }  // namespace
 
 std::string nnodes(int min_nodes, int max_nodes) {
@@ -47,30 +71,13 @@ std::optional<std::string> join_refusal(const JobSettings& s, const NodeSpec& sp
     return fmt::format("this rendezvous endpoint serves run '{}', not '{}'; give every node the same --rdzv_id",
                        s.run_id, shown(spec.run_id));
   }
-  if (spec.min_nodes != s.min_nodes || spec.max_nodes != s.max_nodes) {
-    return fmt::format(
-        "this node has --nnodes={} but rendezvous '{}' has --nnodes={}; give every node the same --nnodes",
-        nnodes(spec.min_nodes, spec.max_nodes), s.run_id, nnodes(s.min_nodes, s.max_nodes));
-  }
-  if (spec.max_restarts != s.max_restarts) {
-    return fmt::format(
-        "this node has --max_restarts={} but rendezvous '{}' has --max_restarts={}; give every node the same "
-        "--max_restarts",
-        spec.max_restarts, s.run_id, s.max_restarts);
-  }
-  if (spec.restart != s.restart) {
-    const auto options = [](const RestartSettings& r) {
-      return fmt::format("--restart_on={} --restart_window={:g} --restart_backoff_max={:g} --crash_loop_limit={}",
-                         r.restart_on_any ? "any" : "retryable", r.window, r.backoff_max, r.crash_loop_limit);
-    };
-    return fmt::format("this node has {} but rendezvous '{}' has {}; give every node the same restart options",
-                       options(spec.restart), s.run_id, options(s.restart));
-  }
-  if (spec.heartbeat_interval != s.heartbeat_interval || spec.heartbeat_timeout != s.heartbeat_timeout) {
-    return fmt::format(
-        "this node has --rdzv_conf heartbeat_interval={:g},heartbeat_timeout={:g} but rendezvous '{}' has "
-        "heartbeat_interval={:g},heartbeat_timeout={:g}; give every node the same heartbeat settings",
-        spec.heartbeat_interval, spec.heartbeat_timeout, s.run_id, s.heartbeat_interval, s.heartbeat_timeout);
+  for (const SharedGroup& group : kSharedGroups) {
+    const std::string own = group.written(spec);
+    const std::string job_s = group.written(s);
+    if (own != job_s) {
+      return fmt::format("this node has {}{} but rendezvous '{}' has {}; give every node the same {}", group.option,
+                         own, s.run_id, job_s, group.what);
+    }
   }
   if (spec.node_rank < -1 || spec.node_rank >= s.max_nodes) {
     return fmt::format("--node_rank={} is out of range for --nnodes={} (0 to {})", spec.node_rank,

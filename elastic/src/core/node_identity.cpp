@@ -13,8 +13,10 @@
 
 namespace ddprun::elastic {
 
-JobSettings job_settings(const RendezvousConfig& config) {
-  JobSettings s;
+namespace {
+
+SharedSettings shared_settings(const RendezvousConfig& config) {
+  SharedSettings s;
   s.run_id = config.run_id;
   s.min_nodes = config.min_nodes;
   s.max_nodes = config.max_nodes;
@@ -22,6 +24,14 @@ JobSettings job_settings(const RendezvousConfig& config) {
   s.restart = config.restart;
   s.heartbeat_interval = config.timeouts.heartbeat_interval;
   s.heartbeat_timeout = config.timeouts.heartbeat_timeout;
+  return s;
+}
+
+}  // namespace
+
+JobSettings job_settings(const RendezvousConfig& config) {
+  JobSettings s;
+  static_cast<SharedSettings&>(s) = shared_settings(config);
   s.join_timeout = config.timeouts.join_timeout;
   s.last_call_timeout = config.timeouts.last_call_timeout;
   s.close_timeout = config.timeouts.close_timeout;
@@ -36,13 +46,7 @@ JobSettings job_settings(const RendezvousConfig& config) {
 
 NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_port, bool hosts_rendezvous) {
   NodeSpec spec;
-  spec.run_id = config.run_id;
-  spec.min_nodes = config.min_nodes;
-  spec.max_nodes = config.max_nodes;
-  spec.max_restarts = config.max_restarts;
-  spec.restart = config.restart;
-  spec.heartbeat_interval = config.timeouts.heartbeat_interval;
-  spec.heartbeat_timeout = config.timeouts.heartbeat_timeout;
+  static_cast<SharedSettings&>(spec) = shared_settings(config);
   spec.node_rank = config.node_rank;
   spec.nproc = config.nproc;
   spec.addr = std::move(addr);

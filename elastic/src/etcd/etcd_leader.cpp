@@ -1,11 +1,12 @@
-// EtcdRendezvous, the leader's part: while this node holds the leader key, it drives the job's
-// JobCoordinator from the nodes' keys and events its watch sees, and writes each node's
+// EtcdRendezvous, the leader's part: while this node holds the leader key, it runs the job's
+// CoordinatorHost on the nodes' keys and events its watch sees, and writes each node's
 // messages in transactions that hold only while it is still the leader.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/node_identity.hpp"
+#include "core/node_report.hpp"
 #include "core/rendezvous_protocol.hpp"
 #include "etcd/etcd_rendezvous.hpp"
 
@@ -47,12 +48,10 @@ void EtcdRendezvous::lead(const Json& kvs, std::int64_t /*revision*/) {
   // Join order is the order in which the nodes registered.
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.mod_revision < b.mod_revision; });
   leader_ = id_;
-  coordinator_.emplace(settings, monotonic_seconds());
   state_ = {settings.rounds_before, settings.restarts_used, settings.history};
-  history_written_ = coordinator_->history_version();
-  membership_seen_ = coordinator_->membership_version();
+  host_.emplace(io_, std::move(settings), static_cast<CoordinatorTransport&>(*this));
+  history_written_ = host_->coordinator().history_version();
   for (const auto& e : nodes) leader_join(keys_.parse(e.key).node, e.value, e.create_revision);
-  wait_for_deadline();
 }
 
 void EtcdRendezvous::leader_join(const std::string& node, const std::string& spec_text, std::int64_t created) {
@@ -70,51 +69,34 @@ void EtcdRendezvous::leader_join(const std::string& node, const std::string& spe
   const NodeId id = created > 0 ? static_cast<NodeId>(created) : (NodeId{1} << 62) + next_node_++;
   node_ids_[node] = id;
   node_names_[id] = node;
-  deliver(coordinator_->join(id, parsed, Joiner::kPeer, monotonic_seconds()));
+  host_->join(id, parsed, Joiner::kPeer);
 }
 
 void EtcdRendezvous::leader_event(const std::string& node, const std::string& text) {
   const auto it = node_ids_.find(node);
   if (it == node_ids_.end()) return;
   const NodeId id = it->second;
-  const double now = monotonic_seconds();
+  NodeReport report;
   try {
     const std::optional<Json> parsed = parse_message(text);
     if (!parsed) throw std::invalid_argument("not a JSON object with a \"type\", or a number out of range");
-    const Json& event = *parsed;
-    const std::string type = event.at("type");
-    const int nproc = coordinator_->nproc(id);
-    if (type == "worker_failed") {
-      const WorkerFailure failure = event.at("failure");
-      check_failure(failure, nproc);
-      deliver(coordinator_->worker_failed(id, event.at("round"), failure, now));
-    } else if (type == "workers_stopped") {
-      const std::vector<WorkerFailure> failures = event.at("failures");
-      for (const WorkerFailure& failure : failures) check_failure(failure, nproc);
-      deliver(coordinator_->workers_stopped(id, event.at("round"), failures, now));
-    } else if (type == "workers_succeeded") {
-      deliver(coordinator_->workers_succeeded(id, event.at("round"), now));
-    } else if (type == "leave") {
-      node_ids_.erase(it);
-      deliver(coordinator_->node_gone(id, fmt::format("it left after {}", signal_name(event.value("signal", 0))), now));
-    }
+    report = read_report(*parsed, host_->coordinator().nproc(id));
   } catch (const std::exception& e) {
-    say(fmt::format("ddprun: ignoring a bad report from node {} in etcd: {}\n", node, e.what()));
+    return say(fmt::format("ddprun: ignoring a bad report from node {} in etcd: {}\n", node, e.what()));
   }
+  if (std::holds_alternative<LeaveReport>(report)) node_ids_.erase(it);
+  host_->receive(id, report);
 }
 
 void EtcdRendezvous::deliver(const Messages& messages) {
-  if (coordinator_ && coordinator_->membership_version() != membership_seen_) {
-    membership_seen_ = coordinator_->membership_version();
-    announce(coordinator_->membership());
-  }
-  const bool history_changed = coordinator_ && coordinator_->history_version() != history_written_;
-  if (messages.empty() && !history_changed) return wait_for_deadline();
+  const JobCoordinator& coordinator = host_->coordinator();
+  const bool history_changed = coordinator.history_version() != history_written_;
+  if (messages.empty() && !history_changed) return;
   std::vector<Json> ops;
   std::optional<JobOutcome> own_finish;
   std::optional<RoundAssignment> started;
   for (const Message& m : messages) {
-    const NodeId to = std::visit([](const auto& x) { return x.node; }, m);
+    const NodeId to = recipient(m);
     const auto name = node_names_.find(to);
     if (name == node_names_.end()) continue;
     if (const auto* a = std::get_if<Assign>(&m)) started = a->assignment;
@@ -123,7 +105,7 @@ void EtcdRendezvous::deliver(const Messages& messages) {
   }
   // This node is quarantined while the job goes on: it hands the lead over. The next leader
   // starts from the state, so the others' messages are left to it.
-  const bool resign = own_finish && !coordinator_->finished();
+  const bool resign = own_finish && !coordinator.finished();
   if (resign) {
     ops.clear();
     started.reset();
@@ -135,9 +117,9 @@ void EtcdRendezvous::deliver(const Messages& messages) {
   if (started || history_changed) {
     // For the next leader, should this one be lost: also a failed round's history (a suspect
     // node, the crash-loop count) while the next round waits out its backoff.
-    history_written_ = coordinator_->history_version();
-    state_.history = coordinator_->history();
-    state_.restarts = coordinator_->restart_count();  // a restart decided, its round not started yet
+    history_written_ = coordinator.history_version();
+    state_.history = coordinator.history();
+    state_.restarts = coordinator.restart_count();  // a restart decided, its round not started yet
     ops.push_back(put_op(keys_.state(), etcd::state_value(state_, wall_seconds() - monotonic_seconds()), 0));
   }
   const Json compare = {{{"key", base64_encode(keys_.leader())}, {"target", "VALUE"}, {"value", base64_encode(id_)}}};
@@ -164,15 +146,13 @@ void EtcdRendezvous::deliver(const Messages& messages) {
     });
     clean_up_if_alone();
   }
-  wait_for_deadline();
 }
 
 void EtcdRendezvous::step_down(JobOutcome outcome) {
   say("ddprun: this node leads the rendezvous and is quarantined: another node takes the lead over\n");
-  coordinator_.reset();
+  host_.reset();  // this deliver() is its transport's: CoordinatorHost expects that
   node_ids_.clear();
   node_names_.clear();
-  deadline_timer_.cancel();
   // Queued after the state's transaction: the lease's revocation deletes the leader key.
   finish_after_revoke(std::move(outcome));
 }
@@ -185,29 +165,17 @@ void EtcdRendezvous::clean_up_if_alone() {
   cleaning_ = true;
   finishing_ = true;  // its own key goes with the others: no loss to report
   cleanup_timer_.cancel();
-  deadline_timer_.cancel();
+  if (host_) host_->halt();
   const std::string prefix = keys_.prefix();
   auto done = [this](auto&&...) {
     auto finish = [this](auto&&...) {
-      coordinator_.reset();
+      host_.reset();
       end(*leader_finish_);
     };
     request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, finish, finish);
   };
   request("/v3/kv/deleterange",
           {{"key", base64_encode(prefix)}, {"range_end", base64_encode(etcd::prefix_end(prefix))}}, done, done);
-}
-
-void EtcdRendezvous::wait_for_deadline() {
-  if (!coordinator_ || cleaning_) return;
-  const auto deadline = coordinator_->next_deadline();
-  deadline_timer_.cancel();
-  if (!deadline) return;
-  deadline_timer_.expires_at(monotonic_time_point(*deadline));
-  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
-    if (ec || alive.expired() || !coordinator_ || cleaning_) return;
-    deliver(coordinator_->tick(monotonic_seconds()));
-  });
 }
 
 }  // namespace ddprun::elastic

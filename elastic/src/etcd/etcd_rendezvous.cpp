@@ -43,7 +43,6 @@ EtcdRendezvous::EtcdRendezvous(asio::io_context& io, RendezvousConfig config)
       client_(std::make_unique<etcd::EtcdClient>(etcd_endpoints(config_), config_.etcd)),
       join_timer_(io),
       retry_timer_(io),
-      deadline_timer_(io),
       cleanup_timer_(io) {}
 
 EtcdRendezvous::~EtcdRendezvous() {
@@ -280,15 +279,14 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
       }
       return;
     case Kind::kNode:
-      if (coordinator_) {
+      if (host_) {
         if (event.deleted) {
           const auto it = node_ids_.find(key.node);
           if (it != node_ids_.end()) {
             const NodeId id = it->second;
             node_ids_.erase(it);
             if (key.node != id_) {
-              deliver(coordinator_->node_gone(
-                  id, "its lease in etcd expired or was revoked (its launcher stopped or lost etcd)", monotonic_seconds()));
+              host_->node_gone(id, "its lease in etcd expired or was revoked (its launcher stopped or lost etcd)");
             }
           }
           clean_up_if_alone();
@@ -303,7 +301,7 @@ void EtcdRendezvous::handle(const etcd::WatchEvent& event) {
     // Events and messages are written once each, under a key of their own; a later version is
     // the same write reaching etcd again (EtcdClient::call tries again after a timeout).
     case Kind::kEvent:
-      if (coordinator_ && !event.deleted && event.version == 1) leader_event(key.node, event.value);
+      if (host_ && !event.deleted && event.version == 1) leader_event(key.node, event.value);
       return;
     case Kind::kMessage:
       if (key.node == id_ && !event.deleted && event.version == 1) take_message(event);
@@ -325,7 +323,7 @@ void EtcdRendezvous::take_message(const etcd::WatchEvent& event) {
 }
 
 void EtcdRendezvous::leader_lost(const std::string& leader) {
-  if (finishing_ || coordinator_) return;  // the leader deletes its own key only when it cleans up
+  if (finishing_ || host_) return;  // the leader deletes its own key only when it cleans up
   apply(round_.coordinator_lost(fmt::format("the rendezvous leader {} was lost", leader.empty() ? "?" : leader)));
   elect();
 }
@@ -334,7 +332,7 @@ void EtcdRendezvous::on_message(const Json& message) {
   try {
     handle_message(message, [this](JobOutcome outcome) {
       // The leader finishes once the others have gone (clean_up_if_alone).
-      if (!coordinator_) finish_after_revoke(std::move(outcome));
+      if (!host_) finish_after_revoke(std::move(outcome));
     });
   } catch (const std::exception& e) {
     lost_etcd(fmt::format("the leader wrote a bad message: {}", e.what()));
@@ -362,7 +360,7 @@ void EtcdRendezvous::lost_etcd(const std::string& why) {
 void EtcdRendezvous::release() {
   join_timer_.cancel();
   retry_timer_.cancel();
-  deadline_timer_.cancel();
+  if (host_) host_->halt();
   cleanup_timer_.cancel();
   stop_ = true;
   wake_.notify_all();

@@ -27,7 +27,7 @@
 #include <string>
 #include <thread>
 
-#include "core/job_coordinator.hpp"
+#include "core/coordinator_host.hpp"
 #include "core/node_rendezvous.hpp"
 #include "etcd/etcd_client.hpp"
 #include "etcd/etcd_protocol.hpp"
@@ -36,7 +36,7 @@
 
 namespace ddprun::elastic {
 
-class EtcdRendezvous final : public NodeRendezvous {
+class EtcdRendezvous final : public NodeRendezvous, private CoordinatorTransport {
  public:
   // `config` must have passed validate(). Does no I/O.
   EtcdRendezvous(asio::io_context& io, RendezvousConfig config);
@@ -82,8 +82,8 @@ class EtcdRendezvous final : public NodeRendezvous {
   void lead(const Json& kvs, std::int64_t revision);
   void leader_join(const std::string& node, const std::string& spec, std::int64_t created);
   void leader_event(const std::string& node, const std::string& event);
-  void deliver(const Messages& messages);
-  void wait_for_deadline();
+  void deliver(const Messages& messages) override;
+  void membership_changed(const JobMembership& membership) override { announce(membership); }
   void clean_up_if_alone();
   // Quarantined (a Finish to this node while the job goes on): writes nothing more, and leaves.
   void step_down(JobOutcome outcome);
@@ -107,15 +107,13 @@ class EtcdRendezvous final : public NodeRendezvous {
   std::string last_error_;
 
   // The leader's state, while this node is the leader.
-  std::optional<JobCoordinator> coordinator_;
+  std::optional<CoordinatorHost> host_;
   std::map<std::string, NodeId> node_ids_;
   std::map<NodeId, std::string> node_names_;
   NodeId next_node_ = 1;
   std::uint64_t message_seq_ = 0;
   etcd::JobState state_;                 // as last written to the state key
   std::uint64_t history_written_ = 0;    // the coordinator's history_version() in state_
-  std::uint64_t membership_seen_ = 0;    // its membership_version() last announced
-  asio::steady_timer deadline_timer_;
   std::optional<JobOutcome> leader_finish_;  // its own outcome, given once the others are gone
   bool cleaning_ = false;
   asio::steady_timer cleanup_timer_;

@@ -9,8 +9,7 @@ namespace ddprun::elastic {
 LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
     : io_(io),
       config_(std::move(config)),
-      coordinator_(job_settings(config_), monotonic_seconds()),
-      deadline_timer_(io) {}
+      host_(io, job_settings(config_), *this, CoordinatorHost::Deadlines::kRestartBackoff) {}
 
 void LocalRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
@@ -32,45 +31,28 @@ void LocalRendezvous::join(Handlers handlers) {
     }
     return deliver({Finish{kThisNode, rendezvous_failure(why, 0)}});
   }
-  deliver(coordinator_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), Joiner::kHost,
-                            monotonic_seconds()));
+  host_.join(kThisNode, node_spec(config_, master.host, master_port_->port(), true), Joiner::kHost);
 }
 
 void LocalRendezvous::worker_failed(int round, const WorkerFailure& failure) {
-  deliver(coordinator_.worker_failed(kThisNode, round, failure, monotonic_seconds()));
+  host_.receive(kThisNode, WorkerFailedReport{round, failure});
 }
 
 void LocalRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
   master_port_->round_ended();
-  deliver(coordinator_.workers_stopped(kThisNode, round, failures, monotonic_seconds()));
+  host_.receive(kThisNode, WorkersStoppedReport{round, failures});
 }
 
 void LocalRendezvous::workers_succeeded(int round) {
-  deliver(coordinator_.workers_succeeded(kThisNode, round, monotonic_seconds()));
+  host_.receive(kThisNode, WorkersSucceededReport{round});
 }
 
 void LocalRendezvous::leave(int) {
   left_ = true;
-  deadline_timer_.cancel();
-}
-
-void LocalRendezvous::wait_for_next_deadline() {
-  // Only the backoff: the stop deadline would end the job of a launcher whose workers take
-  // longer than close_timeout to stop (--shutdown_timeout), on this very node.
-  const std::optional<double> deadline = coordinator_.restart_at();
-  if (!deadline) {
-    deadline_timer_.cancel();
-    return;
-  }
-  deadline_timer_.expires_at(monotonic_time_point(*deadline));
-  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
-    if (ec || alive.expired() || left_) return;
-    deliver(coordinator_.tick(monotonic_seconds()));
-  });
+  host_.halt();
 }
 
 void LocalRendezvous::deliver(const Messages& messages) {
-  wait_for_next_deadline();
   for (const Message& message : messages) {
     asio::post(io_, [this, alive = lifetime_.token(), message] {
       if (alive.expired() || left_) return;

@@ -6,14 +6,14 @@
 #include <asio.hpp>
 #include <optional>
 
-#include "core/job_coordinator.hpp"
+#include "core/coordinator_host.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "core/event_loop.hpp"
 #include "store/master_port.hpp"
 
 namespace ddprun::elastic {
 
-class LocalRendezvous final : public Rendezvous {
+class LocalRendezvous final : public Rendezvous, private CoordinatorTransport {
  public:
   // `config` must have passed validate() and have max_nodes == 1.
   LocalRendezvous(asio::io_context& io, RendezvousConfig config);
@@ -25,9 +25,7 @@ class LocalRendezvous final : public Rendezvous {
   void leave(int signal) override;
 
  private:
-  void deliver(const Messages& messages);
-  // The one deadline that comes due on one node: a crash loop's backoff before a restart.
-  void wait_for_next_deadline();
+  void deliver(const Messages& messages) override;
 
   static constexpr NodeId kThisNode = 1;
   asio::io_context& io_;
@@ -35,8 +33,7 @@ class LocalRendezvous final : public Rendezvous {
   Handlers handlers_;
   // The round starts as this node joins, and the launcher reporting its workers stopped is in
   // this process: only a restart's backoff is ever due.
-  JobCoordinator coordinator_;
-  asio::steady_timer deadline_timer_;
+  CoordinatorHost host_;
   std::optional<MasterPort> master_port_;
   bool left_ = false;
   Lifetime lifetime_;

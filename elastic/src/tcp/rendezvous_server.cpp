@@ -11,6 +11,7 @@
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/input_limits.hpp"
 #include "ddprun/system.hpp"
+#include "core/node_report.hpp"
 #include "core/rendezvous_protocol.hpp"
 #include "store/tcpstore_greeting.hpp"
 
@@ -50,16 +51,18 @@ constexpr double kFdLimitPause = 0.05;
 // again, and, with more nodes than the cap, again and again).
 constexpr double kJoinGrace = 1.0;
 
-// A failure reported over a node's connection must be in range (check_failure) and, for its
-// current round, one of that node's own workers (reports about other rounds change nothing in
-// the coordinator).
-void check_own(const WorkerFailure& failure, int round_number, int nproc, const std::optional<RoundAssignment>& round) {
-  check_failure(failure, nproc);
-  if (round && round_number != round->round) return;
-  if (!round || failure.group_rank != round->group_rank || failure.rank < round->base_rank ||
-      failure.rank >= round->base_rank + nproc) {
-    throw std::invalid_argument(fmt::format("it reports worker rank {} of node group rank {}, not one of its own",
-                                            failure.rank, failure.group_rank));
+// A failure reported over a node's connection must be, for its current round, one of that
+// node's own workers (read_report checked its range; reports about other rounds change nothing
+// in the coordinator).
+void check_own(const NodeReport& report, int nproc, const std::optional<RoundAssignment>& round) {
+  const ReportedFailures reported = reported_failures(report);
+  if (reported.failures.empty() || (round && reported.round != round->round)) return;
+  for (const WorkerFailure* failure : reported.failures) {
+    if (!round || failure->group_rank != round->group_rank || failure->rank < round->base_rank ||
+        failure->rank >= round->base_rank + nproc) {
+      throw std::invalid_argument(fmt::format("it reports worker rank {} of node group rank {}, not one of its own",
+                                              failure->rank, failure->group_rank));
+    }
   }
 }
 
@@ -77,8 +80,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
       fd_limit_(fd_limit),
       reserve_fd_(::open("/dev/null", O_RDONLY | O_CLOEXEC)),
       accept_pause_(io),
-      coordinator_(std::move(settings), monotonic_seconds()),
-      deadline_timer_(io),
+      host_(io, std::move(settings), *this),
       auth_timer_(io) {
   // Workers must not inherit the rendezvous port or its connections: a worker holding a copy
   // would keep a connection open after this server closed it.
@@ -86,7 +88,6 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
   acceptor_.set_option(asio::ip::tcp::no_delay(true));  // every accepted connection's (Channel::NoDelay)
   acceptor_.non_blocking(true);  // accept_pending takes connections until there are none
   accept_next();
-  wait_for_next_deadline();
 }
 
 RendezvousServer::~RendezvousServer() {
@@ -256,26 +257,15 @@ void RendezvousServer::handle(NodeId node, Connection& connection, const nlohman
   if (!connection.joined) {
     if (type != "join") throw std::invalid_argument("a node must join first");
     join(node, connection, message);
-  } else if (type == "worker_failed") {
-    const int round = message.at("round");
-    const WorkerFailure failure = message.at("failure");
-    check_own(failure, round, connection.nproc, connection.round);
-    deliver(coordinator_.worker_failed(node, round, failure, monotonic_seconds()));
-  } else if (type == "workers_stopped") {
-    const int round = message.at("round");
-    const std::vector<WorkerFailure> failures = message.at("failures");
-    for (const WorkerFailure& failure : failures) check_own(failure, round, connection.nproc, connection.round);
-    deliver(coordinator_.workers_stopped(node, round, failures, monotonic_seconds()));
-  } else if (type == "workers_succeeded") {
-    deliver(coordinator_.workers_succeeded(node, message.at("round"), monotonic_seconds()));
-  } else if (type == "leave") {
-    const int signal = message.at("signal");
-    connection.channel->close();
-    connections_.erase(node);
-    unjoined_.erase(node);
-    deliver(coordinator_.node_gone(node, "it left after " + signal_name(signal), monotonic_seconds()));
   } else {
-    throw std::invalid_argument("unknown message type");
+    const NodeReport report = read_report(message, connection.nproc);
+    check_own(report, connection.nproc, connection.round);
+    if (std::holds_alternative<LeaveReport>(report)) {
+      connection.channel->close();
+      connections_.erase(node);
+      unjoined_.erase(node);
+    }
+    host_.receive(node, report);
   }
 }
 
@@ -292,20 +282,25 @@ void RendezvousServer::join(NodeId node, Connection& connection, const nlohmann:
   if (refused_other_version(node, connection, message)) return;
   const NodeSpec spec = message.at("node");
   const Joiner joiner = own_source_ && same_source(connection.source, *own_source_) ? Joiner::kHost : Joiner::kPeer;
-  const Messages out = coordinator_.join(node, spec, joiner, monotonic_seconds());
-  if (coordinator_.has_node(node)) {
+  joining_.emplace(node, joiner);
+  host_.join(node, spec, joiner);
+}
+
+void RendezvousServer::settle_join(const Messages& answer) {
+  const auto [node, joiner] = *std::exchange(joining_, std::nullopt);
+  Connection& connection = connections_.at(node);
+  if (host_.coordinator().has_node(node)) {
     connection.joined = true;
     unjoined_.erase(node);
-    connection.nproc = spec.nproc;
+    connection.nproc = host_.coordinator().nproc(node);
     connection.hosts_rendezvous = joiner == Joiner::kHost;
-  } else {
-    for (const Message& m : out) {
-      if (const auto* refusal = std::get_if<Finish>(&m); refusal && refusal->node == node) {
-        report_refusal(connection, refusal->outcome.error);
-      }
+    return;
+  }
+  for (const Message& m : answer) {
+    if (const auto* refusal = std::get_if<Finish>(&m); refusal && refusal->node == node) {
+      report_refusal(connection, refusal->outcome.error);
     }
   }
-  deliver(out);
 }
 
 void RendezvousServer::authenticate(NodeId node, Connection& connection, const std::string& type,
@@ -401,17 +396,18 @@ void RendezvousServer::on_closed(NodeId node, const std::string& why) {
   const bool joined = it->second.joined;
   connections_.erase(it);
   unjoined_.erase(node);
-  if (joined && !shut_down_) deliver(coordinator_.node_gone(node, "it " + why, monotonic_seconds()));
+  if (joined && !shut_down_) host_.node_gone(node, "it " + why);
   send_host_finish_when_others_closed();
 }
 
 void RendezvousServer::deliver(const Messages& messages) {
+  if (joining_) settle_join(messages);
   for (const Message& message : messages) {
-    const NodeId node = std::visit([](const auto& m) { return m.node; }, message);
+    const NodeId node = recipient(message);
     const auto it = connections_.find(node);
     if (it == connections_.end()) continue;
     if (const auto* finish = std::get_if<Finish>(&message)) {
-      if (it->second.hosts_rendezvous && coordinator_.finished()) {
+      if (it->second.hosts_rendezvous && host_.coordinator().finished()) {
         host_finish_.emplace(node, finish->outcome);
       } else {
         send_finish(node, it->second, finish->outcome);
@@ -426,11 +422,10 @@ void RendezvousServer::deliver(const Messages& messages) {
     }
   }
   send_host_finish_when_others_closed();
-  if (on_membership_ && coordinator_.membership_version() != membership_seen_) {
-    membership_seen_ = coordinator_.membership_version();
-    on_membership_(coordinator_.membership());
-  }
-  wait_for_next_deadline();
+}
+
+void RendezvousServer::membership_changed(const JobMembership& membership) {
+  if (on_membership_) on_membership_(membership);
 }
 
 void RendezvousServer::send_finish(NodeId node, Connection& connection, const JobOutcome& outcome) {
@@ -449,23 +444,10 @@ void RendezvousServer::send_host_finish_when_others_closed() {
   host_finish_.reset();
 }
 
-void RendezvousServer::wait_for_next_deadline() {
-  const std::optional<double> deadline = coordinator_.next_deadline();
-  if (!deadline) {
-    deadline_timer_.cancel();
-    return;
-  }
-  deadline_timer_.expires_at(monotonic_time_point(*deadline));
-  deadline_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
-    if (ec || alive.expired() || shut_down_) return;
-    deliver(coordinator_.tick(monotonic_seconds()));
-  });
-}
-
 void RendezvousServer::shutdown(const std::string& why) {
   if (shut_down_) return;
   shut_down_ = true;
-  deadline_timer_.cancel();
+  host_.halt();
   asio::error_code ignored;
   acceptor_.close(ignored);
   JobOutcome outcome;

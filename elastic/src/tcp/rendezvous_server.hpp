@@ -17,13 +17,13 @@
 #include "tcp/channel.hpp"
 #include "auth/munge_auth.hpp"
 #include "auth/rendezvous_auth.hpp"
-#include "core/job_coordinator.hpp"
+#include "core/coordinator_host.hpp"
 #include "core/event_loop.hpp"
 #include "core/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
 
-class RendezvousServer {
+class RendezvousServer final : private CoordinatorTransport {
  public:
   // Listens on `endpoint` at once; throws std::system_error when it cannot (e.g. the address
   // is in use). The join timeout starts now.
@@ -81,14 +81,16 @@ class RendezvousServer {
   void report_refusal(const Connection& connection, const std::string& why);
   void turn_away_torchrun(NodeId node, bool from_torchrun);
   void join(NodeId node, Connection& connection, const nlohmann::json& message);
+  // The coordinator has answered the join of joining_: the node is in the job, or refused.
+  void settle_join(const Messages& answer);
   bool refused_other_version(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_message(NodeId node, const nlohmann::json& message);
   void handle(NodeId node, Connection& connection, const nlohmann::json& message);
   void on_closed(NodeId node, const std::string& why);
-  void deliver(const Messages& messages);
+  void deliver(const Messages& messages) override;
+  void membership_changed(const JobMembership& membership) override;
   void send_finish(NodeId node, Connection& connection, const JobOutcome& outcome);
   void send_host_finish_when_others_closed();
-  void wait_for_next_deadline();
 
   asio::ip::tcp::acceptor acceptor_;
   RendezvousTimeouts timeouts_;
@@ -100,9 +102,8 @@ class RendezvousServer {
   // close a pending connection instead of spinning on EMFILE (see accept_one_at_fd_limit).
   int reserve_fd_ = -1;
   asio::steady_timer accept_pause_;
-  JobCoordinator coordinator_;
+  CoordinatorHost host_;
   BroadcastLines broadcast_lines_;  // the lines of a round's assigns and stops, serialised once
-  asio::steady_timer deadline_timer_;
   std::map<NodeId, Connection> connections_;
   std::set<NodeId> unjoined_;  // those of connections_ that have not joined, oldest first
   asio::steady_timer auth_timer_;  // the oldest of unjoined_ reaches auth_timeout
@@ -114,7 +115,8 @@ class RendezvousServer {
   // closed: once the host's launcher has it, it exits and takes this server with it.
   std::optional<std::pair<NodeId, JobOutcome>> host_finish_;
   std::function<void(const JobMembership&)> on_membership_;
-  std::uint64_t membership_seen_ = 0;  // the coordinator's membership_version() last announced
+  // The node whose join the coordinator is answering, and whether it is this host's own.
+  std::optional<std::pair<NodeId, Joiner>> joining_;
   bool shut_down_ = false;
   int refusals_reported_ = 0;
   bool fd_limit_reported_ = false;
