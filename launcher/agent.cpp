@@ -258,20 +258,20 @@ class Agent::Impl {
 
   HangWatch::Hooks hang_hooks() {
     HangWatch::Hooks h;
-    h.say = [](const std::string& text) { say(text); };
-    h.record = [this](EventRecord record) { events_.write(std::move(record)); };
+    h.response.say = [](const std::string& text) { say(text); };
+    h.response.record = [this](EventRecord record) { events_.write(std::move(record)); };
     h.changed = [this] { publish_status(); };
     h.beat = [this](int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                     double timeout) {
       if (status_) status_->update([&](JobView& view) { record_beat(view, local_rank, at, step, deadline, timeout); });
     };
-    h.identity = [this](const WorkerProcess& w) { return workers_.identity(w); };
-    h.running_round = [this]() -> std::optional<int> {
+    h.response.identity = [this](const WorkerProcess& w) { return workers_.identity(w); };
+    h.response.running_round = [this]() -> std::optional<int> {
       if (phase_ != Phase::kRunning) return std::nullopt;
       return node_.round.round;
     };
-    h.still_current = [this](int round) { return round == node_.round.round && phase_ != Phase::kExiting; };
-    h.failed = [this](const elastic::WorkerFailure& f) { workers_.failed(f); };
+    h.response.still_current = [this](int r) { return r == node_.round.round && phase_ != Phase::kExiting; };
+    h.response.failed = [this](const elastic::WorkerFailure& f) { workers_.failed(f); };
     return h;
   }
 

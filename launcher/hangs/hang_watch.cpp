@@ -53,13 +53,7 @@ HangWatch::HangWatch(asio::io_context& io, const config::LaunchConfig& config,
   const auto setting = environ.find(env::kPySpy);
   const std::string path = search_path(environ);
   const auto py_spy = py_spy_places(setting != environ.end() ? setting->second : "", python, path);
-  HangResponse::Handlers h;
-  h.say = hooks_.say;
-  h.record = hooks_.record;
-  h.identity = hooks_.identity;
-  h.running_round = hooks_.running_round;
-  h.still_current = hooks_.still_current;
-  h.failed = hooks_.failed;
+  HangResponse::Handlers h = hooks_.response;
   // Which ranks the others wait for: from the progress records (hangs/culprit.hpp).
   h.standing = [this](int local_rank) { return watchdog_->standing(local_rank); };
   response_ = std::make_unique<HangResponse>(io, group, find_stack_tools(path, py_spy), std::move(environ_list),
@@ -103,19 +97,20 @@ Watchdog::Handlers HangWatch::watchdog_handlers() {
     for (const auto& q : quiet) {
       const WorkerProcess* w = group_.by_local_rank(q.local_rank);
       if (w == nullptr || !w->alive) continue;
-      hooks_.say(quiet_warning(w->rank, q));
-      hooks_.record(records::quiet(w->rank, w->local_rank, q.silent_for, q.last_step));
+      hooks_.response.say(quiet_warning(w->rank, q));
+      hooks_.response.record(records::quiet(w->rank, w->local_rank, q.silent_for, q.last_step));
     }
   };
   h.learned = [this](double timeout) {
-    hooks_.record(records::hang_timeout_learned(timeout));
+    hooks_.response.record(records::hang_timeout_learned(timeout));
     hooks_.changed();
   };
   h.missing = [this](double after) {
-    hooks_.say(fmt::format("ddprun: no worker touched its DDPRUN_HEARTBEAT_FILE in {:.0f} s: --hang_timeout=auto "
-                           "cannot judge this program (the worker library beats by itself; other programs "
-                           "touch the file at each step)\n", after));
-    hooks_.record(records::heartbeats_missing(after));
+    hooks_.response.say(fmt::format("ddprun: no worker touched its DDPRUN_HEARTBEAT_FILE in {:.0f} s: "
+                                    "--hang_timeout=auto cannot judge this program (the worker library beats by "
+                                    "itself; other programs touch the file at each step)\n",
+                                    after));
+    hooks_.response.record(records::heartbeats_missing(after));
   };
   return h;
 }

@@ -34,17 +34,14 @@ std::string timer_file_path(const std::map<std::string, std::string>& environ, c
 class HangWatch {
  public:
   struct Hooks {
-    std::function<void(const std::string&)> say;  // a console line
-    std::function<void(EventRecord)> record;      // an --event_log line
-    std::function<void()> changed;                // something the live view shows changed
+    // For the hang response (its `standing` is set here) and for what the watchdog notices on
+    // its own: a console line (`say`), an --event_log line (`record`).
+    HangResponse::Handlers response;
+    std::function<void()> changed;  // something the live view shows changed
     // A rank beat (only when the live view shows beats): its rank view's fields.
     std::function<void(int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                        double hang_timeout)>
         beat;
-    std::function<elastic::WorkerFailure(const WorkerProcess&)> identity;  // a worker's failure, before the hang's part
-    std::function<std::optional<int>()> running_round;                     // the round whose workers run, if they do
-    std::function<bool(int round)> still_current;                          // whether stacks of `round` still matter
-    std::function<void(const elastic::WorkerFailure&)> failed;             // a hung rank, its stacks collected
   };
 
   // `python`: the interpreter whose py-spy is looked for first. `beats_shown`: the live view
