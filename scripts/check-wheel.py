@@ -59,7 +59,7 @@ def main():
     if elf_files == 0:
         problems.append(f"{wheel.name} has no ELF file")
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
-    tag = re.search(r'consistent with the following platform tag:\s*"manylinux_(\d+)_(\d+)_(\w+)"', shown.stdout)
+    tag = re.search(r'consistent with the following\s+platform tag:\s*"manylinux_(\d+)_(\d+)_(\w+)"', shown.stdout)
     if shown.returncode != 0 or not tag:
         problems.append(f"auditwheel show {wheel.name} found no manylinux tag: {(shown.stdout + shown.stderr).strip()}")
     elif (int(tag[1]), int(tag[2])) > MAX_GLIBC or (cpu and tag[3] != cpu[1]):
