@@ -40,8 +40,8 @@ def needs(path):
 
 def main():
     wheel = Path(sys.argv[1])
-    cpu = re.search(r"_(x86_64|aarch64)\.whl$", wheel.name)
-    problems = [] if cpu else [f"{wheel.name}: not a x86_64 or aarch64 wheel"]
+    cpu = re.search(r"-py3-none-manylinux_2_28_(x86_64|aarch64)\.whl$", wheel.name)
+    problems = [] if cpu else [f"{wheel.name}: not tagged py3-none-manylinux_2_28_x86_64 or _aarch64"]
     elf_files = 0
     with tempfile.TemporaryDirectory() as tmp:
         zipfile.ZipFile(wheel).extractall(tmp)
@@ -59,7 +59,7 @@ def main():
     if elf_files == 0:
         problems.append(f"{wheel.name} has no ELF file")
     shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
-    tag = re.search(r'consistent with the following\s+platform tag:\s*"manylinux_(\d+)_(\d+)_(\w+)"', shown.stdout)
+    tag = re.search(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s*"manylinux_(\d+)_(\d+)_(\w+)"', shown.stdout)
     if shown.returncode != 0 or not tag:
         problems.append(f"auditwheel show {wheel.name} found no manylinux tag: {(shown.stdout + shown.stderr).strip()}")
     elif (int(tag[1]), int(tag[2])) > MAX_GLIBC or (cpu and tag[3] != cpu[1]):
