@@ -35,6 +35,9 @@ packages=(
   clang libclang-rt-14-dev         # the fuzz/sanitizer build (build-fuzz/): libFuzzer, ASan, UBSan
   python3-sphinx python3-myst-parser furo  # the manual (docs/): sphinx-build -W -n, HTML and the man page
   groff-base man-db zsh            # the man page's check (man -l, groff -ww) and the zsh completion's test
+  llvm                             # llvm-ar: the wheels' static libraries for any CPU (cmake/zig-toolchain.cmake)
+  qemu-user-static libc6-arm64-cross  # the aarch64 wheel's launcher runs under qemu-aarch64 (package_wheel_aarch64)
+  hyperfine                        # scripts/wheel-figures.sh: the start-up time of the installed ddprun
 )
 if (( slurm )); then
   packages+=(slurmctld slurmd slurm-client munge)
@@ -84,6 +87,31 @@ os.chmod("/usr/local/bin/py-spy.new", 0o755)
 os.replace("/usr/local/bin/py-spy.new", "/usr/local/bin/py-spy")
 PY
   echo "install-deps: $(/usr/local/bin/py-spy --version) in /usr/local/bin"
+fi
+
+# OpenSSL 1.1's libcrypto, as RHEL 8 and Ubuntu 20.04 have it: Debian 11's libssl1.1, downloaded
+# with apt from Debian 11's archive (an apt configuration of its own, in a temporary folder: the
+# system's sources and lists stay as they are) and unpacked into the cache, never installed. The
+# test elastic_auth runs the authenticated rendezvous with it.
+openssl11=${DDPRUN_OPENSSL11_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/openssl1.1}
+if [[ $(uname -m) == x86_64 && ! -e $openssl11/usr/lib/x86_64-linux-gnu/libcrypto.so.1.1 ]]; then
+  apt_dir=$(mktemp -d)
+  mkdir -p "$apt_dir"/{lists/partial,cache/archives/partial,parts,deb}
+  chmod -R a+rwx "$apt_dir"  # apt downloads as its own user, _apt
+  keys=/usr/share/keyrings/debian-archive-bullseye
+  cat >"$apt_dir/sources.list" <<LIST
+deb [signed-by=$keys-security-automatic.gpg] http://deb.debian.org/debian-security bullseye-security main
+deb [signed-by=$keys-stable.gpg] http://deb.debian.org/debian bullseye main
+LIST
+  own_apt=(-o Dir::Etc::SourceList="$apt_dir/sources.list" -o Dir::Etc::SourceParts="$apt_dir/parts"
+           -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache" -o Dir::State::status=/dev/null
+           -o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o Acquire::Retries=3)
+  "${sudo[@]}" apt-get "${own_apt[@]}" update -qq
+  (cd "$apt_dir/deb" && "${sudo[@]}" apt-get "${own_apt[@]}" download -qq libssl1.1)
+  mkdir -p "$openssl11"
+  dpkg -x "$apt_dir"/deb/libssl1.1_*.deb "$openssl11"
+  "${sudo[@]}" rm -rf "$apt_dir"
+  echo "install-deps: OpenSSL 1.1's libcrypto in $openssl11 (for the tests only)"
 fi
 
 (( torch2 )) || exit 0

@@ -9,7 +9,14 @@
 #include <cerrno>
 #include <cstddef>
 
+// GCC's and Debian clang's; zig's clang (the wheels' compiler) has no sanitizer headers, and
+// without ASan the macro is a no-op anyway.
+#if __has_include(<sanitizer/asan_interface.h>)
 #include <sanitizer/asan_interface.h>
+#endif
+#ifndef ASAN_UNPOISON_MEMORY_REGION
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
 
 #if defined(__x86_64__) && defined(SYS_clone3) && defined(CLONE_INTO_CGROUP)
 #define DDPRUN_HAVE_CLONE3_CALL 1

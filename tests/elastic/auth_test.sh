@@ -205,13 +205,41 @@ if [[ $(id -u) -eq 0 && -n "$crypto_lib" ]]; then
   rc=$?
   set -e
   expect_eq "$rc" 69 "exit code without libcrypto ($(cat "$T/nocrypto.err"))"
-  expect_in "$T/nocrypto.err" "needs OpenSSL's libcrypto.so.3, which could not be loaded"
+  expect_in "$T/nocrypto.err" "needs OpenSSL's libcrypto.so.3 or libcrypto.so.1.1, neither of which could be loaded"
   expect_eq "$(grep -c libcrypto "$T/nocrypto.err")" 1 "lines about libcrypto"
   without_crypto "$DDPRUN" --version >/dev/null || fail "ddprun --version needs libcrypto"
   without_crypto "$DDPRUN" --nproc_per_node=2 /bin/true 2>/dev/null || fail "a one-node run needs libcrypto"
   ok "libcrypto missing: $(grep -m1 libcrypto "$T/nocrypto.err")"
 else
   echo "note: libcrypto-missing case skipped (needs root and libcrypto.so.3)"
+fi
+
+# OpenSSL 1.1 (RHEL 8, Ubuntu 20.04): with libcrypto.so.3 hidden and Debian 11's libcrypto.so.1.1
+# (which scripts/install-deps.sh unpacks, never installs) on LD_LIBRARY_PATH, the authenticated
+# pair runs, and ddprun has 1.1 mapped while its workers run.
+openssl11=${DDPRUN_OPENSSL11_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ddprun/openssl1.1}/usr/lib/x86_64-linux-gnu
+if [[ $(id -u) -eq 0 && -n "$crypto_lib" && -e $openssl11/libcrypto.so.1.1 ]]; then
+  cat >"$T/ddprun-openssl11" <<SH
+#!/bin/sh
+exec unshare -m sh -c 'mount --bind /dev/null "\$0" && exec "\$@"' "$(readlink -f "$crypto_lib")" \
+  env LD_LIBRARY_PATH="$openssl11" "$DDPRUN" "\$@"
+SH
+  chmod +x "$T/ddprun-openssl11"
+  next_port; rm -f "$T"/env.* "$T/starts" "$T/release"
+  job=(--nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=openssl11)
+  export WAIT_RELEASE=1
+  DDPRUN=$T/ddprun-openssl11 DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.2 a "${job[@]}" "$T/dump"
+  DDPRUN=$T/ddprun-openssl11 DDPRUN_RDZV_SECRET=the-jobs-secret node 127.0.0.3 b "${job[@]}" "$T/dump"
+  wait_for 20 test -e "$T/env.1"
+  grep -q "libcrypto.so.1.1" "/proc/$PID_a/maps" || fail "ddprun did not load libcrypto.so.1.1 ($(grep libcrypto "/proc/$PID_a/maps"))"
+  ! grep -q "libcrypto.so.3" "/proc/$PID_a/maps" || fail "ddprun loaded libcrypto.so.3 though it was hidden"
+  touch "$T/release"
+  finish a; finish b
+  rm "$T/release"; unset WAIT_RELEASE
+  expect_eq "$RC_a $RC_b" "0 0" "authenticated pair with OpenSSL 1.1 ($(cat "$T/a.err" "$T/b.err"))"
+  ok "OpenSSL 1.1's libcrypto.so.1.1 (libcrypto.so.3 hidden): the authenticated pair runs"
+else
+  echo "note: OpenSSL 1.1 case skipped (needs root, libcrypto.so.3 to hide and $openssl11/libcrypto.so.1.1: scripts/install-deps.sh)"
 fi
 
 wait_for 10 no_leftovers

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The launcher's wheel (issue 14): scripts/build-wheel.sh gives one manylinux wheel; installed
-# into a fresh venv (which sees PyTorch 2.x through a .pth file, rather than a 2.5 GB copy of
-# it), `ddprun` and `python -m ddprun` work from there, without the venv on PATH, and run a
-# Python DDP script (gloo, 2 workers, a crash and a restart) with the venv's own interpreter,
-# not the python3 on PATH; PYTHON_EXEC still chooses another. The wheel brings py-spy, and a hung
-# Python worker's stacks are Python's with nothing else in PATH, also when pip put py-spy in a
-# scripts folder of its own (--prefix), found through the package's record.
+# The launcher's wheel (issues 14 and 40): scripts/build-wheel.sh gives one manylinux_2_28 wheel
+# (zig's toolchain) whose ELF files need no GLIBC_ version above 2.28 and nothing but glibc, as
+# auditwheel agrees (scripts/check-wheel.py). Installed into a fresh venv (which sees PyTorch 2.x
+# through a .pth file, rather than a 2.5 GB copy of it) where no compiler and no -dev header can
+# be found (a mount namespace hides them, as root; else the test skips), `ddprun` and `python -m
+# ddprun` work from there, without the venv on PATH, and run a Python DDP script (gloo, 2
+# workers, a crash and a restart) with the venv's own interpreter, not the python3 on PATH;
+# PYTHON_EXEC still chooses another. The wheel brings py-spy, and a hung Python worker's stacks
+# are Python's with nothing else in PATH, also when pip put py-spy in a scripts folder of its own
+# (--prefix), found through the package's record.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 : "${TORCH_PYTHON:?}"
@@ -15,8 +18,31 @@ PYTHON=$TORCH_PYTHON bash "$DDPRUN_SOURCE_DIR/scripts/build-wheel.sh" "$T/dist" 
 wheels=("$T"/dist/*.whl)
 expect_eq "${#wheels[@]}" 1 "wheels built"
 wheel=$(basename "${wheels[0]}")
-[[ "$wheel" =~ ^ddprun-[0-9.]+-py3-none-manylinux_2_[0-9]+_x86_64\.whl$ ]] || fail "unexpected wheel name $wheel"
+[[ "$wheel" =~ ^ddprun-[0-9.]+-py3-none-manylinux_2_28_x86_64\.whl$ ]] || fail "unexpected wheel name $wheel"
 ok "built $wheel"
+"$TORCH_PYTHON" "$DDPRUN_SOURCE_DIR/scripts/check-wheel.py" "${wheels[0]}" >"$T/check.log" 2>&1 \
+  || { cat "$T/check.log"; fail "$wheel is not manylinux_2_28"; }
+ok "glibc 2.28 at most, nothing but glibc, auditwheel agrees: $(tail -1 "$T/check.log")"
+
+# without_toolchain COMMAND...: COMMAND where no compiler, linker, CMake, zig or -dev header is
+# found: read-only empty folders over the include folders, GCC's and the torch venv's ziglang,
+# and /dev/null (not executable) over every compiler program.
+[[ $(id -u) -eq 0 ]] || skip "hiding the compilers takes a mount namespace: run as root"
+ziglang_dir=$("$TORCH_PYTHON" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))' 2>/dev/null || true)
+without_toolchain() {
+  unshare -m bash -c '
+    for d in /usr/include /usr/local/include /usr/lib/gcc /usr/lib/llvm-14 "$1"; do
+      [[ -d $d ]] && mount -t tmpfs -o ro none "$d"
+    done
+    shift
+    for c in cc c++ gcc g++ cpp clang clang++ ld ld.bfd ld.gold ld.lld as cmake ninja zig; do
+      p=$(command -v "$c") && mount --bind /dev/null "$(readlink -f "$p")"
+    done
+    exec "$@"' _ "${ziglang_dir:-/nonexistent}" "$@"
+}
+without_toolchain bash -c '! cc --version && ! c++ --version && ! clang++ --version && ! cmake --version &&
+  [[ ! -e /usr/include/stdio.h ]] && ! "$1" -m ziglang version' _ "$TORCH_PYTHON" >/dev/null 2>&1 \
+  || fail "the namespace still shows a compiler, CMake, zig or /usr/include/stdio.h"
 
 /usr/bin/python3 -m venv "$T/venv"
 V=$T/venv/bin
@@ -26,8 +52,8 @@ site=$("$V/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])
 # (--ignore-installed: the 2.x venv seen through torch2.pth has a py-spy of its own).
 source "$DDPRUN_SOURCE_DIR/scripts/torch2-env.sh"
 ls "$TORCH2_WHEELS"/py_spy-*.whl >/dev/null 2>&1 || skip "no py-spy wheel in $TORCH2_WHEELS (scripts/install-deps.sh --torch2)"
-"$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" --ignore-installed \
-  "${wheels[0]}"
+without_toolchain "$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" \
+  --ignore-installed "${wheels[0]}"
 "$V/python" - "${wheels[0]}" <<'PY' || fail "the wheel does not depend on py-spy"
 import sys, zipfile
 wheel = zipfile.ZipFile(sys.argv[1])
@@ -71,11 +97,11 @@ dist.destroy_process_group()
 os._exit(0)
 PY
 # PATH without the venv: the python3 found there is not the venv's.
-PATH=/usr/bin:/bin "$V/ddprun" --nproc_per_node=2 --max_restarts=1 "$T/train.py" >"$T/run.out" 2>"$T/run.err" \
+PATH=/usr/bin:/bin without_toolchain "$V/ddprun" --nproc_per_node=2 --max_restarts=1 "$T/train.py" >"$T/run.out" 2>"$T/run.err" \
   || { cat "$T/run.out" "$T/run.err"; fail "the DDP script failed under the installed ddprun"; }
 expect_in "$T/run.err" 'crashing on purpose in attempt 0'
 expect_in "$T/run.out" "^\[rank1\]: identical after restart 1 under $T/venv/bin/python3?\$"
-ok "a Python DDP script restarts and trains under the venv's Python"
+ok "a Python DDP script restarts and trains under the venv's Python, with no compiler or header to be found"
 
 printf 'import sys\nprint(sys.executable)\n' >"$T/which.py"
 PATH=/usr/bin:/bin PYTHON_EXEC=/usr/bin/python3 "$V/ddprun" "$T/which.py" >"$T/which.out" 2>&1 \

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <limits.h>
-#include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -21,9 +21,28 @@ inline std::string host_name() {
   return name;
 }
 
-// "SIGTERM" for 15; "signal 99" for a number with no name.
+// "SIGTERM" for 15; "signal 99" for a number with no name (real-time signals have none), as
+// glibc's sigabbrev_np() names them. Our own table, not sigabbrev_np(): that needs glibc 2.32,
+// and the pip wheel's launcher runs on glibc 2.28 (docs/wheels.md). The numbers come from
+// <signal.h>, so the table holds on every Linux architecture.
 inline std::string signal_name(int signal) {
-  if (const char* abbrev = ::sigabbrev_np(signal)) return std::string("SIG") + abbrev;
+  struct Name {
+    int number;
+    const char* name;
+  };
+  static constexpr Name kNames[] = {
+      {SIGHUP, "SIGHUP"},       {SIGINT, "SIGINT"},       {SIGQUIT, "SIGQUIT"},     {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"},     {SIGABRT, "SIGABRT"},     {SIGBUS, "SIGBUS"},       {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"},     {SIGUSR1, "SIGUSR1"},     {SIGSEGV, "SIGSEGV"},     {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"},     {SIGALRM, "SIGALRM"},     {SIGTERM, "SIGTERM"},     {SIGSTKFLT, "SIGSTKFLT"},
+      {SIGCHLD, "SIGCHLD"},     {SIGCONT, "SIGCONT"},     {SIGSTOP, "SIGSTOP"},     {SIGTSTP, "SIGTSTP"},
+      {SIGTTIN, "SIGTTIN"},     {SIGTTOU, "SIGTTOU"},     {SIGURG, "SIGURG"},       {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"},     {SIGVTALRM, "SIGVTALRM"}, {SIGPROF, "SIGPROF"},     {SIGWINCH, "SIGWINCH"},
+      {SIGPOLL, "SIGPOLL"},     {SIGPWR, "SIGPWR"},       {SIGSYS, "SIGSYS"},
+  };
+  for (const Name& n : kNames) {
+    if (n.number == signal) return n.name;
+  }
   return "signal " + std::to_string(signal);
 }
 

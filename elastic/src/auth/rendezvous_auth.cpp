@@ -1,8 +1,6 @@
 #include "auth/rendezvous_auth.hpp"
 
 #include <dlfcn.h>
-#include <openssl/evp.h>
-#include <openssl/opensslv.h>
 
 #include <array>
 #include <stdexcept>
@@ -12,33 +10,45 @@ namespace ddprun::elastic {
 
 namespace {
 
+// OpenSSL's EVP_MD, which we only pass from EVP_sha256() to HMAC().
+struct evp_md_st;
+
 // OpenSSL's libcrypto, opened the first time a run needs it (a job's secret, MUNGE's session
 // key). Linked, it was loaded by every start of ddprun: 1.6 ms of a `ddprun --version`
-// (scripts/bench/startup.py). Only the four functions below are used.
+// (scripts/bench/startup.py). Only the four functions below are used; their C signatures are
+// the same in OpenSSL 1.1 and 3, so they are declared here rather than taken from a version's
+// headers, and either library serves: 3 where it is (Debian 12, RHEL 9, Ubuntu 22.04), else 1.1
+// (RHEL 8, Ubuntu 20.04), the platforms of the pip wheel (docs/wheels.md).
 struct Crypto {
-  unsigned char* (*hmac)(const EVP_MD* md, const void* key, int key_len, const unsigned char* data, size_t data_len,
-                         unsigned char* md_out, unsigned int* md_len) = nullptr;
-  const EVP_MD* (*sha256)() = nullptr;
+  unsigned char* (*hmac)(const evp_md_st* md, const void* key, int key_len, const unsigned char* data,
+                         size_t data_len, unsigned char* md_out, unsigned int* md_len) = nullptr;
+  const evp_md_st* (*sha256)() = nullptr;
   int (*rand_bytes)(unsigned char* buf, int num) = nullptr;
   int (*memcmp)(const void* a, const void* b, size_t len) = nullptr;
   std::string error;  // why it cannot be used; empty: loaded
 };
 
-#define DDPRUN_STR2(x) #x
-#define DDPRUN_STR(x) DDPRUN_STR2(x)
-// The soname of the libcrypto whose headers this was built with (libcrypto.so.3 for 3.x).
-constexpr const char* kLibcrypto = "libcrypto.so." DDPRUN_STR(OPENSSL_VERSION_MAJOR);
+// In the order tried.
+constexpr std::array<const char*, 2> kLibcrypto = {"libcrypto.so.3", "libcrypto.so.1.1"};
+constexpr std::size_t kMaxDigestBytes = 64;  // OpenSSL's EVP_MAX_MD_SIZE, in 1.1 and 3
 
 Crypto open_crypto() {
   Crypto c;
-  void* lib = ::dlopen(kLibcrypto, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    c.error = ::dlerror();
-    return c;
+  void* lib = nullptr;
+  const char* soname = nullptr;
+  for (const char* name : kLibcrypto) {
+    lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) {
+      soname = name;
+      break;
+    }
+    if (c.error.empty()) c.error = ::dlerror();  // the first one's reason: the one to install
   }
+  if (lib == nullptr) return c;
+  c.error.clear();
   const auto symbol = [&](auto& function, const char* name) {
     function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(lib, name));
-    if (function == nullptr && c.error.empty()) c.error = std::string(kLibcrypto) + " has no " + name;
+    if (function == nullptr && c.error.empty()) c.error = std::string(soname) + " has no " + name;
   };
   symbol(c.hmac, "HMAC");
   symbol(c.sha256, "EVP_sha256");
@@ -89,8 +99,8 @@ std::string field(const nlohmann::json& message, const char* type, const char* n
 std::string load_libcrypto() {
   const std::string& error = opened().error;
   if (error.empty()) return {};
-  return "the rendezvous's authentication needs OpenSSL's " + std::string(kLibcrypto) + ", which could not be loaded (" +
-         error + "); install it (Debian: libssl3)";
+  return "the rendezvous's authentication needs OpenSSL's libcrypto.so.3 or libcrypto.so.1.1, neither of which could be "
+         "loaded (" + error + "); install one (Debian: libssl3)";
 }
 
 std::string length_prefixed(std::initializer_list<std::string_view> parts) {
@@ -116,7 +126,7 @@ std::string random_nonce() {
 }
 
 std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  std::array<unsigned char, kMaxDigestBytes> digest{};
   unsigned int length = 0;
   const Crypto& c = crypto();
   if (c.hmac(c.sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),

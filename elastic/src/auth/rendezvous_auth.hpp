@@ -34,7 +34,7 @@ std::string load_libcrypto();
 
 // 32 random bytes from OpenSSL's RAND_bytes, as 64 lowercase hex digits. Throws
 // std::runtime_error when the generator fails, or (as every function here that needs
-// libcrypto) when libcrypto.so.3 cannot be loaded.
+// libcrypto) when neither libcrypto.so.3 nor libcrypto.so.1.1 can be loaded.
 std::string random_nonce();
 
 // Whether `text` is what random_nonce() makes.

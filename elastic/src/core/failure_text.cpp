@@ -51,8 +51,8 @@ std::string describe_stop(const WorkerFailure& f) {
   if (f.hung) {
     text += " hung";
   } else if (f.signal != 0) {
-    const char* name = sigabbrev_np(f.signal);
-    text += fmt::format(" was killed by signal {}{}{}", f.signal, name ? fmt::format(" (SIG{})", name) : "",
+    const std::string name = signal_name(f.signal);
+    text += fmt::format(" was killed by signal {}{}{}", f.signal, name.rfind("SIG", 0) == 0 ? " (" + name + ")" : "",
                         f.signal_from_outside ? " sent from outside ddprun" : "");
   } else {
     text += fmt::format(" failed with exit code {}", f.exit_code);
