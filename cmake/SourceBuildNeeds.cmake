@@ -1,5 +1,5 @@
 # Included by CMakeLists.txt when pip builds ddprun from its sdist (scikit-build-core sets
-# SKBUILD): that happens only where no wheel fits (docs/wheels.md), and what the build lacks is
+# SKBUILD): that happens only where no wheel fits (docs/install.md), and what the build lacks is
 # then said in one line, with the packages that bring it, instead of CMake's page per package.
 # Before project(): the compiler; after it (ddprun_source_build_needs()): the libraries' headers.
 # (A message that starts with a space is printed as it is, not wrapped: one line.)
@@ -10,7 +10,7 @@ if(NOT CMAKE_CXX_COMPILER AND NOT DEFINED ENV{CXX} AND NOT CMAKE_TOOLCHAIN_FILE 
   find_program(ddprun_cxx NAMES c++ g++ clang++)
   if(NOT ddprun_cxx)
     message(FATAL_ERROR " ddprun: building from source needs a C++17 compiler (none of c++, g++, clang++ found; "
-                        "Debian: build-essential); pip normally installs the manylinux_2_28 wheel instead, see docs/wheels.md")
+                        "Debian: build-essential); pip normally installs the manylinux_2_28 wheel instead, see docs/install.md")
   endif()
 endif()
 
@@ -37,6 +37,6 @@ function(ddprun_source_build_needs)
   if(missing)
     list(JOIN missing ", " missing)
     message(FATAL_ERROR " ddprun: building from source needs the headers of ${missing} (Debian package names); "
-                        "pip normally installs the manylinux_2_28 wheel instead, see docs/wheels.md")
+                        "pip normally installs the manylinux_2_28 wheel instead, see docs/install.md")
   endif()
 endfunction()

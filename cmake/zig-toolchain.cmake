@@ -1,4 +1,4 @@
-# The toolchain of the pip wheels (scripts/build-wheel.sh; why zig: docs/wheels.md): zig's
+# The toolchain of the pip wheels (scripts/build-wheel.sh; why zig: docs/development.md, "The wheels"): zig's
 # clang, from PyPI's `ziglang`, compiling against its own copy of glibc 2.28's headers and
 # stubs for the CPU it is given, and linking its libc++ in statically. The launcher built so
 # needs nothing from the system but glibc >= 2.28 (and the loader); what it dlopen()s stays

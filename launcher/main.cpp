@@ -57,6 +57,28 @@ std::map<std::string, std::string> read_environment() {
   return vars;
 }
 
+#ifdef DDPRUN_BESIDE_A_PYTHON
+// The wheel's ddprun is the program pip put in a Python environment's scripts folder (bin/): its
+// Python workers run under that environment's Python, the python3 (else python) beside it, as
+// torchrun's run under the interpreter torchrun was installed with. Unless PYTHON_EXEC, or
+// `python -m ddprun` (DDPRUN_DEFAULT_PYTHON), said which; and not where none is beside it (pip
+// install --user or --prefix: then python3 from PATH). Only in the wheel: beside a CMake-installed
+// /usr/local/bin/ddprun, python3 need not be the one the user runs.
+void default_python_beside(std::map<std::string, std::string>& vars) {
+  if (vars.count(env::kDefaultPython) != 0) return;
+  std::error_code ec;
+  const std::filesystem::path folder = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  if (ec) return;
+  for (const char* name : {"python3", "python"}) {
+    const std::filesystem::path python = folder / name;
+    if (::access(python.c_str(), X_OK) == 0) {
+      vars[env::kDefaultPython] = python.string();
+      return;
+    }
+  }
+}
+#endif
+
 std::string get(const std::map<std::string, std::string>& vars, const char* name, const char* fallback) {
   auto it = vars.find(name);
   return it != vars.end() ? it->second : fallback;
@@ -214,6 +236,9 @@ int run(int argc, char** argv) {
   if (!command_line) return exit_code::kSuccess;
   launcher::raise_file_limit();
   auto vars = read_environment();
+#ifdef DDPRUN_BESIDE_A_PYTHON
+  default_python_beside(vars);
+#endif
   config::ResolveContext context;
   context.environ = vars;
   context.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));

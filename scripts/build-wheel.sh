@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the launcher's Python wheel for glibc >= 2.28 on x86_64 or aarch64, tagged
-# py3-none-manylinux_2_28_<cpu> (the route and why: docs/wheels.md):
+# py3-none-manylinux_2_28_<cpu> (the route and why: docs/development.md, "The wheels"):
 #   scripts/build-wheel.sh [--arch x86_64|aarch64] [OUT_DIR]     (default: this machine's CPU, dist/)
 # scikit-build-core (through `pip wheel`) drives CMake with zig, from PyPI's ziglang, as the C++
 # compiler (cmake/zig-toolchain.cmake): glibc 2.28's symbols, libc++ linked in. The wheel gets

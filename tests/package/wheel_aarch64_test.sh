@@ -24,7 +24,9 @@ wheel=$(basename "${wheels[0]}")
 ok "built $wheel: glibc 2.28 at most, nothing but glibc, auditwheel agrees: $(tail -1 "$T/check.log")"
 
 "$TORCH_PYTHON" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "${wheels[0]}" "$T/unpacked"
-launcher=$T/unpacked/ddprun/bin/ddprun
+launchers=("$T"/unpacked/ddprun-*.data/scripts/ddprun)  # pip installs it as the environment's bin/ddprun
+launcher=${launchers[0]}
+[[ -f $launcher ]] || fail "no launcher in the wheel's scripts folder"
 chmod +x "$launcher"
 [[ "$(od -An -tx1 -j18 -N2 "$launcher" | tr -d ' ')" == b700 ]] || fail "$launcher is not an aarch64 program"
 aarch64() { QEMU_LD_PREFIX=$sysroot "$qemu" "$launcher" "$@"; }

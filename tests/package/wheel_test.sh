@@ -3,12 +3,13 @@
 # (zig's toolchain) whose ELF files need no GLIBC_ version above 2.28 and nothing but glibc, as
 # auditwheel agrees (scripts/check-wheel.py). Installed into a fresh venv (which sees PyTorch 2.x
 # through a .pth file, rather than a 2.5 GB copy of it) where no compiler and no -dev header can
-# be found (a mount namespace hides them, as root; else the test skips), `ddprun` and `python -m
-# ddprun` work from there, without the venv on PATH, and run a Python DDP script (gloo, 2
-# workers, a crash and a restart) with the venv's own interpreter, not the python3 on PATH;
-# PYTHON_EXEC still chooses another. The wheel brings py-spy, and a hung Python worker's stacks
-# are Python's with nothing else in PATH, also when pip put py-spy in a scripts folder of its own
-# (--prefix), found through the package's record.
+# be found (a mount namespace hides them, as root; else the test skips), the venv's bin/ddprun is
+# the launcher itself (no console script), `ddprun` and `python -m ddprun` work from there, without
+# the venv on PATH, and run a Python DDP script (gloo, 2 workers, a crash and a restart) with the
+# venv's own interpreter (the one beside ddprun), not the python3 on PATH; PYTHON_EXEC still
+# chooses another. The wheel brings py-spy, and a hung Python worker's stacks are Python's with
+# nothing else in PATH, also when pip put both in a scripts folder of their own (--prefix), and
+# through `python -m ddprun`, which finds both through the packages' records.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 : "${TORCH_PYTHON:?}"
@@ -61,6 +62,10 @@ metadata = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")
 sys.exit(not any(l.startswith("Requires-Dist: py-spy") for l in wheel.read(metadata).decode().splitlines()))
 PY
 [[ -x "$V/py-spy" ]] || fail "pip install ddprun did not bring py-spy"
+[[ "$(head -c4 "$V/ddprun" | od -An -c | tr -d ' ')" == '177ELF' ]] || fail "$V/ddprun is not the launcher itself"
+[[ -e $T/venv/share/ddprun/python/sitecustomize.py ]] || fail "the Python bootstrap is not in the venv's share/ddprun/python"
+[[ -e $T/venv/share/man/man1/ddprun.1 ]] || fail "the man page is not in the venv's share/man/man1"
+ok "the venv's bin/ddprun is the launcher itself; its bootstrap and man page in the venv's share/"
 version=$(sed -nE 's/^project\(ddprun VERSION ([0-9.]+).*/\1/p' "$DDPRUN_SOURCE_DIR/CMakeLists.txt")
 expect_eq "$("$V/ddprun" --version)" "ddprun $version" "ddprun --version"
 expect_eq "$("$V/python" -m ddprun --version)" "ddprun $version" "python -m ddprun --version"
@@ -127,9 +132,8 @@ expect_in "$T/hang.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
 expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/venv/bin/py-spy' dump --pid"
 ok "a hung Python worker's Python stack, by the py-spy the wheel brought, with PATH=/usr/bin:/bin"
 
-# pip install --prefix: the package and its py-spy away from the venv's Python; the console
-# script finds that py-spy through py-spy's record and hands it to the launcher (DDPRUN_PY_SPY),
-# before the one next to the venv's Python.
+# pip install --prefix: the package and its py-spy away from the venv's Python; the launcher
+# takes the py-spy beside it, before the one next to the venv's Python.
 "$V/python" -m pip install --disable-pip-version-check -q --no-index --find-links "$TORCH2_WHEELS" \
   --ignore-installed --prefix "$T/prefix" "${wheels[0]}"
 prefix_site=$("$V/python" -c "import sysconfig; print(sysconfig.get_paths(vars={'base': '$T/prefix', 'platbase': '$T/prefix'})['purelib'])")
@@ -144,3 +148,18 @@ expect_eq "$rc" 124 "exit code of the hung worker (--prefix install)"
 expect_in "$T/prefix.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
 expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
 ok "pip install --prefix: the py-spy of the package's own scripts folder"
+
+# python -m ddprun from that --prefix install: the launcher and py-spy found through the packages'
+# records, and the workers' Python is the one that ran `-m ddprun`.
+rm -rf "$T/logs"
+set +e
+PYTHONPATH=$prefix_site PATH=/usr/bin:/bin "$V/python" -m ddprun --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" \
+  >"$T/module.out" 2>"$T/module.err"
+rc=$?
+set -e
+expect_eq "$rc" 124 "exit code of the hung worker (python -m ddprun)"
+expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
+PYTHONPATH=$prefix_site PATH=/usr/bin:/bin "$V/python" -m ddprun "$T/which.py" >"$T/which.out" 2>&1 \
+  || { cat "$T/which.out"; fail "which.py failed under python -m ddprun"; }
+expect_in "$T/which.out" "^\[rank0\]: $T/venv/bin/python\$"
+ok "python -m ddprun: the prefix's launcher and py-spy, and the Python that ran it"

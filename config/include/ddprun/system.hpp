@@ -23,7 +23,7 @@ inline std::string host_name() {
 
 // "SIGTERM" for 15; "signal 99" for a number with no name (real-time signals have none), as
 // glibc's sigabbrev_np() names them. Our own table, not sigabbrev_np(): that needs glibc 2.32,
-// and the pip wheel's launcher runs on glibc 2.28 (docs/wheels.md). The numbers come from
+// and the pip wheel's launcher runs on glibc 2.28 (docs/install.md). The numbers come from
 // <signal.h>, so the table holds on every Linux architecture.
 inline std::string signal_name(int signal) {
   struct Name {

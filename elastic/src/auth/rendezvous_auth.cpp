@@ -18,7 +18,7 @@ struct evp_md_st;
 // (scripts/bench/startup.py). Only the four functions below are used; their C signatures are
 // the same in OpenSSL 1.1 and 3, so they are declared here rather than taken from a version's
 // headers, and either library serves: 3 where it is (Debian 12, RHEL 9, Ubuntu 22.04), else 1.1
-// (RHEL 8, Ubuntu 20.04), the platforms of the pip wheel (docs/wheels.md).
+// (RHEL 8, Ubuntu 20.04), the platforms of the pip wheel (docs/install.md).
 struct Crypto {
   unsigned char* (*hmac)(const evp_md_st* md, const void* key, int key_len, const unsigned char* data,
                          size_t data_len, unsigned char* md_out, unsigned int* md_len) = nullptr;
