@@ -7,7 +7,7 @@
 # warm cache, medians) of: the installed `ddprun` (the launcher itself, in the venv's bin/);
 # `python -m ddprun`; the console script pip would make for `ddprun._launch:main`, which is what
 # the `ddprun` command was before the wheel put the launcher itself on the PATH; and a C++ hello
-# world for scale.
+# world for scale, its C++ runtime linked in as the launcher's is.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/torch2-env.sh"
@@ -43,7 +43,7 @@ if __name__ == "__main__":
 PY
 chmod +x "$tmp/console-script"
 printf '#include <iostream>\nint main() { std::cout << "hello\\n"; }\n' >"$tmp/hello.cpp"
-g++ -O2 -o "$tmp/hello" "$tmp/hello.cpp"
+g++ -O2 -static-libstdc++ -static-libgcc -o "$tmp/hello" "$tmp/hello.cpp"  # linked as ddprun is
 hyperfine -N --warmup 20 --runs 200 --export-json "$tmp/h.json" \
   -n "\`ddprun --version\`, as installed (the launcher itself)" "$V/ddprun --version" \
   -n "\`python -m ddprun --version\`" "$V/python -m ddprun --version" \
