@@ -34,5 +34,11 @@ elif [[ "${1:-}" == "--fuzz" ]]; then
 else
   build=${DDPRUN_BUILD_DIR:-$root/build}
 fi
+# ccache: build-torch2/ compiles config/, elastic/ and the launcher with the very commands build/
+# does, but in another folder, which ccache puts in the hash of a -g compilation unless told
+# not to: then they come from the cache (the debug info's compilation folder is then the first
+# build's, in the same tree, so debuggers still find the sources). BASEDIR: paths relative to the
+# clone, so that a second clone hits the first's cache.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true} CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${options[@]}" "$@" >/dev/null
 ninja -C "$build" -j "${DDPRUN_JOBS:-$(nproc)}" "${targets[@]}"
