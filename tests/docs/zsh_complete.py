@@ -3,7 +3,8 @@
 
 Usage: zsh_complete.py TMPDIR COMPLETION_SCRIPT "COMMAND LINE"
 Starts `zsh -f -i` on a pseudo-terminal, loads compinit and the completion script, types the
-command line and a TAB, then a marker command; prints the matches the completion added, one a
+command line and a TAB (bound to a widget that completes and then prints a marker), then, once
+the marker is there, a marker command; prints the matches the completion added, one a
 line (compadd is wrapped to record them in TMPDIR/hits, as zsh-capture-completion does, so that
 nothing depends on how zsh draws its list). Reads until the marker, no sleeps; exit 1 when zsh
 does not answer within 60 s.
@@ -56,9 +57,14 @@ send(f"unsetopt beep zle_bracketed_paste; autoload -U compinit; compinit -u -d {
 # Options -O, -A, -D only fill arrays: not matches offered.
 send("compadd() { if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\\ * ]]; then builtin compadd \"$@\"; return; fi; "
      "local -a found; builtin compadd -A found \"$@\"; (( $#found )) && print -rl -- $found >>" + hits + "; "
-     "builtin compadd \"$@\"; }; echo READY$((40+2))\n")
+     "builtin compadd \"$@\"; }\n")
+# TAB completes, then says so: the rest is typed only once the completion has run (input typed
+# ahead of a completion can make zsh skip it, which a loaded machine made happen).
+send("_complete_and_say() { zle complete-word; print -u2 COMPLETED$((40+2)); }; zle -N _complete_and_say; "
+     "bindkey '^I' _complete_and_say; echo READY$((40+2))\n")
 read_until(b"READY42")
 send(line + "\t")
+read_until(b"COMPLETED42")
 send("\x15echo DONE$((40+2))\n")  # ^U: the line is dropped, the marker command runs
 read_until(b"DONE42")
 send("exit\n")
