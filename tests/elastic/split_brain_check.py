@@ -150,9 +150,9 @@ def check_rounds(rounds):
 
 
 def check_final_records(workers, rounds, exits):
-    if not any(e.get("code") == 0 for _, e in exits):
+    if not any(e.get("exit_code") == 0 for _, e in exits):
         return ["the job did not end successfully: exits %s" % (
-            ", ".join("%s %s" % (n, e.get("code")) for n, e in exits) or "none")]
+            ", ".join("%s %s" % (n, e.get("exit_code")) for n, e in exits) or "none")]
     if not rounds:
         return ["the job ended successfully without a round"]
     last = max(rounds)
@@ -166,7 +166,7 @@ def check(nodes, expect_success=False):
     """The broken invariants of a history, as lines; none when it holds."""
     workers, rounds, exits = build(nodes)
     errors = check_one_holder(workers) + check_rounds(rounds)
-    if expect_success or any(e.get("code") == 0 for _, e in exits):
+    if expect_success or any(e.get("exit_code") == 0 for _, e in exits):
         errors += check_final_records(workers, rounds, exits)
     return errors
 

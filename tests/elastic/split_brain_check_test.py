@@ -32,7 +32,7 @@ def node(name, group_rank, nodes, ranks, my_ranks, pid0, start, end, number=1, d
             records.append(rec("done" if done else "end", end - 0.01, r, pid0 + i))
             events.append(ev(end, "worker_exited", rank=r, pid=pid0 + i))
     if exit_code is not None:
-        events.append(ev((end or start) + 0.1, "exit", code=exit_code))
+        events.append(ev((end or start) + 0.1, "exit", exit_code=exit_code))
     return [name, events, records]
 
 
