@@ -7,8 +7,8 @@
 # workers' own records. Each run prints when b noticed, when the host counted it lost, when c
 # started b's ranks and the window in which b's old workers and c's were alive together.
 #
-# usage: partition_test.sh [RUNS [STOP_SECONDS]]: RUNS runs (1); workers that take STOP_SECONDS
-# (0) to end after SIGTERM, as a worker saving a checkpoint would.
+# usage: partition_test.sh [RUNS [STOP_SECONDS]]: RUNS runs (1); b's workers take STOP_SECONDS
+# (0) to end after SIGTERM, as a worker saving a checkpoint would (a's and c's end at once).
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
@@ -55,13 +55,13 @@ started() { [[ $(cat "$NF_RUN"/rec.* 2>/dev/null | grep -c '"start"') -ge $1 ]];
 
 # one_run N: a run of the scenario in $T/run.N; its figures appended to $T/figures.
 one_run() {
-  export NF_RUN=$T/run.$1 NF_STOP_SECONDS=$stop_seconds
+  export NF_RUN=$T/run.$1 NF_STOP_SECONDS=0
   mkdir -p "$NF_RUN"
   local port; port=$(free_tcp_port)
   local job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="h1:$port" --rdzv_id="part$1"
              --rdzv_conf="spares=1,heartbeat_timeout=$heartbeat_timeout,join_timeout=60" --shutdown_timeout=30)
   NF_NODE=a nf_on 1 a "${job[@]}" --event_log="$NF_RUN/a.events" "$T/life"
-  NF_NODE=b nf_on 2 b "${job[@]}" --event_log="$NF_RUN/b.events" "$T/life"
+  NF_NODE=b NF_STOP_SECONDS=$stop_seconds nf_on 2 b "${job[@]}" --event_log="$NF_RUN/b.events" "$T/life"
   wait_for 60 started 4
   NF_NODE=c nf_on 3 c "${job[@]}" --event_log="$NF_RUN/c.events" "$T/life"
   wait_for 60 has_event "$NF_RUN/c.events" spare
@@ -108,7 +108,7 @@ PY
 
 for n in $(seq 1 "$runs"); do one_run "$n"; done
 
-echo "cut at 0 s (heartbeat_timeout=$heartbeat_timeout, workers end ${stop_seconds} s after SIGTERM); seconds after it:"
+echo "cut at 0 s (heartbeat_timeout=$heartbeat_timeout, b's workers end ${stop_seconds} s after SIGTERM); seconds after it:"
 echo "checker  b_noticed  b_workers_gone  b_exit_69  host_lost_b  c_started_b_ranks  window(b_gone-c_start)"
 cat "$T/figures"
 for n in $(seq 1 "$runs"); do cat "$T/run.$n/check"; done
