@@ -7,13 +7,20 @@
 # workers' own records. Each run prints when b noticed, when the host counted it lost, when c
 # started b's ranks and the window in which b's old workers and c's were alive together.
 #
-# usage: partition_test.sh [RUNS [STOP_SECONDS]]: RUNS runs (1); b's workers take STOP_SECONDS
-# (0) to end after SIGTERM, as a worker saving a checkpoint would (a's and c's end at once).
+# usage: partition_test.sh [RUNS [STOP_SECONDS [CUT]]]: RUNS runs (1); b's workers take
+# STOP_SECONDS (0) to end after SIGTERM, as a worker saving a checkpoint would (a's and c's end at
+# once); CUT is both (the default), from_b (b's packets to h1 dropped, h1's to b pass) or to_b.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"  # finish_within, show
-runs=${1:-1} stop_seconds=${2:-0}
+runs=${1:-1} stop_seconds=${2:-0} cut_kind=${3:-both}
+case $cut_kind in
+  both) cut() { nf_cut 2 1; }; heal() { nf_uncut 2 1; } ;;
+  from_b) cut() { nf_cut_oneway 2 1; }; heal() { nf_uncut_oneway 2 1; } ;;
+  to_b) cut() { nf_cut_oneway 1 2; }; heal() { nf_uncut_oneway 1 2; } ;;
+  *) fail "CUT: both, from_b or to_b, not '$cut_kind'" ;;
+esac
 netfault_up 3
 heartbeat_timeout=3
 
@@ -68,12 +75,12 @@ one_run() {
 
   touch "$NF_RUN/cut"
   local cut; cut=$(date +%s.%N)
-  nf_cut 2 1
+  cut
   finish_within 60 b
   expect_eq "$RC_b" 69 "b, cut off from the host ($(show b))"
   expect_in "$T/b.err" "lost the rendezvous"
   wait_for 60 has_event "$NF_RUN/c.events" round_started
-  nf_uncut 2 1
+  heal
   touch "$NF_RUN/release"
   finish_within 60 a; finish_within 60 c
   expect_eq "$RC_a $RC_c" "0 0" "a and c, the job re-formed without b ($(show a c))"
@@ -108,7 +115,7 @@ PY
 
 for n in $(seq 1 "$runs"); do one_run "$n"; done
 
-echo "cut at 0 s (heartbeat_timeout=$heartbeat_timeout, b's workers end ${stop_seconds} s after SIGTERM); seconds after it:"
+echo "cut ($cut_kind) at 0 s (heartbeat_timeout=$heartbeat_timeout, b's workers end ${stop_seconds} s after SIGTERM); seconds after it:"
 echo "checker  b_noticed  b_workers_gone  b_exit_69  host_lost_b  c_started_b_ranks  window(b_gone-c_start)"
 cat "$T/figures"
 for n in $(seq 1 "$runs"); do cat "$T/run.$n/check"; done
