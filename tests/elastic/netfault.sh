@@ -1,0 +1,182 @@
+# Sourced by the tests that run ddprun nodes as separate hosts in network namespaces and break
+# the network between them (after lib.sh; root only). netfault_up makes the hosts, every fault
+# has its heal, and the EXIT trap removes everything this file made.
+#
+# Hosts are namespaces ${NF}h1..hN with addresses 127.1.0.N on a bridge in a namespace of its own
+# (${NF}sw), as in netns_test.sh: no private or public range, nothing leaves the machine, and
+# 127.0.0.1 stays each host's own loopback. Host I's name is hI (in its /etc/hosts).
+#
+# Faults (HOST, FROM, TO are host numbers; each returns once the fault is in place):
+#   nf_cut A B             A and B exchange nothing, both ways; others still reach both (nftables)
+#   nf_uncut A B
+#   nf_cut_oneway FROM TO  packets from FROM to TO are dropped, TO to FROM pass (nftables)
+#   nf_uncut_oneway FROM TO
+#   nf_isolate A           A's bridge port blocks every frame (a dead link, the carrier up)
+#   nf_unisolate A
+#   nf_loss A PCT          each packet into or out of A is dropped with probability PCT % (nftables)
+#   nf_unloss A
+#   nf_delay A MS [JITTER_MS]   tc netem on A's link, both ways;  nf_undelay A
+#   nf_duplicate A PCT          tc netem;                          nf_unduplicate A
+#   nf_reorder A PCT MS         tc netem (reordering needs a delay); nf_unreorder A
+#   nf_flap A DOWN_S UP_S       A's port alternates blocking DOWN_S and forwarding UP_S, in the
+#                               background, each change a line in $T/flap.A ("down|up REALTIME")
+#   nf_unflap A                 stops it and leaves the port forwarding
+#   nf_heal A              every fault on A undone
+# netem is a kernel module (sch_netem) that some kernels lack: nf_netem_available says whether
+# this one has it, and the netem faults fail with that reason where it does not, so that a test
+# skips them visibly rather than passing without them.
+
+NF="nf$$"        # prefix of every namespace and interface made here
+NF_HOSTS=0
+
+nf_ns() { echo "${NF}h$1"; }
+nf_addr() { echo "127.1.0.$1"; }
+nf_port() { echo "${NF}p$1"; }
+
+nf_down() {
+  local ns f
+  for f in "$T"/flap.*.pid; do [[ -e $f ]] && kill "$(cat "$f")" 2>/dev/null; done
+  for ns in $(ip netns list | awk '{print $1}' | grep "^$NF" || true); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
+  done
+}
+
+# netfault_up N: hosts 1..N on one bridge; returns once host 2 reaches host 1.
+netfault_up() {
+  NF_HOSTS=$1
+  local sw=${NF}sw i j ns
+  [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
+  command -v ip >/dev/null && command -v bridge >/dev/null || skip "needs iproute2 (ip, bridge)"
+  command -v nft >/dev/null || skip "needs nftables (nft; scripts/install-deps.sh installs it)"
+  trap 'rc=$?; nf_down; (exit $rc); cleanup' EXIT
+  ip netns add "$sw"
+  ip -n "$sw" link set lo up
+  ip -n "$sw" link add br0 type bridge
+  ip -n "$sw" link set br0 up
+  for i in $(seq 1 "$NF_HOSTS"); do
+    ns=$(nf_ns "$i")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip link add eth0 netns "$ns" type veth peer name "$(nf_port "$i")" netns "$sw"
+    ip -n "$sw" link set "$(nf_port "$i")" master br0 up
+    ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.route_localnet=1 net.ipv4.conf.eth0.route_localnet=1
+    ip -n "$ns" route del local 127.0.0.0/8 dev lo table local
+    ip -n "$ns" route add local 127.0.0.0/16 dev lo table local
+    ip -n "$ns" addr add "$(nf_addr "$i")/16" dev eth0
+    ip -n "$ns" link set eth0 up
+    mkdir -p "/etc/netns/$ns"
+    { echo "127.0.0.1 localhost"; for j in $(seq 1 "$NF_HOSTS"); do echo "$(nf_addr "$j") h$j"; done; } > "/etc/netns/$ns/hosts"
+  done
+  wait_for 10 nf_reaches 2 1
+}
+
+# nf_reaches FROM TO: whether FROM gets an answer from TO within 1 s (TCP port 9, closed: a
+# refusal is the answer).
+nf_reaches() {
+  local answer
+  answer=$(ip netns exec "$(nf_ns "$1")" timeout 1 bash -c "exec 3<>/dev/tcp/$(nf_addr "$2")/9" 2>&1 || true)
+  [[ $answer == *refused* ]]
+}
+
+# nf_on HOST NAME ARGS...: ddprun on host HOST in the background (pid in PID_<NAME>), its output
+# in $T/NAME.out and $T/NAME.err. (ip netns exec remounts /sys, so ddprun finds no cgroups there
+# and stops its workers by process group, as netns_test.sh's nodes do.)
+nf_on() {
+  local host=$1 name=$2; shift 2
+  ip netns exec "$(nf_ns "$host")" "$DDPRUN" --local_addr="$(nf_addr "$host")" "$@" \
+    >"$T/$name.out" 2>"$T/$name.err" &
+  eval "PID_$name=$!"
+}
+
+# nf_table HOST TABLE RULES...: a table of HOST's nftables with an input and an output chain; each
+# RULE is "in ..." or "out ...".
+nf_table() {
+  local host=$1 table=$2 rule; shift 2
+  {
+    echo "table inet $table {"
+    echo "  chain in { type filter hook input priority 0;"
+    for rule in "$@"; do [[ $rule == in\ * ]] && echo "    ${rule#in }"; done
+    echo "  }"
+    echo "  chain out { type filter hook output priority 0;"
+    for rule in "$@"; do [[ $rule == out\ * ]] && echo "    ${rule#out }"; done
+    echo "  }"
+    echo "}"
+  } | ip netns exec "$(nf_ns "$host")" nft -f -
+}
+nf_untable() { ip netns exec "$(nf_ns "$1")" nft delete table inet "$2" 2>/dev/null || true; }
+
+nf_cut() {
+  nf_table "$1" "cut_h$2" "out ip daddr $(nf_addr "$2") drop" "in ip saddr $(nf_addr "$2") drop"
+}
+nf_uncut() { nf_untable "$1" "cut_h$2"; }
+nf_cut_oneway() { nf_table "$1" "oneway_h$2" "out ip daddr $(nf_addr "$2") drop"; }
+nf_uncut_oneway() { nf_untable "$1" "oneway_h$2"; }
+nf_loss() {
+  local pct=$2
+  (( pct >= 0 && pct <= 100 )) || fail "nf_loss: a percentage, not '$pct'"
+  nf_table "$1" loss "out oifname eth0 numgen random mod 100 < $pct drop" \
+    "in iifname eth0 numgen random mod 100 < $pct drop"
+}
+nf_unloss() { nf_untable "$1" loss; }
+
+nf_isolate() { ip netns exec "${NF}sw" bridge link set dev "$(nf_port "$1")" state 0; }
+nf_unisolate() { ip netns exec "${NF}sw" bridge link set dev "$(nf_port "$1")" state 3; }
+
+# netem, on both ends of host A's link: A's eth0 (A's outgoing) and its port on the bridge
+# (A's incoming).
+nf_netem_available() {
+  local probe=${NF}sw
+  ip -n "$probe" link add nfprobe type dummy 2>/dev/null || return 1
+  local rc=0
+  ip netns exec "$probe" tc qdisc add dev nfprobe root netem delay 1ms 2>/dev/null || rc=1
+  ip -n "$probe" link del nfprobe
+  return $rc
+}
+nf_netem() {
+  local host=$1; shift
+  nf_netem_available || fail "tc netem: this kernel has no sch_netem (CONFIG_NET_SCH_NETEM)"
+  ip netns exec "$(nf_ns "$host")" tc qdisc replace dev eth0 root netem "$@"
+  ip netns exec "${NF}sw" tc qdisc replace dev "$(nf_port "$host")" root netem "$@"
+}
+nf_unnetem() {
+  ip netns exec "$(nf_ns "$1")" tc qdisc del dev eth0 root 2>/dev/null || true
+  ip netns exec "${NF}sw" tc qdisc del dev "$(nf_port "$1")" root 2>/dev/null || true
+}
+nf_delay() { nf_netem "$1" delay "$2ms" "${3:-0}ms"; }
+nf_undelay() { nf_unnetem "$1"; }
+nf_duplicate() { nf_netem "$1" duplicate "$2%"; }
+nf_unduplicate() { nf_unnetem "$1"; }
+# netem sends PCT % of the packets at once and delays the rest by MS: those overtake them.
+nf_reorder() { nf_netem "$1" delay "$3ms" reorder "$2%"; }
+nf_unreorder() { nf_unnetem "$1"; }
+
+nf_flap() {
+  local host=$1 down=$2 up=$3
+  (
+    while :; do
+      nf_isolate "$host"; echo "down $(date +%s.%N)" >> "$T/flap.$host"; sleep "$down"
+      nf_unisolate "$host"; echo "up $(date +%s.%N)" >> "$T/flap.$host"; sleep "$up"
+    done
+  ) &
+  echo $! > "$T/flap.$host.pid"
+}
+nf_unflap() {
+  [[ -e $T/flap.$1.pid ]] || return 0
+  local pid; pid=$(cat "$T/flap.$1.pid")
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -f "$T/flap.$1.pid"
+  nf_unisolate "$1"
+}
+
+nf_heal() {
+  local host=$1 table
+  nf_unflap "$host"
+  nf_unisolate "$host"
+  for table in $(ip netns exec "$(nf_ns "$host")" nft list tables 2>/dev/null | awk '{print $3}'); do
+    nf_untable "$host" "$table"
+  done
+  nf_unnetem "$host"
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Checks a multi-node run's history for a split brain (issue 43). Standard library only.
+
+Reads each node's --event_log and the records its workers wrote themselves, and proves:
+  1. at most one live worker per rank of the job at any moment;
+  2. every round's group world size is the number of nodes that started it, and its world size
+     the number of ranks they started in it (each rank once, 0 to world size - 1);
+  3. a job that ended successfully (an `exit` event of code 0) has, for every rank of its last
+     round, the final record ("done") of the worker that held it.
+
+usage: split_brain_check.py [--expect-success] --node NAME EVENT_LOG WORKER_RECORDS ...
+
+The job is what the logs given hold (one run of one --rdzv_id). A worker record file holds one
+JSON object a line, written by the worker (tests/elastic/netfault_scenario_test.sh's worker):
+  {"what": "start"|"end"|"done", "rank": R, "pid": P, "restart": C, "real": SECONDS, "mono": SECONDS}
+"real" is the time since the epoch: the nodes of a test are namespaces of one machine, so one
+clock. A worker is alive from the first to the last evidence of it: the earliest of its own start
+record and ddprun's worker_started, to the latest of its end or done record and ddprun's
+worker_exited. A worker with no evidence of its end is alive to the end of the history, so a
+lost log is never read as a dead worker. Exit 0 with a summary when every check holds; 1 with one
+line per broken invariant.
+"""
+
+import json
+import sys
+
+INFINITY = float("inf")
+
+
+class Worker:
+    def __init__(self, node, pid):
+        self.node, self.pid = node, pid
+        self.rank = None
+        self.round = None
+        self.start = INFINITY
+        self.end = None
+        self.done = False
+
+    def seen_alive(self, t):
+        self.start = min(self.start, t)
+
+    def seen_ended(self, t):
+        self.end = t if self.end is None else max(self.end, t)
+
+    def interval(self):
+        return self.start, INFINITY if self.end is None else self.end
+
+    def __str__(self):
+        start, end = self.interval()
+        return "%s pid %d (round %s) alive %.3f..%s" % (
+            self.node, self.pid, self.round, start, "never seen ending" if end == INFINITY else "%.3f" % end)
+
+
+def read_lines(path):
+    """Every JSON object of a file of JSON lines; a torn last line (a writer killed) is skipped."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                raise SystemExit("%s:%d: not JSON: %s" % (path, number, line[:80]))
+    return out
+
+
+def build(nodes):
+    """nodes: [(name, events, records)]. Returns workers keyed by (node, pid), rounds (round ->
+    [(node, round_started event, ranks started)]) and the exit events."""
+    workers, rounds, exits = {}, {}, []
+
+    def worker(node, pid):
+        return workers.setdefault((node, pid), Worker(node, pid))
+
+    for name, events, records in nodes:
+        current = None
+        for e in events:
+            kind = e.get("event")
+            if kind == "round_started":
+                current = (name, e, [])
+                rounds.setdefault(e["round"], []).append(current)
+            elif kind == "worker_started":
+                w = worker(name, e["pid"])
+                w.rank = e["rank"]
+                w.round = None if current is None else current[1]["round"]
+                w.seen_alive(e["time"])
+                if current is not None:
+                    current[2].append(e["rank"])
+            elif kind == "worker_exited":
+                w = worker(name, e["pid"])
+                w.rank = e["rank"] if w.rank is None else w.rank
+                w.seen_ended(e["time"])
+            elif kind == "exit":
+                exits.append((name, e))
+        for r in records:
+            w = worker(name, r["pid"])
+            w.rank = r["rank"] if w.rank is None else w.rank
+            if r["what"] == "start":
+                w.seen_alive(r["real"])
+            else:
+                w.seen_alive(r["real"])
+                w.seen_ended(r["real"])
+                w.done = w.done or r["what"] == "done"
+    return workers, rounds, exits
+
+
+def check_one_holder(workers):
+    errors = []
+    by_rank = {}
+    for w in workers.values():
+        if w.rank is None:
+            errors.append("%s: a worker record with no rank" % w)
+            continue
+        by_rank.setdefault(w.rank, []).append(w)
+    for rank, held in sorted(by_rank.items()):
+        held.sort(key=lambda w: w.interval())
+        for i, a in enumerate(held):
+            for b in held[i + 1:]:
+                (a0, a1), (b0, b1) = a.interval(), b.interval()
+                if a0 < b1 and b0 < a1:
+                    both = min(a1, b1) - max(a0, b0)
+                    errors.append("rank %d held by two live workers for %s: %s; %s" % (
+                        rank, "ever" if both == INFINITY else "%.3f s" % both, a, b))
+    return errors
+
+
+def check_rounds(rounds):
+    errors = []
+    for number, members in sorted(rounds.items()):
+        nodes = [m[0] for m in members]
+        sizes = {(m[1]["group_world_size"], m[1]["world_size"]) for m in members}
+        if len(sizes) != 1:
+            errors.append("round %d: the nodes disagree on its size: %s" % (
+                number, ", ".join("%s says %d nodes, %d ranks" % (m[0], m[1]["group_world_size"],
+                                                                  m[1]["world_size"]) for m in members)))
+            continue
+        group_world_size, world_size = sizes.pop()
+        if group_world_size != len(nodes):
+            errors.append("round %d: group world size %d, but %d nodes started it (%s)" % (
+                number, group_world_size, len(nodes), ", ".join(nodes)))
+        group_ranks = sorted(m[1].get("group_rank") for m in members)
+        if group_ranks != list(range(len(nodes))):
+            errors.append("round %d: group ranks %s, not 0 to %d" % (number, group_ranks, len(nodes) - 1))
+        ranks = sorted(r for m in members for r in m[2])
+        if ranks != list(range(world_size)):
+            errors.append("round %d: world size %d, but its nodes started ranks %s" % (number, world_size, ranks))
+    return errors
+
+
+def check_final_records(workers, rounds, exits):
+    if not any(e.get("exit_code") == 0 for _, e in exits):
+        return ["the job did not end successfully: exits %s" % (
+            ", ".join("%s %s" % (n, e.get("exit_code")) for n, e in exits) or "none")]
+    if not rounds:
+        return ["the job ended successfully without a round"]
+    last = max(rounds)
+    world_size = rounds[last][0][1]["world_size"]
+    done = {w.rank for w in workers.values() if w.round == last and w.done}
+    missing = sorted(set(range(world_size)) - done)
+    return ["round %d (the last): no final record of rank %s" % (last, ", ".join(map(str, missing)))] if missing else []
+
+
+def check(nodes, expect_success=False):
+    """The broken invariants of a history, as lines; none when it holds."""
+    workers, rounds, exits = build(nodes)
+    errors = check_one_holder(workers) + check_rounds(rounds)
+    if expect_success or any(e.get("exit_code") == 0 for _, e in exits):
+        errors += check_final_records(workers, rounds, exits)
+    return errors
+
+
+def main(argv):
+    expect_success = "--expect-success" in argv
+    args = [a for a in argv if a != "--expect-success"]
+    nodes = []
+    while args:
+        if args[0] != "--node" or len(args) < 4:
+            raise SystemExit(__doc__.split("\n\n")[2])
+        nodes.append((args[1], read_lines(args[2]), read_lines(args[3])))
+        args = args[4:]
+    if not nodes:
+        raise SystemExit(__doc__.split("\n\n")[2])
+    errors = check(nodes, expect_success)
+    for line in errors:
+        print("split brain check: " + line)
+    if errors:
+        return 1
+    workers, rounds, _ = build(nodes)
+    print("split brain check: ok: %d workers, %d rounds, %d nodes; every rank held by one live worker at a time"
+          % (len(workers), len(rounds), len(nodes)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
