@@ -164,6 +164,8 @@ def _bootstrap_worker():
     if path and number:
         import faulthandler
         faulthandler.register(int(number), file=open(path, "ab", buffering=0), all_threads=True)
+    if torch is not None:
+        torch.default_generator.seed()  # torch seeds its CPU generator from the OS at import: so does each worker
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # a cold worker's NumPy draws its seed from the OS; Python's random reseeds at fork

@@ -59,7 +59,7 @@ seen = {
     "parent": open(f"/proc/{os.getppid()}/comm").read().strip(),
     "cmdline": open("/proc/self/cmdline", "rb").read().rstrip(b"\0").replace(b"\0", b" ").decode(),
     "cgroup": open("/proc/self/cgroup").read().strip().rsplit("/", 1)[-1],
-    "unbuffered": sys.flags.unbuffered,
+    "unbuffered": (sys.stdout.write_through, sys.stdout.line_buffering, type(sys.stdout.buffer).__name__),
     "random": random.random(),
 }
 try:
@@ -69,7 +69,7 @@ except ImportError:
     seen["numpy"] = None
 import torch
 import torch.distributed as dist
-seen["torch_seed"] = torch.initial_seed()
+seen["torch_seed"] = torch.initial_seed()  # torch draws it from the OS at import
 seen["torch_rand"] = torch.rand(3).tolist()
 dist.init_process_group("gloo")
 t = torch.tensor([float(dist.get_rank() + 1)])

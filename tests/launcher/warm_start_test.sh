@@ -24,20 +24,31 @@ def load(d, rank):
 def masked(environ):
     environ = dict(environ)
     environ.pop("MASTER_PORT")
+    environ.pop("PET_WARM_START", None)  # the option as each run was given it
     return {k: re.sub(r"ddprun\.[0-9]+\.[0-9]+\.[^/]*", "PRIVATE", v) for k, v in environ.items()}
 warm = [load(warm_dir, r) for r in (0, 1)]
+drawn = [{k: w[k] for k in ("random", "numpy", "torch_seed")} for w in warm]
 for rank in (0, 1):
     c, w = load(cold_dir, rank), warm[rank]
     assert not c["preloaded"], f"rank {rank}: the cold worker had torch before its first line"
     assert w["preloaded"], f"rank {rank}: the worker was not forked from the warm interpreter"
-    assert masked(c.pop("environ")) == masked(w.pop("environ")), f"rank {rank}: environments differ"
-    for key in ("preloaded", "random", "numpy"):
+    ce, we = masked(c.pop("environ")), masked(w.pop("environ"))
+    assert ce == we, f"rank {rank}: environments differ: cold {set(ce.items()) - set(we.items())}, warm {set(we.items()) - set(ce.items())}"
+    # A cold worker inherits what ddprun inherited without close-on-exec (a test harness's
+    # descriptors); a forked one has 0, 1, 2 and what ddprun's bootstrap opens (faulthandler's file).
+    cold_fds, warm_fds = c.pop("fds"), w.pop("fds")
+    assert set(warm_fds) <= {"0", "1", "2", "3"}, f"rank {rank}: the forked worker has descriptors {warm_fds}"
+    assert {k: cold_fds.get(k) for k in warm_fds} == warm_fds, f"rank {rank}: cold {cold_fds}, warm {warm_fds}"
+    for key in ("preloaded", "random", "numpy", "torch_seed", "torch_rand"):
         c.pop(key), w.pop(key)
     for key in c:
         assert c[key] == w[key], f"rank {rank} {key}: cold {c[key]!r}, warm {w[key]!r}"
-assert warm[0]["random"] != warm[1]["random"], "Python's random is the same in both forked workers"
-if warm[0]["numpy"] is not None:
-    assert warm[0]["numpy"] != warm[1]["numpy"], "NumPy's random state is the same in both forked workers"
+# What a cold start draws from the OS, each forked worker draws anew: Python's random, NumPy's,
+# and torch's default generator, which torch seeds from the OS at import.
+assert drawn[0]["random"] != drawn[1]["random"], "Python's random is the same in both forked workers"
+assert drawn[0]["torch_seed"] != drawn[1]["torch_seed"], "torch's default generator has one seed in both forked workers"
+if drawn[0]["numpy"] is not None:
+    assert drawn[0]["numpy"] != drawn[1]["numpy"], "NumPy's random state is the same in both forked workers"
 PY
 }
 
@@ -45,34 +56,42 @@ for python in /usr/bin/python3 "$TORCH2_PYTHON"; do
   "$python" -c 'import torch.distributed' 2>/dev/null || { echo "no torch.distributed in $python: skipped"; continue; }
   export PYTHON_EXEC=$python
   v=$("$python" -c 'import torch; print(torch.__version__)')
-  rm -rf cold warm; mkdir cold warm
+  # Both runs write to $T/out (their argv is compared), renamed after each.
+  rm -rf cold warm out; mkdir out
 
   # A script, given by a relative path, with arguments; NumPy preloaded so that its reseeding shows.
-  run_ddprun cold --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/cold" x 'y z'
+  run_ddprun cold --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out" x 'y z'
   [[ $RC == 0 ]] || { cat "$T/cold.err"; fail "torch $v: the cold run failed"; }
-  run_ddprun warm --warm_start=on --preload=numpy --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/warm" x 'y z'
+  mv out cold; mkdir out
+  run_ddprun warm --warm_start=on --preload=numpy --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out" x 'y z'
   [[ $RC == 0 ]] || { cat "$T/warm.err"; fail "torch $v: the warm run failed"; }
+  mv out warm
   expect_not_in "$T/warm.err" "warm start"
   compare cold warm 0 || fail "torch $v: a forked worker differs from a cold one"
   ok "torch $v: a script's forked workers see what cold ones see"
 
   # -m, from the module's folder; through PET_WARM_START.
-  rm -rf cold warm; mkdir cold warm
-  (cd sub && run_ddprun cold --nproc_per_node=2 --rdzv_id=same -m probe "$T/cold" m)
+  rm -rf cold warm out; mkdir out
+  cd sub; PET_WARM_START=off run_ddprun cold --nproc_per_node=2 --rdzv_id=same -m probe "$T/out" m; cd "$T"
   [[ $RC == 0 ]] || { cat "$T/cold.err"; fail "torch $v: the cold -m run failed"; }
-  (cd sub && PET_WARM_START=on run_ddprun warm --nproc_per_node=2 --rdzv_id=same -m probe "$T/warm" m)
+  mv out cold; mkdir out
+  cd sub; PET_WARM_START=on run_ddprun warm --nproc_per_node=2 --rdzv_id=same -m probe "$T/out" m; cd "$T"
   [[ $RC == 0 ]] || { cat "$T/warm.err"; fail "torch $v: the warm -m run failed"; }
+  mv out warm
   compare cold warm 0 || fail "torch $v: a forked -m worker differs from a cold one"
   ok "torch $v: -m's forked workers see what cold ones see"
 
   # A worker SIGKILLed: restarted (forked again), then the job's end as a cold run tells it.
-  rm -rf cold warm; mkdir cold warm
+  rm -rf cold warm out
   for how in cold warm; do
+    mkdir out
     flag=$([[ $how == warm ]] && echo --warm_start=on || echo --warm_start=off)
-    PROBE_THEN=kill1.0 run_ddprun "$how-restart" $flag --nproc_per_node=2 --max_restarts=1 --rdzv_id=same sub/probe.py "$T/$how"
+    PROBE_THEN=kill1.0 run_ddprun "$how-restart" $flag --nproc_per_node=2 --max_restarts=1 --rdzv_id=same sub/probe.py "$T/out"
     [[ $RC == 0 ]] || { cat "$T/$how-restart.err"; fail "torch $v ($how): the restart after SIGKILL failed"; }
     expect_in "$T/$how-restart.err" "rank 1 \(local rank 1\) failed: .*SIGKILL"
-    PROBE_THEN=kill1.0 run_ddprun "$how-end" $flag --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/$how"
+    mv out "$how"; mkdir out
+    PROBE_THEN=kill1.0 run_ddprun "$how-end" $flag --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out"
+    rm -rf out
     echo "$RC" >"$T/$how-end.rc"
     sed -E 's/[0-9]+\.[0-9]+ ?s\b/N s/g; s/pid [0-9]+/pid N/g; s/(at|on) [^ ]+ [0-9:.-]+//g' "$T/$how-end.err" \
       | grep -v "^ddprun: warm start" >"$T/$how-end.summary"
