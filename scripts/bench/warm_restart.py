@@ -12,8 +12,10 @@ minus the time of the kill. --torch picks the workers' PyTorch: 2 (default) is t
 (scripts/torch2-env.sh) and its torchrun, 1.13 Debian's python3-torch and its torchrun (run with
 --redirects 9:1 --tee 9:1 --monitor_interval 0.1, see benchlib.py). ddprun runs with
 --restart_backoff_max=0, as launcher.py does (these workers made progress, so no backoff
-applies anyway). Prints, for each launcher: the median and the slowest of the runs, to init and
-to the first step.
+applies anyway). With torch 2, a fourth row preloads torch._dynamo, which DDP's constructor
+imports (with sympy and more) the first time a process builds a DDP model: the time from init to
+the first step. Prints, for each launcher: the median and the slowest of the runs, to init and to
+the first step.
 """
 import argparse
 import os
@@ -77,6 +79,10 @@ def main():
         "ddprun --warm_start=off": lambda: ddprun + ["--warm_start=off", WORKER],
         "ddprun --warm_start=on": lambda: ddprun + ["--warm_start=on", WORKER],
     }
+    if args.torch == "2":
+        # DDP's constructor imports torch._dynamo (and sympy, ...) in torch 2.x: 1.4 s and more here.
+        launchers["ddprun --warm_start=on --preload=torch._dynamo"] = lambda: ddprun + [
+            "--warm_start=on", "--preload=torch._dynamo", WORKER]
     tr, fixes = torchrun(args.torch)
     launchers[f"torchrun {args.torch}"] = lambda: tr + fixes + [
         "--nproc_per_node=2", "--max_restarts=1", f"--master_port={free_port()}", WORKER]
