@@ -188,6 +188,9 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       fork.cgroup_procs_fd = containment_.procs_fd();
       fork.cpus = request.cpus;
       spawned.pid = warm_->fork(fork);
+      // It is ddprun's child already (zygote.hpp) and may not have run yet: its group is made
+      // here too, so that killpg reaches it at once, as spawn_process() does for a fork.
+      if (spawned.pid > 0 && request.own_process_group) ::setpgid(spawned.pid, spawned.pid);
     }
     if (spawned.pid < 0) spawned = spawn_process(request);
     workers_.push_back(std::move(w));

@@ -192,7 +192,11 @@ def _fork_worker(sock, request):
         os.close(go_write)
         os.close(pid_read)
         os.close(pid_write)
-        _reparented_worker(request, go_read)
+        try:
+            _reparented_worker(request, go_read)
+        except BaseException as error:  # told on its stderr (or ddprun's, before its dup2), as exec's 127
+            os.write(2, f"ddprun: the warm interpreter could not make this worker: {error!r}\n".encode())
+            os._exit(127)
         return request
     os.close(go_read)
     os.close(pid_write)

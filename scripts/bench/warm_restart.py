@@ -31,22 +31,29 @@ from benchlib import BENCH_DIR, ROOT, free_port, read_stamp, torch2_python, torc
 WORKER = os.path.join(BENCH_DIR, "warm_restart_python_worker.py")
 
 
+class RunFailed(Exception):
+    pass
+
+
 def wait_files(d, names, proc, limit=120):
     """Until every file of `names` exists in `d`: the stamps are renamed into place whole."""
     deadline = time.monotonic() + limit
     while not all(os.path.exists(os.path.join(d, n)) for n in names):
         if proc.poll() is not None:
-            raise SystemExit(f"warm_restart.py: the launcher exited ({proc.returncode}) before {names} were there")
+            raise RunFailed(f"the launcher exited ({proc.returncode}) before {names} were there")
         if time.monotonic() > deadline:
-            raise SystemExit(f"warm_restart.py: no {names} after {limit} s")
+            raise RunFailed(f"no {names} after {limit} s")
         time.sleep(0.005)
 
 
 def one_run(command, env):
     """Starts `command` (it runs WORKER with a folder as its last argument), kills rank 1 once both
-    ranks took their first step, and returns (kill to every rank past init, to every first step)."""
+    ranks took their first step, and returns (kill to every rank past init, to every first step).
+    Raises RunFailed with the launcher's last lines."""
     with tempfile.TemporaryDirectory(prefix="warm-restart-") as d:
-        proc = subprocess.Popen(command + [d], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        log = os.path.join(d, "launcher.err")
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(command + [d], env=env, stdout=subprocess.DEVNULL, stderr=err)
         try:
             wait_files(d, ["pid.0", "pid.1"], proc)
             victim = int(open(os.path.join(d, "pid.1")).read())
@@ -55,10 +62,12 @@ def one_run(command, env):
             wait_files(d, ["step.1.0", "step.1.1"], proc)
             init = max(read_stamp(os.path.join(d, f"init.1.{r}")) for r in (0, 1)) - killed_at
             step = max(read_stamp(os.path.join(d, f"step.1.{r}")) for r in (0, 1)) - killed_at
-            _, err = proc.communicate(timeout=120)
-            if proc.returncode != 0:
-                raise SystemExit(f"warm_restart.py: {command[0]} exited {proc.returncode}:\n{err.decode()}")
+            if proc.wait(timeout=120) != 0:
+                raise RunFailed(f"exit code {proc.returncode}")
             return init, step
+        except (RunFailed, subprocess.TimeoutExpired) as error:
+            with open(log, errors="replace") as f:
+                raise RunFailed(f"{error}; its last lines:\n" + "".join(f.readlines()[-40:])) from None
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -87,22 +96,32 @@ def main():
     launchers[f"torchrun {args.torch}"] = lambda: tr + fixes + [
         "--nproc_per_node=2", "--max_restarts=1", f"--master_port={free_port()}", WORKER]
     results = {name: [] for name in launchers}
+    failures = {name: 0 for name in launchers}
     for r in range(args.runs):
+        this_round = []
         for name, command in launchers.items():
-            results[name].append(one_run(command(), env))
-        print(f"round {r + 1}/{args.runs}: " + ", ".join(f"{n} {v[-1][0]:.2f} s" for n, v in results.items()),
-              file=sys.stderr)
+            try:
+                results[name].append(one_run(command(), env))
+                this_round.append(f"{name} {results[name][-1][0]:.2f} s")
+            except RunFailed as error:
+                failures[name] += 1
+                this_round.append(f"{name} failed")
+                print(f"warm_restart.py: a run of {name} failed: {error}", file=sys.stderr)
+        print(f"round {r + 1}/{args.runs}: " + ", ".join(this_round), file=sys.stderr)
     version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                              text=True).stdout.strip()
     print(f"\nkill -9 of rank 1 of 2 (gloo DDP, CPU, torch {version}) -> every rank past init_process_group "
           f"again / past its first step again; {args.runs} runs, seconds\n")
-    print("| launcher | to init: median | slowest | to first step: median | slowest |")
-    print("|---|---|---|---|---|")
+    print("| launcher | to init: median | slowest | to first step: median | slowest | runs failed |")
+    print("|---|---|---|---|---|---|")
     for name, values in results.items():
+        if not values:
+            print(f"| {name} | | | | | {failures[name]} |")
+            continue
         init = [v[0] for v in values]
         step = [v[1] for v in values]
         print(f"| {name} | {statistics.median(init):.2f} | {max(init):.2f} | {statistics.median(step):.2f} | "
-              f"{max(step):.2f} |")
+              f"{max(step):.2f} | {failures[name]} |")
 
 
 if __name__ == "__main__":

@@ -129,6 +129,32 @@ expect_eq "$(grep -c '^ddprun: warm start' "$T/zygote.err")" 1 "lines about warm
 expect_in "$T/zygote.err" "^ddprun: warm start: the warm interpreter is gone: it died \(killed by SIGKILL\); a new one is starting; these workers start cold$"
 ok "a killed zygote: one cold start with one line, then forked from its replacement"
 
+# A zygote with a thread of its own (here a --preload module that starts one) does not fork: one
+# line, and the run goes on cold.
+cat >"$T/sub/threaded.py" <<'PY'
+import threading, time
+threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+PY
+cat >"$T/sub/quick.py" <<'PY'
+import sys
+print("torch" in sys.modules)
+sys.exit(int(sys.argv[1]))
+PY
+PYTHONPATH=$T/sub run_ddprun threaded --warm_start=on --preload=threaded sub/quick.py 0
+[[ $RC == 0 ]] || { cat "$T/threaded.err"; fail "the run with a threaded zygote failed"; }
+expect_eq "$(cat "$T/threaded.out")" "False" "a worker of a zygote with a thread (forked: True)"
+expect_eq "$(grep -c '^ddprun: warm start' "$T/threaded.err")" 1 "lines about warm start"
+expect_in "$T/threaded.err" "^ddprun: warm start is off for this run: the warm interpreter failed: the zygote has [0-9]+ threads after its imports; the workers start cold$"
+ok "a zygote with a thread does not fork: one line, cold workers"
+
+# Workers that end at once (before ddprun could have read their pid, were it not told first):
+# their exit code, as a cold run's.
+run_ddprun quick --warm_start=on --nproc_per_node=2 sub/quick.py 3
+expect_eq "$RC" 3 "ddprun's exit code when every forked worker exits 3 at once"
+expect_eq "$(sort "$T/quick.out" | tr '\n' ' ')" "[rank0]: True [rank1]: True " "what the forked workers printed"
+expect_in "$T/quick.err" "failed \(exit code 3\)"
+ok "forked workers that exit at once: exit code 3"
+
 # SIGKILL of ddprun: its forked workers and its zygote go with it.
 cat >"$T/sub/sleeper.py" <<'PY'
 import os, sys, time
