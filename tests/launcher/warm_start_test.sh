@@ -142,7 +142,7 @@ sys.exit(int(sys.argv[1]))
 PY
 PYTHONPATH=$T/sub run_ddprun threaded --warm_start=on --preload=threaded sub/quick.py 0
 [[ $RC == 0 ]] || { cat "$T/threaded.err"; fail "the run with a threaded zygote failed"; }
-expect_eq "$(cat "$T/threaded.out")" "False" "a worker of a zygote with a thread (forked: True)"
+expect_eq "$(cat "$T/threaded.out")" "[rank0]: False" "a worker of a zygote with a thread (forked: True)"
 expect_eq "$(grep -c '^ddprun: warm start' "$T/threaded.err")" 1 "lines about warm start"
 expect_in "$T/threaded.err" "^ddprun: warm start is off for this run: the warm interpreter failed: the zygote has [0-9]+ threads after its imports; the workers start cold$"
 ok "a zygote with a thread does not fork: one line, cold workers"
