@@ -3,7 +3,7 @@
 to every worker past init_process_group again (and past its first DDP step), with ddprun's
 --warm_start=off and =on and torchrun, alternating in each round.
 
-  python3 scripts/bench/warm_restart.py [--runs 10] [--torch 2|1.13] [--ddprun build/launcher/ddprun]
+  python3 scripts/bench/warm_restart.py [--runs 10] [--torch 2|1.13] [--ddprun build/launcher/ddprun] [--only TEXT]
 
 The script is warm_restart_python_worker.py: it stamps the time past init_process_group and past
 its first step; in the first attempt rank 1 is then SIGKILLed by this driver, and the launcher
@@ -53,7 +53,10 @@ def one_run(command, env):
     with tempfile.TemporaryDirectory(prefix="warm-restart-") as d:
         log = os.path.join(d, "launcher.err")
         with open(log, "wb") as err:
-            proc = subprocess.Popen(command + [d], env=env, stdout=subprocess.DEVNULL, stderr=err)
+            # Its own session: a launcher that failed is stopped with its whole process group
+            # (torchrun leaves its workers running when it is SIGKILLed).
+            proc = subprocess.Popen(command + [d], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
         try:
             wait_files(d, ["pid.0", "pid.1"], proc)
             victim = int(open(os.path.join(d, "pid.1")).read())
@@ -67,11 +70,19 @@ def one_run(command, env):
             return init, step
         except (RunFailed, subprocess.TimeoutExpired) as error:
             with open(log, errors="replace") as f:
-                raise RunFailed(f"{error}; its last lines:\n" + "".join(f.readlines()[-40:])) from None
+                raise RunFailed(f"{error}; its last lines:\n" + "".join(line for line in f if "Traceback" in line or "Error" in line or "error" in line)) from None
         finally:
             if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+                proc.terminate()  # the launcher stops its workers
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever of it is left
+            except ProcessLookupError:
+                pass
 
 
 def main():
@@ -79,6 +90,7 @@ def main():
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--torch", choices=("2", "1.13"), default="2")
     parser.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
+    parser.add_argument("--only", help="run only the launchers whose row names this text (e.g. torchrun)")
     args = parser.parse_args()
     python = torch2_python() if args.torch == "2" else PYTHON_113
     env = dict(os.environ, PYTHON_EXEC=python)
@@ -95,6 +107,8 @@ def main():
     tr, fixes = torchrun(args.torch)
     launchers[f"torchrun {args.torch}"] = lambda: tr + fixes + [
         "--nproc_per_node=2", "--max_restarts=1", f"--master_port={free_port()}", WORKER]
+    if args.only:
+        launchers = {name: command for name, command in launchers.items() if args.only in name}
     results = {name: [] for name in launchers}
     failures = {name: 0 for name in launchers}
     for r in range(args.runs):
