@@ -7,7 +7,7 @@ the --preload modules, says "ready" (or "failed ..." and exits), and then forks 
 request. Each worker is made by a double fork, so that it is re-parented to ddprun (a child
 subreaper), and then becomes what `python -u SCRIPT ARGS` (or `-m MODULE`) would have been:
 environment, cwd, argv, sys.path[0], a new __main__, the signal dispositions Python starts with,
-only descriptors 0, 1 and 2, Python's and NumPy's random state drawn from the OS, ddprun's
+only descriptors 0, 1 and 2, Python's, NumPy's and torch's random state drawn from the OS, ddprun's
 bootstrap armed for its own files. Standard library only until the imports it is told to make.
 """
 import os
