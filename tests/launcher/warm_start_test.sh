@@ -13,6 +13,9 @@ mkdir -p "$T/sub"
 cp "$DDPRUN_TESTS_DIR/launcher/warm_start_probe.py" "$T/sub/probe.py"
 cd "$T"
 
+# dead PID: the process is gone, or a zombie (its parent, ddprun, exited without reaping it).
+dead() { local stat; stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0; [[ ${stat##*) } == Z* ]]; }
+
 # compare COLD_DIR WARM_DIR ATTEMPT: every rank's probe of the warm run is the cold run's, but for
 # what is drawn at random and what names the run's own folders and port.
 compare() {
@@ -155,6 +158,25 @@ expect_eq "$(sort "$T/quick.out" | tr '\n' ' ')" "[rank0]: True [rank1]: True " 
 expect_in "$T/quick.err" "failed \(exit code 3\)"
 ok "forked workers that exit at once: exit code 3"
 
+# The workers wait for a zygote that still imports (here a --preload module that waits for a
+# file), and a SIGTERM meanwhile stops ddprun at once: no worker started, the zygote gone.
+cat >"$T/sub/gate.py" <<'PY'
+import os, time
+open(os.environ["GATE"] + ".importing", "w").close()
+while not os.path.exists(os.environ["GATE"]):
+    time.sleep(0.01)
+PY
+GATE=$T/gate PYTHONPATH=$T/sub "$DDPRUN" --warm_start=on --preload=gate sub/quick.py 0 >"$T/gate.out" 2>"$T/gate.err" &
+ddprun_pid=$!
+wait_for 120 test -e "$T/gate.importing"
+zygote=$(pgrep -P "$ddprun_pid" -f _ddprun_zygote.py) || fail "no zygote below ddprun"
+kill -TERM "$ddprun_pid"
+set +e; wait "$ddprun_pid"; RC=$?; set -e
+expect_eq "$RC" 143 "ddprun's exit code after SIGTERM while the zygote imports"
+[[ ! -s $T/gate.out ]] || fail "a worker started while the zygote imported: $(cat "$T/gate.out")"
+wait_for 30 dead "$zygote"
+ok "the start waits for a zygote that imports; SIGTERM meanwhile stops ddprun at once (exit 143)"
+
 # SIGKILL of ddprun: its forked workers and its zygote go with it.
 cat >"$T/sub/sleeper.py" <<'PY'
 import os, sys, time
@@ -170,5 +192,5 @@ pgrep -f "sub/sleeper.py $T/s" >/dev/null || fail "ps does not show the forked w
 kill -KILL "$ddprun_pid"
 wait "$ddprun_pid" 2>/dev/null || true
 wait_for 30 no_leftovers
-wait_for 30 bash -c "! kill -0 $zygote 2>/dev/null"
+wait_for 30 dead "$zygote"
 ok "SIGKILL of ddprun leaves neither a forked worker nor the zygote"
