@@ -1,6 +1,7 @@
 #include "agent.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
@@ -137,8 +139,9 @@ class Agent::Impl {
     auto* failed = std::get_if<occurred::WorkerFailed>(&o);
     for (Action action : t.actions) perform(action, failed);
     if (failed) workers_.classify(*failed);  // a failure no action reported: its kind is still logged and counted
+    if (waiting_for_zygote_ && phase_ != Phase::kRunning) stop_waiting_for_zygote();  // stopped before it started
     // Not while a hang's failures wait for their stacks: they are dispatched, then this runs.
-    if ((phase_ == Phase::kRunning || phase_ == Phase::kStopping) && group_.alive_count() == 0 &&
+    if ((phase_ == Phase::kRunning || phase_ == Phase::kStopping) && group_.alive_count() == 0 && !waiting_for_zygote_ &&
         !std::holds_alternative<occurred::AllEnded>(o) && !hangs_->response().collecting()) {
       dispatch(occurred::AllEnded{});
     }
@@ -212,7 +215,32 @@ class Agent::Impl {
     }
     further_failures_.clear();
     grace_timer_.cancel();
+    if (const int importing = group_.warm_start().importing_fd(); importing >= 0) return wait_for_zygote(importing);
     workers_.start(attempt_);
+  }
+
+  // --warm_start: the warm interpreter still imports; the workers start once it is ready (or
+  // gone, or kZygoteImportWait has passed), not cold beside it (warm_start.hpp says why). The
+  // loop goes on meanwhile: a stop or a signal before then ends the wait (handle()).
+  void wait_for_zygote(int importing) {
+    waiting_for_zygote_ = true;
+    zygote_socket_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(importing));
+    const auto waited = [this, generation = ++zygote_waits_](std::error_code ec) {
+      if (ec || generation != zygote_waits_ || !waiting_for_zygote_) return;
+      stop_waiting_for_zygote();
+      workers_.start(attempt_);
+      publish_status();
+    };
+    zygote_socket_->async_wait(asio::posix::stream_descriptor::wait_read, waited);
+    zygote_timer_.expires_after(kZygoteImportWait);
+    zygote_timer_.async_wait(waited);
+  }
+
+  void stop_waiting_for_zygote() {
+    waiting_for_zygote_ = false;
+    ++zygote_waits_;
+    zygote_timer_.cancel();
+    zygote_socket_.reset();
   }
 
   void arm_grace_timer() {
@@ -313,6 +341,10 @@ class Agent::Impl {
   WorkerGroup group_;
   SignalChannel signals_;
   asio::steady_timer grace_timer_;
+  asio::steady_timer zygote_timer_{io_};
+  std::unique_ptr<asio::posix::stream_descriptor> zygote_socket_;  // a dup of the zygote's, while waiting
+  bool waiting_for_zygote_ = false;
+  int zygote_waits_ = 0;  // a wait's callbacks act only for the wait they belong to
   NodeSettings settings_;
   std::unique_ptr<OutputWriters> writers_;
   EventLog events_;

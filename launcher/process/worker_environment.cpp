@@ -86,6 +86,25 @@ bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
   return base.count(env::kOmpNumThreads) == 0 && config.nproc_per_node > 1;
 }
 
+std::vector<std::string> zygote_environment(const std::map<std::string, std::string>& base,
+                                            const config::LaunchConfig& config,
+                                            const std::string& python_bootstrap) {
+  std::map<std::string, std::string> vars = base;
+  vars.erase(env::kDefaultPython);
+  vars.erase(env::kPySpy);
+  vars.erase(env::kRdzvSecret);
+  if (!python_bootstrap.empty()) {
+    const auto inherited = base.find(env::kPythonPath);
+    const bool has = inherited != base.end() && !inherited->second.empty();
+    vars[env::kPythonPath] = python_bootstrap + (has ? ":" + inherited->second : "");
+  }
+  if (sets_omp_num_threads(base, config)) vars[env::kOmpNumThreads] = "1";
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
+  return out;
+}
+
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,

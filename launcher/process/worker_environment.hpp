@@ -37,6 +37,14 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
                                             const elastic::RoundAssignment& round, int local_rank,
                                             const WorkerFiles& files);
 
+// The environment of the warm interpreter (--warm_start, zygote.hpp): `base` without what
+// worker_environment() takes out, with what it adds for every worker alike that a program may read
+// at import (OMP_NUM_THREADS) and `python_bootstrap`, if any, first on PYTHONPATH, so that the
+// zygote's imports see what a cold worker's would. The per-rank variables are each worker's own.
+std::vector<std::string> zygote_environment(const std::map<std::string, std::string>& base,
+                                            const config::LaunchConfig& config,
+                                            const std::string& python_bootstrap);
+
 // The option among an interpreter's arguments `args` (those before its script, -c or -m) that
 // keeps ddprun's bootstrap out of it: 'I' (isolated: -E and -s), 'E' (PYTHONPATH ignored) or 'S'
 // (no `site`, so no sitecustomize); 0 when none. Options may be combined ("-uI").

@@ -50,6 +50,15 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
     }
   }
   if (!config_.numa_binding.empty()) plan_numa_binding();
+  std::error_code ec;
+  cwd_ = fs::current_path(ec).string();
+  std::string zygote_script;
+  if (const std::string folder = python_bootstrap_folder(); !folder.empty() && fs::exists(folder + "/_ddprun_zygote.py", ec)) {
+    zygote_script = folder + "/_ddprun_zygote.py";
+  }
+  warm_ = std::make_unique<WarmStart>(config_, argv_.front(), zygote_environment(environ_, config_, python_bootstrap_),
+                                      zygote_script);
+  warm_->begin();
 }
 
 void WorkerGroup::plan_numa_binding() {
@@ -142,6 +151,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
   const Filtered filtered_out = open_filtered(attempt, 1);
   const Filtered filtered_err = open_filtered(attempt, 2);
   containment_.prepare_round();
+  warm_->start_round();
   for (auto& w : prepared) {
     const std::string rank_dir = rank_folder(attempt, w->rank);
     WorkerFiles files;
@@ -165,7 +175,24 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       request.stdout_fd = out_pipe.write_end.get();
       request.stderr_fd = err_pipe.write_end.get();
     }
-    const SpawnResult spawned = spawn_process(request);
+    SpawnResult spawned;
+    if (warm_->enabled()) {
+      ForkRequest fork;
+      fork.module = config_.module;
+      fork.argv = {config_.program};
+      fork.argv.insert(fork.argv.end(), config_.program_args.begin(), config_.program_args.end());
+      fork.environ = request.environ;
+      fork.cwd = cwd_;
+      fork.stdout_fd = request.stdout_fd;
+      fork.stderr_fd = request.stderr_fd;
+      fork.cgroup_procs_fd = containment_.procs_fd();
+      fork.cpus = request.cpus;
+      spawned.pid = warm_->fork(fork);
+      // It is ddprun's child already (zygote.hpp) and may not have run yet: its group is made
+      // here too, so that killpg reaches it at once, as spawn_process() does for a fork.
+      if (spawned.pid > 0 && request.own_process_group) ::setpgid(spawned.pid, spawned.pid);
+    }
+    if (spawned.pid < 0) spawned = spawn_process(request);
     workers_.push_back(std::move(w));
     WorkerProcess& started = *workers_.back();
     if (spawned.pid < 0) {
@@ -270,7 +297,7 @@ std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::functio
       if (!w->reaped && w->pid == pid) worker = w.get();
     }
     if (worker == nullptr) {
-      other(pid);
+      if (!warm_->reaped(pid, status)) other(pid);
       continue;
     }
     worker->reaped = true;
@@ -285,7 +312,7 @@ void WorkerGroup::end_round() {
     if (w->err) w->err->drain();
     if (!config_.debug && w->pid > 0) ::kill(-w->pid, SIGKILL);  // children left in its group
   }
-  containment_.kill_all({guard_.pid()});
+  containment_.kill_all({guard_.pid(), warm_->zygote_pid()});
   for (auto& w : workers_) {
     if (!config_.debug && !containment_.has_cgroup() && w->pid > 0) guard_.forget(w->pid);
   }

@@ -19,6 +19,7 @@
 #include "output/output_stream.hpp"
 #include "process/containment.hpp"
 #include "process/orphan_guard.hpp"
+#include "process/warm_start.hpp"
 
 namespace asio {
 class io_context;
@@ -90,6 +91,9 @@ class WorkerGroup {
   // per read of its pipe), with the step of the last such line that gave one.
   std::function<void(int local_rank, std::optional<long long> step)> output_progress;
 
+  // --warm_start: the warm interpreter the workers are forked from (warm_start.hpp).
+  WarmStart& warm_start() { return *warm_; }
+
   int alive_count() const;
   WorkerProcess* by_local_rank(int local_rank) const;
   const std::vector<std::unique_ptr<WorkerProcess>>& workers() const { return workers_; }
@@ -115,6 +119,8 @@ class WorkerGroup {
   std::string python_bootstrap_;  // first on Python workers' PYTHONPATH (--progress); "" for none
   std::shared_ptr<const std::vector<std::string>> stdout_filters_, stderr_filters_;
   std::vector<cpu_set_t> numa_cpus_;  // --numa_binding: by local rank; empty: no binding
+  std::unique_ptr<WarmStart> warm_;
+  std::string cwd_;  // ddprun's, which a cold worker inherits and a forked one is given
   OrphanGuard& guard_;
   Containment& containment_;
   const RunPaths& paths_;

@@ -136,6 +136,26 @@ TEST_CASE("--progress: on by default; on or off, from the command line, PET_PROG
   CHECK(to_json(resolve({{"progress", "False"}}))["progress"] == "off");
 }
 
+TEST_CASE("--warm_start: off by default; on from the command line, PET_WARM_START or the config; --preload's names") {
+  CHECK_FALSE(resolve({}).warm_start);
+  CHECK(resolve({{"warm_start", "on"}}).warm_start);
+  CHECK(resolve({}, {}, {{"warm_start", "on"}}).warm_start);
+  CHECK(resolve({}, {{"warm_start", "on"}}, {{"warm_start", "off"}}).warm_start);
+  CHECK_FALSE(resolve({{"warm_start", "off"}}, {{"warm_start", "on"}}).warm_start);
+  CHECK(options_from_environment({{"PET_WARM_START", "on"}, {"PET_PRELOAD", "numpy"}}) ==
+        RawOptions{{"preload", "numpy"}, {"warm_start", "on"}});
+  CHECK_THROWS_WITH(resolve({{"warm_start", "sometimes"}}),
+                    "--warm_start=sometimes: expected true or false (or 1/0, yes/no, on/off)");
+  CHECK(to_json(resolve({}))["warm_start"] == "off");
+  CHECK(to_json(resolve({}))["preload"].is_null());
+  CHECK(resolve({{"preload", "numpy,my_pkg.models"}}).preload == "numpy,my_pkg.models");
+  for (const char* bad : {"", "numpy,", ",numpy", "a,,b", "numpy os", "numpy;rm"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH(resolve({{"preload", bad}}),
+                      doctest::Contains("expected Python module names separated by commas (numpy,my.pkg)"));
+  }
+}
+
 TEST_CASE("the interpreter: PYTHON_EXEC, else the pip package's own Python, else python3 from PATH") {
   using Env = std::map<std::string, std::string>;
   CHECK(python_interpreter(Env{}).program == "python3");
@@ -293,6 +313,7 @@ TEST_CASE("--print_config writes every option of the table, and reads back throu
        {"hang_timeout", "auto:45"}, {"restart_window", "60"}, {"local_ranks_filter", "0"}, {"status_port", "0"},
        {"duplicate_stdout_filters", "a,,b,c"}, {"numa_binding", "socket"}, {"logs_specs", "default"}},
       {{"standalone", "yes"}, {"hang_timeout", "12.5"}, {"progress", "off"}, {"module", "on"}, {"tee", "0:3,1:1"},
+       {"warm_start", "on"}, {"preload", "numpy,my_pkg.models"},
        {"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": false}])"}},
   };
   for (const auto& options : configs) {

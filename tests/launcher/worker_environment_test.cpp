@@ -226,3 +226,24 @@ TEST_CASE("the interpreter options that keep the bootstrap out: -I, -E, -S, amon
     CHECK(std::count(line.begin(), line.end(), '\n') == 1);
   }
 }
+
+TEST_CASE("the warm interpreter's environment: what every worker alike gets before its imports, no rank") {
+  config::LaunchConfig cfg;
+  cfg.nproc_per_node = 2;
+  const std::map<std::string, std::string> base = {{"PATH", "/bin"},
+                                                   {"PYTHONPATH", "/mine"},
+                                                   {"TORCH_CPP_LOG_LEVEL", "INFO"},
+                                                   {env::kRdzvSecret, "s3cret"}};
+  const auto z = as_map(launcher::zygote_environment(base, cfg, "/boot"));
+  CHECK(z.at("OMP_NUM_THREADS") == "1");  // as worker_environment() sets it for 2 workers
+  CHECK(z.at("PYTHONPATH") == "/boot:/mine");
+  CHECK(z.at("TORCH_CPP_LOG_LEVEL") == "INFO");
+  CHECK(z.count(env::kRdzvSecret) == 0);
+  for (const char* per_rank : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "TORCHELASTIC_RESTART_COUNT"}) {
+    CHECK(z.count(per_rank) == 0);
+  }
+  cfg.nproc_per_node = 1;
+  const auto one = as_map(launcher::zygote_environment({{"PATH", "/bin"}}, cfg, ""));
+  CHECK(one.count("OMP_NUM_THREADS") == 0);
+  CHECK(one.count("PYTHONPATH") == 0);
+}

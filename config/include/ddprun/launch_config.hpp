@@ -142,6 +142,10 @@ struct LaunchConfig {
   bool no_python = false;
   bool run_path = false;
   std::string start_method = "spawn";
+  // --warm_start: Python workers forked from a warm interpreter (launcher/process/zygote.hpp);
+  // --preload: the modules it imports after torch and torch.distributed, comma-separated.
+  bool warm_start = false;
+  std::string preload;
   std::string program;
   std::vector<std::string> program_args;
 

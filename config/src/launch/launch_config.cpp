@@ -225,6 +225,18 @@ void resolve_program(const MergedOptions& m, const std::vector<std::string>& pro
   c.no_python = m.flag("no_python");
   c.run_path = m.flag("run_path");
   c.start_method = m.word("start_method", {"spawn", "fork", "forkserver"});
+  c.warm_start = parse_bool("--warm_start", m.text("warm_start"));
+  if (m.has("preload")) {
+    c.preload = m.text("preload");
+    const bool module_names = std::all_of(c.preload.begin(), c.preload.end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == ',';
+    });
+    if (!module_names || c.preload.empty() || c.preload.front() == ',' || c.preload.back() == ',' ||
+        c.preload.find(",,") != std::string::npos) {
+      throw UsageError(fmt::format("--preload={}: expected Python module names separated by commas (numpy,my.pkg)",
+                                   shown(c.preload)));
+    }
+  }
   if (c.module && c.no_python) {
     throw UsageError("-m/--module and --no_python cannot be used together: a module needs the Python interpreter");
   }

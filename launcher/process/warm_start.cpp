@@ -1,0 +1,84 @@
+#include "process/warm_start.hpp"
+
+#include <fmt/format.h>
+
+#include "output/output_writer.hpp"
+
+namespace ddprun::launcher {
+
+WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std::vector<std::string> environ,
+                     std::string script)
+    : config_(config), python_(std::move(python)), environ_(std::move(environ)), script_(std::move(script)) {
+  if (!config_.warm_start) return;
+  const char* why_not = !config_.runs_python()
+                            ? "only a .py PROGRAM or -m MODULE is forked from the warm interpreter (an interpreter "
+                              "named as PROGRAM takes options of its own)"
+                        : config_.debug    ? "--debug keeps its worker in the terminal's foreground"
+                        : script_.empty() ? "share/ddprun/python/_ddprun_zygote.py is not installed beside ddprun; "
+                                            "reinstall ddprun"
+                                          : nullptr;
+  if (why_not != nullptr) {
+    say(fmt::format("ddprun: --warm_start=on: {}; the workers start cold\n", why_not));
+    return;
+  }
+  enabled_ = true;
+}
+
+void WarmStart::begin() {
+  if (enabled_) replace();
+}
+
+void WarmStart::replace() {
+  std::string why;
+  zygote_ = Zygote::start(python_, script_, environ_, config_.preload, why);
+  if (!zygote_) {
+    enabled_ = false;
+    say(fmt::format("ddprun: warm start is off for this run: {}; the workers start cold\n", why));
+  }
+}
+
+int WarmStart::importing_fd() {
+  if (!enabled_ || !zygote_) return -1;
+  return zygote_->poll() == Zygote::State::kImporting ? zygote_->fd() : -1;
+}
+
+void WarmStart::cold(const std::string& why) {
+  if (!said_this_round_) say(fmt::format("ddprun: warm start: {}; these workers start cold\n", why));
+  said_this_round_ = true;
+}
+
+pid_t WarmStart::fork(const ForkRequest& request) {
+  if (!enabled_) return -1;
+  Zygote::State state = zygote_->poll();
+  if (state == Zygote::State::kReady) {
+    const pid_t pid = zygote_->fork_worker(request);
+    if (pid > 0) return pid;
+    state = zygote_->state();
+  }
+  if (state == Zygote::State::kImporting) {
+    cold("the warm interpreter is still importing");
+    return -1;
+  }
+  const std::string why = zygote_->why_gone();
+  if (zygote_->import_failed() || replacements_ >= kZygoteReplacements) {
+    enabled_ = false;
+    said_this_round_ = true;
+    say(fmt::format("ddprun: warm start is off for this run: the warm interpreter {}{}{}; the workers start cold\n",
+                    zygote_->import_failed() ? "failed: " : "", why,
+                    zygote_->import_failed() ? "" : fmt::format(" (replaced {} times already)", replacements_)));
+    zygote_.reset();
+    return -1;
+  }
+  cold(fmt::format("the warm interpreter is gone: {}; a new one is starting", why));
+  ++replacements_;
+  replace();
+  return -1;
+}
+
+bool WarmStart::reaped(pid_t pid, int status) {
+  if (!zygote_ || pid != zygote_->pid()) return false;
+  zygote_->exited(status);
+  return true;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,103 @@
+// The warm interpreter (zygote) of --warm_start=on: one Python process per node that has
+// imported torch and torch.distributed (and --preload's modules), from which Python workers are
+// forked instead of started cold, so that a restart does not pay `import torch` again.
+//
+// The process: `PYTHON -u <share/ddprun/python>/_ddprun_zygote.py FD MODULES`, started by
+// spawn_process() like a worker (its own process group, SIGKILL when ddprun dies, the file
+// limit ddprun was started with) but in ddprun's cgroup, not a round's: the end of a round kills
+// the round's cgroup, not the zygote. FD is its end of a Unix stream socket pair; ddprun keeps
+// the other. Its environment is the workers' without what differs by rank (worker_environment.hpp's
+// zygote_environment()): what torch reads at import (OMP_NUM_THREADS, TORCH_CPP_LOG_LEVEL...) is
+// set before the import.
+//
+// The protocol, messages framed as a 4-byte little-endian length and that many bytes:
+//   zygote -> ddprun, once: "ready", or "failed WHY" (then it exits).
+//   ddprun -> zygote: a fork request (encode_fork_request()), with the worker's stdin, stdout,
+//     stderr and the round's cgroup.procs (when there is one) as SCM_RIGHTS on its first bytes.
+//   zygote -> ddprun: "pid N", or "refused WHY" (CUDA was initialised or it has a thread: it
+//     exits, poisoned), or "error WHY".
+// The zygote forks a child that forks the worker and exits; the zygote reaps the child, so the
+// worker is re-parented to ddprun (PR_SET_CHILD_SUBREAPER, main.cpp) before "pid N" is sent, and
+// only then lets the worker go on. ddprun reaps workers only on its event loop, after
+// fork_worker() returned: a worker that ends at once is reaped after its pid is known.
+#pragma once
+
+#include <sched.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process/unique_fd.hpp"
+
+namespace ddprun::launcher {
+
+// How long fork_worker() waits for the zygote's answer: a fork of an interpreter that imported
+// torch takes 5 to 15 ms here; a zygote that takes longer is stuck, and is replaced.
+inline constexpr std::chrono::seconds kZygoteAnswerLimit{5};
+
+// One worker to fork: as `python -u SCRIPT ARGS` (module false) or `python -u -m MODULE ARGS`.
+struct ForkRequest {
+  bool module = false;
+  std::vector<std::string> argv;      // the script's path or the module's name, then its arguments
+  std::vector<std::string> environ;   // the worker's whole environment, "NAME=value"
+  std::string cwd;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int cgroup_procs_fd = -1;           // the round's cgroup.procs, which the worker writes itself into; -1: none
+  const cpu_set_t* cpus = nullptr;    // --numa_binding; nullptr: the zygote's CPUs
+};
+
+// The request's bytes as the zygote reads them: NUL-separated fields
+// KIND ("script"|"module"), CWD, DDPRUN_PID, CPUS ("0,1,5" or ""), N, N argv entries, M, M
+// environment entries.
+std::string encode_fork_request(const ForkRequest& request, pid_t ddprun);
+
+class Zygote {
+ public:
+  enum class State { kImporting, kReady, kGone };
+
+  // Starts the zygote of `python` (the workers' interpreter) from `script` (_ddprun_zygote.py)
+  // with `environ`, preloading `preload` (comma-separated) after torch. nullptr when it cannot
+  // be started, with `why` set.
+  static std::unique_ptr<Zygote> start(const std::string& python, const std::string& script,
+                                       const std::vector<std::string>& environ, const std::string& preload,
+                                       std::string& why);
+  ~Zygote();  // its socket closed (it exits on its own) and SIGKILL, should it not have
+  Zygote(const Zygote&) = delete;
+  Zygote& operator=(const Zygote&) = delete;
+
+  pid_t pid() const { return pid_; }
+  State state() const { return state_; }
+  // Why it is gone: "it died (killed by SIGKILL)", "importing torch failed: ...".
+  const std::string& why_gone() const { return why_gone_; }
+  // True when it said its imports failed (or left it unfit to fork): a new one would too.
+  bool import_failed() const { return import_failed_; }
+  // Readable once its first message (or its end) is there, while it is importing.
+  int fd() const { return socket_.get(); }
+  // Takes its first message if it came, without waiting: kImporting until then.
+  State poll();
+
+  // Forks a worker: its pid, or -1 when it could not (the zygote is then gone, why_gone() says
+  // why). Waits at most kZygoteAnswerLimit. Call only in kReady.
+  pid_t fork_worker(const ForkRequest& request);
+  // ddprun reaped it, with this wait status.
+  void exited(int status);
+
+ private:
+  Zygote(pid_t pid, UniqueFd socket) : pid_(pid), socket_(std::move(socket)) {}
+  void gone(std::string why);
+  // One message; "" with why_gone() set when it could not be read by `deadline`.
+  std::string receive(std::chrono::steady_clock::time_point deadline);
+
+  pid_t pid_;
+  bool reaped_ = false;
+  UniqueFd socket_;
+  State state_ = State::kImporting;
+  std::string why_gone_;
+  bool import_failed_ = false;
+};
+
+}  // namespace ddprun::launcher

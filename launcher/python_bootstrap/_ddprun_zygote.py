@@ -1,0 +1,312 @@
+"""ddprun's warm interpreter (zygote) for Python workers, --warm_start=on
+(launcher/process/zygote.hpp says the protocol, launcher/process/README.md the design).
+
+ddprun starts it as `python -u _ddprun_zygote.py FD MODULE,... PADDING` with the workers' interpreter
+and environment, FD its end of a Unix stream socket. It imports torch and torch.distributed and
+the --preload modules, says "ready" (or "failed ..." and exits), and then forks one worker per
+request. Each worker is made by a double fork, so that it is re-parented to ddprun (a child
+subreaper), and then becomes what `python -u SCRIPT ARGS` (or `-m MODULE`) would have been:
+environment, cwd, argv, sys.path[0], a new __main__, the signal dispositions Python starts with,
+only descriptors 0, 1 and 2, Python's, NumPy's and torch's random state drawn from the OS, ddprun's
+bootstrap armed for its own files. Standard library only until the imports it is told to make.
+"""
+import os
+import signal
+import socket
+import struct
+import sys
+
+# What a fresh interpreter has, before anything imported here could change it.
+_START_SIGNALS = {s: signal.getsignal(s) for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)}
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_MAX_FDS = 5  # stdin, stdout, stderr, the cgroup's cgroup.procs (optional)
+
+
+def _send(sock, text):
+    data = text.encode("utf-8", "replace")
+    sock.sendall(struct.pack("<I", len(data)) + data)
+
+
+def _recv_exact(sock, n):
+    chunks = []
+    while n > 0:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv_request(sock):
+    """One request: its NUL-separated fields and the descriptors sent with its first bytes."""
+    head, fds, _, _ = socket.recv_fds(sock, 4, _MAX_FDS)
+    if not head:
+        raise EOFError
+    head += _recv_exact(sock, 4 - len(head))
+    (size,) = struct.unpack("<I", head)
+    return _recv_exact(sock, size).split(b"\0"), fds
+
+
+def _parse(fields, fds):
+    """The request as ddprun encodes it (zygote.cpp: encode_fork_request)."""
+    it = iter(fields)
+    request = {"kind": next(it).decode(), "cwd": next(it), "ddprun": int(next(it))}
+    cpus = next(it)
+    request["cpus"] = {int(c) for c in cpus.split(b",")} if cpus else None
+    request["argv"] = [next(it) for _ in range(int(next(it)))]
+    request["environ"] = [next(it) for _ in range(int(next(it)))]
+    request["stdio"] = fds[:3]
+    request["cgroup_procs"] = fds[3] if len(fds) > 3 else None
+    return request
+
+
+def _threads():
+    return len(os.listdir("/proc/self/task"))
+
+
+def _quiesce_blas():
+    """OpenBLAS starts its thread pool when it is loaded (numpy and torch load it), sized from
+    OMP_NUM_THREADS / OPENBLAS_NUM_THREADS or the CPUs. Its own blas_thread_shutdown_() joins
+    those threads (its fork handler calls it too), and its next call starts them again, as many:
+    the worker gets the pool a cold start would have."""
+    import ctypes
+    with open("/proc/self/maps") as maps:
+        libraries = {line.split()[-1] for line in maps if "blas" in line.rsplit("/", 1)[-1]}
+    for path in sorted(libraries):
+        shutdown = getattr(ctypes.CDLL(path), "blas_thread_shutdown_", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def _why_not_fork():
+    """Why forking now would give a broken worker, or None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA was initialised in the zygote"
+    threads = _threads()
+    if threads > 1:
+        _quiesce_blas()
+        threads = _threads()
+    if threads > 1:
+        return f"the zygote has {threads} threads"
+    return None
+
+
+def _reparented_worker(request, go):
+    """In the grandchild, once its parent is gone: into the round's cgroup, its own process
+    group, its CPUs, a death signal from ddprun, its descriptors, signals and environment."""
+    if os.read(go, 1) != b"g":
+        os._exit(1)  # the zygote died before it told ddprun about this process
+    os.close(go)
+    if request["cgroup_procs"] is not None:
+        os.write(request["cgroup_procs"], b"0")
+    os.setpgid(0, 0)
+    if request["cpus"]:
+        os.sched_setaffinity(0, request["cpus"])
+    import ctypes
+    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+        os._exit(127)
+    if os.getppid() != request["ddprun"]:
+        os._exit(128 + signal.SIGKILL)  # ddprun died before the death signal was set
+    for target, fd in enumerate(request["stdio"]):
+        os.dup2(fd, target)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    for s, handler in _START_SIGNALS.items():
+        if handler is not None and signal.getsignal(s) is not handler:
+            signal.signal(s, handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    os.environ.clear()
+    for entry in request["environ"]:
+        name, _, value = entry.partition(b"=")
+        os.environb[name] = value
+    os.chdir(request["cwd"])
+    try:
+        _show_command_line(request)
+    except OSError:
+        pass  # /proc/self/mem not writable here: ps shows the zygote's command line
+
+
+def _show_command_line(request):
+    """The worker's command line in /proc/PID/cmdline (ps, pgrep -f, py-spy) as a cold start's:
+    `PYTHON -u [-m] PROGRAM ARGS`, written over the zygote's own arguments, whose last one is
+    padding for it (as setproctitle does; cut short if longer). The padding's NULs stay after the
+    last argument: changing the arguments' end needs CAP_SYS_RESOURCE (PR_SET_MM)."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49
+    words = [os.fsencode(getattr(sys, "orig_argv", [sys.executable])[0]), b"-u"] + ([b"-m"] if request["kind"] == "module" else []) + request["argv"]
+    line = b"\0".join(words)[: end - start - 1]
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(line + b"\0" * (end - start - len(line)))
+
+
+def _bootstrap_worker():
+    """What ddprun's sitecustomize does at a cold worker's start, for this worker's environment."""
+    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if parts and os.path.abspath(parts[0] or ".") == _HERE:
+        rest = os.pathsep.join(parts[1:])
+        if rest:
+            os.environ["PYTHONPATH"] = rest
+        else:
+            os.environ.pop("PYTHONPATH", None)
+    value = os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    torch = sys.modules.get("torch")
+    if value is not None and "NCCL_ASYNC_ERROR_HANDLING" not in os.environ and torch is not None:
+        if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 2):
+            os.environ["NCCL_ASYNC_ERROR_HANDLING"] = value
+    progress = sys.modules.get("_ddprun_progress")
+    if progress is not None and os.environ.get("DDPRUN_HEARTBEAT_FILE"):
+        progress.arm()
+    path = os.environ.get("DDPRUN_PYTHON_STACKS_FILE")
+    number = os.environ.get("DDPRUN_PYTHON_STACKS_SIGNAL")
+    if path and number:
+        import faulthandler
+        faulthandler.register(int(number), file=open(path, "ab", buffering=0), all_threads=True)
+    if torch is not None:
+        torch.default_generator.seed()  # torch seeds its CPU generator from the OS at import: so does each worker
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()  # a cold worker's NumPy draws its seed from the OS; Python's random reseeds at fork
+
+
+def _fork_worker(sock, request):
+    """Forks the worker; in the zygote returns None after telling ddprun its pid, in the worker
+    returns the request."""
+    go_read, go_write = os.pipe()
+    pid_read, pid_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    middle = os.fork()
+    if middle == 0:
+        try:
+            worker = os.fork()
+            if worker != 0:
+                os.write(pid_write, str(worker).encode())
+        except BaseException:
+            os._exit(1)
+        if worker != 0:
+            os._exit(0)
+        sock.close()
+        os.close(go_write)
+        os.close(pid_read)
+        os.close(pid_write)
+        try:
+            _reparented_worker(request, go_read)
+        except BaseException as error:  # told on its stderr (or ddprun's, before its dup2), as exec's 127
+            os.write(2, f"ddprun: the warm interpreter could not make this worker: {error!r}\n".encode())
+            os._exit(127)
+        return request
+    os.close(go_read)
+    os.close(pid_write)
+    os.waitpid(middle, 0)  # the worker is ddprun's child from here on
+    worker = os.read(pid_read, 32)
+    os.close(pid_read)
+    for fd in request["stdio"] + ([request["cgroup_procs"]] if request["cgroup_procs"] is not None else []):
+        os.close(fd)
+    if not worker:
+        os.close(go_write)
+        _send(sock, "error the intermediate process died before it forked")
+        return None
+    _send(sock, "pid " + worker.decode())
+    os.write(go_write, b"g")
+    os.close(go_write)
+    return None
+
+
+def _serve(sock):
+    """Answers fork requests until ddprun closes the socket; returns the request in a worker."""
+    while True:
+        try:
+            fields, fds = _recv_request(sock)
+        except EOFError:
+            sys.exit(0)
+        request = _parse(fields, fds)
+        why = _why_not_fork()
+        if why is not None:
+            for fd in fds:
+                os.close(fd)
+            _send(sock, "refused " + why)
+            sys.exit(0)  # poisoned: ddprun starts a new one
+        if _fork_worker(sock, request) is not None:
+            return request
+
+
+def _preload(modules):
+    import importlib
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _run_as_main(request):
+    """Runs the program as `python -u` would, in a new __main__; exits as the interpreter does."""
+    import runpy
+    import types
+    argv = [os.fsdecode(a) for a in request["argv"]]
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv = sys.orig_argv[:1] + ["-u"] + (["-m"] if request["kind"] == "module" else []) + argv
+    import builtins
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    safe_path = getattr(sys.flags, "safe_path", False)  # -P, PYTHONSAFEPATH: no sys.path[0]
+    if request["kind"] == "module":
+        sys.argv = ["-m"] + argv[1:]
+        if not safe_path:
+            sys.path[0:0] = [os.getcwd()]
+        runpy._run_module_as_main(argv[0], alter_argv=True)
+        return
+    sys.argv = argv
+    path = argv[0] if os.path.isabs(argv[0]) else os.path.join(os.getcwd(), argv[0])  # unnormalised, as CPython
+    if not safe_path:
+        sys.path[0:0] = [os.path.dirname(os.path.realpath(argv[0]))]
+    import importlib.machinery
+    main.__file__ = path
+    main.__cached__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    exec(code, main.__dict__)
+
+
+def _worker_main(request):
+    _bootstrap_worker()
+    try:
+        _run_as_main(request)
+    except SystemExit:
+        raise
+    except BaseException as error:
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next  # the program's frames only, as a cold start shows them
+        sys.excepthook(type(error), error.with_traceback(tb), tb)
+        if isinstance(error, KeyboardInterrupt):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        sys.exit(1)
+
+
+def _main():
+    fd = int(sys.argv[1])
+    if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
+        del sys.path[0]  # this script's folder, which the workers' sys.path does not have
+    sock = socket.socket(fileno=fd)
+    sock.set_inheritable(False)
+    modules = ["torch", "torch.distributed"] + [m for m in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if m]
+    try:
+        _preload(modules)
+    except BaseException as error:
+        _send(sock, f"failed importing {', '.join(modules)}: {type(error).__name__}: {error}")
+        sys.exit(1)
+    why = _why_not_fork()
+    if why is not None:
+        _send(sock, "failed " + why + " after its imports")
+        sys.exit(1)
+    _send(sock, "ready")
+    return _serve(sock)
+
+
+_request = _main()
+del _main, _serve, _fork_worker, _preload
+_worker_main(_request)

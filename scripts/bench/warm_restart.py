@@ -1,0 +1,142 @@
+#!/usr/bin/python3
+"""Failure to training again: kill -9 of one worker of a 2-worker gloo DDP script on the CPU,
+to every worker past init_process_group again (and past its first DDP step), with ddprun's
+--warm_start=off and =on and torchrun, alternating in each round.
+
+  python3 scripts/bench/warm_restart.py [--runs 10] [--torch 2|1.13] [--ddprun build/launcher/ddprun] [--only TEXT]
+
+The script is warm_restart_python_worker.py: it stamps the time past init_process_group and past
+its first step; in the first attempt rank 1 is then SIGKILLed by this driver, and the launcher
+restarts the job once (--max_restarts=1). The figure is the last of the restarted ranks' stamps
+minus the time of the kill. --torch picks the workers' PyTorch: 2 (default) is the venv's
+(scripts/torch2-env.sh) and its torchrun, 1.13 Debian's python3-torch and its torchrun (run with
+--redirects 9:1 --tee 9:1 --monitor_interval 0.1, see benchlib.py). ddprun runs with
+--restart_backoff_max=0, as launcher.py does (these workers made progress, so no backoff
+applies anyway). With torch 2, a fourth row preloads torch._dynamo, which DDP's constructor
+imports (with sympy and more) the first time a process builds a DDP model: the time from init to
+the first step. Prints, for each launcher: the median and the slowest of the runs, to init and to
+the first step.
+"""
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import BENCH_DIR, ROOT, free_port, read_stamp, torch2_python, torchrun, PYTHON_113
+
+WORKER = os.path.join(BENCH_DIR, "warm_restart_python_worker.py")
+
+
+class RunFailed(Exception):
+    pass
+
+
+def wait_files(d, names, proc, limit=120):
+    """Until every file of `names` exists in `d`: the stamps are renamed into place whole."""
+    deadline = time.monotonic() + limit
+    while not all(os.path.exists(os.path.join(d, n)) for n in names):
+        if proc.poll() is not None:
+            raise RunFailed(f"the launcher exited ({proc.returncode}) before {names} were there")
+        if time.monotonic() > deadline:
+            raise RunFailed(f"no {names} after {limit} s")
+        time.sleep(0.005)
+
+
+def one_run(command, env):
+    """Starts `command` (it runs WORKER with a folder as its last argument), kills rank 1 once both
+    ranks took their first step, and returns (kill to every rank past init, to every first step).
+    Raises RunFailed with the launcher's last lines."""
+    with tempfile.TemporaryDirectory(prefix="warm-restart-") as d:
+        log = os.path.join(d, "launcher.err")
+        with open(log, "wb") as err:
+            # Its own session: a launcher that failed is stopped with its whole process group
+            # (torchrun leaves its workers running when it is SIGKILLed).
+            proc = subprocess.Popen(command + [d], env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                    start_new_session=True)
+        try:
+            wait_files(d, ["pid.0", "pid.1"], proc)
+            victim = int(open(os.path.join(d, "pid.1")).read())
+            killed_at = time.time()
+            os.kill(victim, signal.SIGKILL)
+            wait_files(d, ["step.1.0", "step.1.1"], proc)
+            init = max(read_stamp(os.path.join(d, f"init.1.{r}")) for r in (0, 1)) - killed_at
+            step = max(read_stamp(os.path.join(d, f"step.1.{r}")) for r in (0, 1)) - killed_at
+            if proc.wait(timeout=120) != 0:
+                raise RunFailed(f"exit code {proc.returncode}")
+            return init, step
+        except (RunFailed, subprocess.TimeoutExpired) as error:
+            with open(log, errors="replace") as f:
+                raise RunFailed(f"{error}; its last lines:\n" + "".join(line for line in f if "Traceback" in line or "Error" in line or "error" in line)) from None
+        finally:
+            if proc.poll() is None:
+                proc.terminate()  # the launcher stops its workers
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever of it is left
+            except ProcessLookupError:
+                pass
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--torch", choices=("2", "1.13"), default="2")
+    parser.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
+    parser.add_argument("--only", help="run only the launchers whose row names this text (e.g. torchrun)")
+    args = parser.parse_args()
+    python = torch2_python() if args.torch == "2" else PYTHON_113
+    env = dict(os.environ, PYTHON_EXEC=python)
+    env.pop("PYTHONPATH", None)
+    ddprun = [args.ddprun, "--nproc_per_node=2", "--max_restarts=1", "--restart_backoff_max=0"]
+    launchers = {
+        "ddprun --warm_start=off": lambda: ddprun + ["--warm_start=off", WORKER],
+        "ddprun --warm_start=on": lambda: ddprun + ["--warm_start=on", WORKER],
+    }
+    if args.torch == "2":
+        # DDP's constructor imports torch._dynamo (and sympy, ...) in torch 2.x: 1.4 s and more here.
+        launchers["ddprun --warm_start=on --preload=torch._dynamo"] = lambda: ddprun + [
+            "--warm_start=on", "--preload=torch._dynamo", WORKER]
+    tr, fixes = torchrun(args.torch)
+    launchers[f"torchrun {args.torch}"] = lambda: tr + fixes + [
+        "--nproc_per_node=2", "--max_restarts=1", f"--master_port={free_port()}", WORKER]
+    if args.only:
+        launchers = {name: command for name, command in launchers.items() if args.only in name}
+    results = {name: [] for name in launchers}
+    failures = {name: 0 for name in launchers}
+    for r in range(args.runs):
+        this_round = []
+        for name, command in launchers.items():
+            try:
+                results[name].append(one_run(command(), env))
+                this_round.append(f"{name} {results[name][-1][0]:.2f} s")
+            except RunFailed as error:
+                failures[name] += 1
+                this_round.append(f"{name} failed")
+                print(f"warm_restart.py: a run of {name} failed: {error}", file=sys.stderr)
+        print(f"round {r + 1}/{args.runs}: " + ", ".join(this_round), file=sys.stderr)
+    version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                             text=True).stdout.strip()
+    print(f"\nkill -9 of rank 1 of 2 (gloo DDP, CPU, torch {version}) -> every rank past init_process_group "
+          f"again / past its first step again; {args.runs} runs, seconds\n")
+    print("| launcher | to init: median | slowest | to first step: median | slowest | runs failed |")
+    print("|---|---|---|---|---|---|")
+    for name, values in results.items():
+        if not values:
+            print(f"| {name} | | | | | {failures[name]} |")
+            continue
+        init = [v[0] for v in values]
+        step = [v[1] for v in values]
+        print(f"| {name} | {statistics.median(init):.2f} | {max(init):.2f} | {statistics.median(step):.2f} | "
+              f"{max(step):.2f} | {failures[name]} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""One rank of warm_restart.py: a tutorial-shaped gloo DDP script that stamps the wall-clock time
+(seconds since the epoch) past init_process_group in DIR/init.<restart>.<rank> and past its first
+DDP step in DIR/step.<restart>.<rank>. In the first attempt it then waits to be killed (the driver
+SIGKILLs rank 1 and the launcher stops the other); in the second it exits 0."""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def stamp(what):
+    path = os.path.join(sys.argv[1], f"{what}.{os.environ['TORCHELASTIC_RESTART_COUNT']}.{os.environ['RANK']}")
+    with open(path + ".tmp", "w") as f:
+        f.write(repr(time.time()))
+    os.rename(path + ".tmp", path)  # whole when it appears
+
+
+dist.init_process_group("gloo")
+stamp("init")
+model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+loss = model(torch.randn(16, 32)).pow(2).mean()
+loss.backward()
+optimizer.step()
+stamp("step")
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    with open(os.path.join(sys.argv[1], f"pid.{os.environ['RANK']}"), "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(60)
+dist.destroy_process_group()

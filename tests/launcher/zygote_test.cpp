@@ -1,0 +1,41 @@
+// The fork request as the zygote reads it (launcher/python_bootstrap/_ddprun_zygote.py: _parse):
+// NUL-separated fields, counted lists, no terminator; the zygote process itself is tested
+// through the real ddprun (warm_start_test.sh).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "process/zygote.hpp"
+
+using namespace ddprun::launcher;
+
+namespace {
+
+std::string fields(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const auto& p : parts) out += p + '\0';
+  out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a fork request: kind, cwd, ddprun's pid, CPUs, then counted argv and environment") {
+  ForkRequest script;
+  script.argv = {"sub/train.py", "--lr", "0.1"};
+  script.environ = {"RANK=0", "EMPTY=", "A=b=c"};
+  script.cwd = "/work dir";
+  CHECK(encode_fork_request(script, 42) ==
+        fields({"script", "/work dir", "42", "", "3", "sub/train.py", "--lr", "0.1", "3", "RANK=0", "EMPTY=", "A=b=c"}));
+
+  ForkRequest module;
+  module.module = true;
+  module.argv = {"pkg.train", ""};
+  module.cwd = "/";
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(0, &cpus);
+  CPU_SET(5, &cpus);
+  module.cpus = &cpus;
+  CHECK(encode_fork_request(module, 7) == fields({"module", "/", "7", "0,5", "2", "pkg.train", "", "0"}));
+}
