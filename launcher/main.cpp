@@ -303,7 +303,20 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// A standard descriptor that ddprun was started without (`ddprun ... 1>&-`) is opened on /dev/null
+// first: otherwise the first file ddprun opens takes its number, and what is meant for the console
+// (or a worker's stdin) goes to that file, or a worker's descriptors are shuffled onto it.
+static void open_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      const int opened = ::open("/dev/null", O_RDWR);  // the lowest free number: fd
+      if (opened > 2) ::close(opened);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
+  open_standard_descriptors();
   try {
     return run(argc, argv);
   } catch (const CannotStart& e) {

@@ -137,3 +137,22 @@ PET_NPROC_PER_NODE=2 "$DDPRUN" --config "$T/cfg.json" --max_restarts=5 --print_c
 /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); assert (c["nproc_per_node"], c["max_restarts"]) == (3, 5), c' "$T/pc2.json"
 "$DDPRUN" --config "$T/pc.json" "$T/dump_env" && [[ -f "$T/env.1" ]] || fail "a printed config runs as a --config file"
 ok "PET_*, --config and --print_config"
+
+# Started with stdin and stdout closed (`0<&- 1>&-`, as some schedulers and daemons start
+# programs): ddprun opens them on /dev/null first, so that no file of its own takes their numbers
+# (before: the orphan guard, or a worker's stdin, could take descriptor 0: workers SIGKILLed and
+# blamed on the out-of-memory killer, or ddprun's private folder gone under it).
+worker ran <<'SH'
+#!/bin/sh
+echo "rank $RANK" > "$T/ran.$RANK"
+echo "to the closed stdout"
+SH
+# (Five times: before, about half such runs failed, depending on which file took descriptor 0.)
+for attempt in 1 2 3 4 5; do
+  rm -f "$T"/ran.*
+  T=$T "$DDPRUN" --nproc_per_node=2 --max_restarts=0 "$T/ran" 0<&- 1>&- 2>"$T/closed.err" \
+    || { cat "$T/closed.err"; fail "ddprun started with stdin and stdout closed failed (run $attempt)"; }
+  expect_eq "$(cat "$T/ran.0" "$T/ran.1")" "rank 0
+rank 1" "ranks that ran with stdin and stdout closed (run $attempt)"
+done
+ok "started with stdin and stdout closed: the workers run and the job succeeds, 5 runs of 5"
