@@ -101,6 +101,7 @@ class Agent::Impl {
       publish_status();
     };
     handlers.finish = [this](const elastic::JobOutcome& outcome) { dispatch(occurred::JobFinished{outcome}); };
+    handlers.fence = [this](const std::string& why) { dispatch(occurred::Fenced{why}); };
     events_.write(records::started(config_));
     rendezvous_->join(std::move(handlers));
     io_.run();
@@ -166,6 +167,7 @@ class Agent::Impl {
     log_quarantined(node_.round.quarantined);
     events_.write(records::round_started(node_.round));
   }
+  void note(const occurred::Fenced& e) { events_.write(records::stop_requested(node_.round.round, e.why)); }
   void note(const occurred::StopRequested& e) {
     events_.write(records::stop_requested(node_.round.round, e.why));
     if (phase_ == Phase::kRunning) say(fmt::format("ddprun: stopping workers: {}\n", e.why));

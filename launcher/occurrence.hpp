@@ -42,25 +42,29 @@ struct GraceExpired {};
 struct JobFinished {
   elastic::JobOutcome outcome;
 };
+struct Fenced {
+  std::string why;
+};
 
 }  // namespace occurred
 
 using Occurrence =
     std::variant<occurred::RoundStarted, occurred::WorkerSucceeded, occurred::WorkerFailed, occurred::AllEnded,
-                 occurred::StopRequested, occurred::ShutdownSignal, occurred::GraceExpired, occurred::JobFinished>;
+                 occurred::StopRequested, occurred::ShutdownSignal, occurred::GraceExpired, occurred::JobFinished,
+                 occurred::Fenced>;
 
 // The supervisor's event an occurrence is.
 inline Event event_of(const Occurrence& o) { return static_cast<Event>(o.index()); }
 
 template <Event event, typename T>
 constexpr bool occurs_as = std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(event), Occurrence>, T>;
-static_assert(std::variant_size_v<Occurrence> == static_cast<std::size_t>(Event::kJobFinished) + 1);
+static_assert(std::variant_size_v<Occurrence> == static_cast<std::size_t>(Event::kFenced) + 1);
 static_assert(occurs_as<Event::kRoundStarted, occurred::RoundStarted> &&
               occurs_as<Event::kWorkerSucceeded, occurred::WorkerSucceeded> &&
               occurs_as<Event::kWorkerFailed, occurred::WorkerFailed> && occurs_as<Event::kAllEnded, occurred::AllEnded> &&
               occurs_as<Event::kStopRequested, occurred::StopRequested> &&
               occurs_as<Event::kShutdownSignal, occurred::ShutdownSignal> &&
               occurs_as<Event::kGraceExpired, occurred::GraceExpired> &&
-              occurs_as<Event::kJobFinished, occurred::JobFinished>);
+              occurs_as<Event::kJobFinished, occurred::JobFinished> && occurs_as<Event::kFenced, occurred::Fenced>);
 
 }  // namespace ddprun::launcher

@@ -22,6 +22,7 @@ const char* to_string(Event event) {
     case Event::kShutdownSignal: return "ShutdownSignal";
     case Event::kGraceExpired: return "GraceExpired";
     case Event::kJobFinished: return "JobFinished";
+    case Event::kFenced: return "Fenced";
   }
   return "?";
 }
@@ -67,12 +68,14 @@ Transition next_transition(Phase phase, Event event, bool shutting_down, bool jo
         case E::kStopRequested:
         case E::kShutdownSignal:
         case E::kJobFinished: return stop;
+        case E::kFenced: return {P::kStopping, {A::kKillWorkers}};
         default: return {phase, {}};
       }
     case P::kStopping:
       switch (event) {
         case E::kWorkerFailed: return {P::kStopping, {A::kRecordFailure}};
-        case E::kGraceExpired: return {P::kStopping, {A::kKillWorkers}};
+        case E::kGraceExpired:
+        case E::kFenced: return {P::kStopping, {A::kKillWorkers}};
         case E::kAllEnded:
           if (shutting_down) return {P::kExiting, {A::kLeaveRendezvous, A::kExit}};
           if (job_finished) return {P::kExiting, {A::kExit}};

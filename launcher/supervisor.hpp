@@ -7,6 +7,8 @@
 //   Stopping --AllEnded--> WaitingForRound (the rendezvous restarts or finishes the job)
 //                      or  Exiting (when a shutdown signal was received)
 //   any --JobFinished--> Exiting (after stopping workers that still run)
+//   Running or Stopping --Fenced--> Stopping, the workers SIGKILLed at once (elastic's fence:
+//   the job may re-form without this node; the rendezvous's finish follows)
 #pragma once
 
 #include <vector>
@@ -24,6 +26,7 @@ enum class Event {
   kShutdownSignal,   // SIGINT, SIGTERM, SIGHUP or SIGQUIT reached ddprun
   kGraceExpired,     // workers ignored SIGTERM for the whole grace period
   kJobFinished,      // the rendezvous ended the job
+  kFenced,           // the rendezvous may count this node lost at any moment: kill the workers now
 };
 
 enum class Action {

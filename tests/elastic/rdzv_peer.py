@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 
-VERSION = 9
+VERSION = 10
 
 
 def mac(key, data):

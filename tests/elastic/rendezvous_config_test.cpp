@@ -261,6 +261,8 @@ TEST_CASE("validate") {
       {"--max_restarts=-1 must not be negative", [](RendezvousConfig& c) { c.max_restarts = -1; }},
       {"--rdzv_conf heartbeat_timeout=0.5 must be longer than heartbeat_interval=0.5",
        [](RendezvousConfig& c) { c.timeouts.heartbeat_timeout = 0.5; }},
+      {"--rdzv_conf heartbeat_interval=0.75 must be at most half of heartbeat_timeout=1.4",
+       [](RendezvousConfig& c) { c.timeouts.heartbeat_interval = 0.75, c.timeouts.heartbeat_timeout = 1.4; }},
       {"a multi-node c10d rendezvous needs --rdzv_id, so that jobs sharing an endpoint stay apart",
        [](RendezvousConfig& c) { c.run_id.clear(); }},
       {"the c10d rendezvous backend needs --rdzv_endpoint=HOST[:PORT]", [](RendezvousConfig& c) { c.endpoint.clear(); }},

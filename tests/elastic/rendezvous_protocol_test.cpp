@@ -141,6 +141,37 @@ TEST_CASE("a message missing a field is an error, not a default") {
 }
 
 }  // namespace
+TEST_CASE("heartbeats are numbered and acknowledged in one spelling, read without JSON") {
+  using K = Heartbeat::Kind;
+  CHECK(heartbeat_text({K::kSeq, 17}) == R"({"type":"heartbeat","seq":17})");
+  CHECK(heartbeat_text({K::kAck, 0}) == R"({"type":"heartbeat","ack":0})");
+  struct Row {
+    std::string line;
+    std::optional<Heartbeat> read;
+  };
+  for (const Row& row : {Row{R"({"type":"heartbeat","seq":17})", Heartbeat{K::kSeq, 17}},
+                         Row{R"({"type":"heartbeat","ack":18446744073709551615})", Heartbeat{K::kAck, UINT64_MAX}},
+                         Row{R"({"type":"heartbeat","ack":18446744073709551616})", std::nullopt},  // overflows
+                         Row{R"({"type":"heartbeat","seq":})", std::nullopt},
+                         Row{R"({"type":"heartbeat","seq":-1})", std::nullopt},
+                         Row{R"({"type":"heartbeat","seq":+1})", std::nullopt},
+                         Row{R"({"type":"heartbeat","seq":1 })", std::nullopt},
+                         Row{R"({"type":"heartbeat","seq":1,"x":2})", std::nullopt},
+                         Row{R"({"type":"heartbeat","seq":1)", std::nullopt},
+                         Row{R"({"type":"heartbeat","seq")", std::nullopt},
+                         Row{R"({"type":"heartbeat"})", std::nullopt},  // parsed as JSON instead
+                         Row{"", std::nullopt}}) {
+    CAPTURE(row.line);
+    CHECK(read_heartbeat(row.line) == row.read);
+  }
+  // Any other spelling is a message of type "heartbeat", its number read from the JSON.
+  CHECK(read_heartbeat_json(*parse_message(R"({ "seq": 3, "type": "heartbeat" })")) == Heartbeat{K::kSeq, 3});
+  CHECK(read_heartbeat_json(*parse_message(R"({"type":"heartbeat","ack":4})")) == Heartbeat{K::kAck, 4});
+  CHECK_FALSE(read_heartbeat_json(*parse_message(R"({"type":"heartbeat"})")));
+  CHECK_FALSE(read_heartbeat_json(*parse_message(R"({"type":"heartbeat","seq":-3})")));
+  CHECK_FALSE(read_heartbeat_json(*parse_message(R"({"type":"heartbeat","seq":"3"})")));
+}
+
 TEST_CASE("parse_message takes objects with a string type, nested a few levels") {
   CHECK(parse_message(R"({"type":"heartbeat"})"));
   CHECK(parse_message(R"({"type":"finish","outcome":{"failures":[{"rank":1}]}})"));

@@ -38,6 +38,11 @@ TEST_CASE("supervisor transitions") {
       {P::kStopping, E::kShutdownSignal, true, false, P::kStopping, {A::kKillWorkers}},
       {P::kStopping, E::kStopRequested, false, false, P::kStopping, {}},
       {P::kExiting, E::kWorkerFailed, false, false, P::kExiting, {}},
+      // Fenced: the job may re-form without this node at any moment; no grace, no report.
+      {P::kRunning, E::kFenced, false, false, P::kStopping, {A::kKillWorkers}},
+      {P::kStopping, E::kFenced, false, false, P::kStopping, {A::kKillWorkers}},
+      {P::kWaitingForRound, E::kFenced, false, false, P::kWaitingForRound, {}},
+      {P::kExiting, E::kFenced, false, false, P::kExiting, {}},
   };
   for (const auto& row : table) {
     CAPTURE(to_string(row.phase));

@@ -141,6 +141,10 @@ class Rendezvous {
     std::function<void(const RoundAssignment&)> start_round;
     std::function<void(StopReason, const std::string& why)> stop_round;
     std::function<void(const JobOutcome&)> finish;
+    // The coordinator may count this node lost at any moment and give its ranks to others
+    // (fencing, core/fence.hpp): kill this node's workers now, SIGKILL without a grace period.
+    // stop_round and finish follow, as when the rendezvous fails. Unset: stop_round's stop.
+    std::function<void(const std::string& why)> fence;
     // This node has joined (authenticated) but the round is full: it waits as hot spare number
     // `place` (1: the next one admitted, the earliest joined), starts no workers, and takes the
     // place of a lost node in the next round (start_round). Unset: nothing is said.

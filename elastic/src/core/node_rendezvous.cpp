@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
+#include "core/fence.hpp"
 #include "core/node_identity.hpp"
 #include "core/rendezvous_protocol.hpp"
 
@@ -24,6 +26,7 @@ bool NodeRendezvous::start_joining(Handlers handlers, const RendezvousConfig& co
 void NodeRendezvous::apply(NodeRound::Actions actions) {
   for (auto& action : actions) {
     if (auto* start = std::get_if<NodeRound::StartWorkers>(&action)) {
+      if (fence_passed()) return fence();  // the job may already have re-formed without this node
       const RoundAssignment& a = start->assignment;
       master_port_->round_started(a.group_rank == 0 && a.agent_store);
       post([a](Handlers& h) { h.start_round(a); });
@@ -34,6 +37,7 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
     } else if (auto* message = std::get_if<NodeRound::Report>(&action)) {
       report(message->message);
     } else if (auto* finish = std::get_if<NodeRound::Finish>(&action)) {
+      drop_fence();
       release();
       post([outcome = std::move(finish->outcome)](Handlers& h) { h.finish(outcome); });
     } else if (auto* spare = std::get_if<NodeRound::WaitAsSpare>(&action)) {
@@ -42,10 +46,60 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
       });
     } else if (auto* leave = std::get_if<NodeRound::Leave>(&action)) {
       left_ = true;
+      drop_fence();
       release();
       leave_job(leave->signal);
     }
   }
+}
+
+void NodeRendezvous::coordinator_heard(std::chrono::steady_clock::time_point sent_at, double lifetime,
+                                       const std::string& coordinator) {
+  if (fence_at_ && sent_at <= heard_at_) return;
+  heard_at_ = sent_at;
+  fence_lifetime_ = lifetime;
+  fence_coordinator_ = coordinator;
+  fence_at_ = fence_deadline(sent_at, lifetime);
+  if (!fence_timer_armed_) wait_for_fence();
+}
+
+void NodeRendezvous::drop_fence() {
+  fence_at_.reset();
+  fence_timer_.cancel();
+}
+
+bool NodeRendezvous::fence_passed() const { return fence_at_ && std::chrono::steady_clock::now() >= *fence_at_; }
+
+// The deadline moves later with every acknowledgement (every second or so): the timer is not
+// re-armed for each, but waits again for what is left when it fires early.
+void NodeRendezvous::wait_for_fence() {
+  fence_timer_armed_ = true;
+  fence_timer_.expires_at(*fence_at_);
+  fence_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
+    if (alive.expired()) return;
+    fence_timer_armed_ = false;
+    if (ec || !fence_at_) return;
+    if (!fence_passed()) return wait_for_fence();
+    const auto state = round_.state();
+    if (state == NodeRound::State::kRunning || state == NodeRound::State::kStopping) fence();
+  });
+}
+
+void NodeRendezvous::fence() {
+  const auto now = std::chrono::steady_clock::now();
+  const double silent = std::chrono::duration<double>(now - heard_at_).count();
+  say(fmt::format("ddprun: fencing: killing this node's workers (SIGKILL): {} acknowledged nothing for {:.1f} s\n",
+                  fence_coordinator_, silent));
+  const std::string why = fmt::format(
+      "lost {}: it acknowledged nothing this node sent for {:.1f} s and may count this node lost {:.1f} s from "
+      "now (--rdzv_conf heartbeat_timeout={}); this node's workers were killed first (fenced)",
+      fence_coordinator_, silent, std::max(0.0, fence_lifetime_ - silent), fence_lifetime_);
+  drop_fence();
+  fenced();
+  post([why](Handlers& h) {
+    if (h.fence) h.fence(why);
+  });
+  fail(why);
 }
 
 void NodeRendezvous::fail(const std::string& why) { end(rendezvous_failure(why, round_.restarts())); }

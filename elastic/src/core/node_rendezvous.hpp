@@ -6,6 +6,8 @@
 
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,7 +28,7 @@ class NodeRendezvous : public Rendezvous {
   void leave(int signal) final;
 
  protected:
-  explicit NodeRendezvous(asio::io_context& io) : io_(io) {}
+  explicit NodeRendezvous(asio::io_context& io) : io_(io), fence_timer_(io) {}
 
   // The start of join(): keeps the handlers and holds a free MASTER_PORT for the job (served
   // by the agent store when `config` says so). False when no port could be held: the job has
@@ -47,6 +49,16 @@ class NodeRendezvous : public Rendezvous {
   // (check_assignment, check_outcome).
   void handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish);
 
+  // Fencing (core/fence.hpp). The coordinator, `coordinator` in the lines said, has heard a
+  // message this node sent at `sent_at` and counts the node lost only after `lifetime` seconds
+  // without a word from it: the node's workers are killed at fence_deadline(sent_at, lifetime)
+  // unless this is called again with a later `sent_at` first. Workers that would start after
+  // that moment are not started. The fence then ends the job here like fail().
+  void coordinator_heard(std::chrono::steady_clock::time_point sent_at, double lifetime,
+                         const std::string& coordinator);
+  // No fence from now on: the node that runs the coordinator itself.
+  void drop_fence();
+
   // The job's spares or quarantined nodes changed (on the node that runs the coordinator).
   void announce(JobMembership membership) {
     post([m = std::move(membership)](Handlers& h) {
@@ -64,6 +76,8 @@ class NodeRendezvous : public Rendezvous {
   // The job has ended for this node (finished or left): cancel timers, stop threads. The
   // launcher's finish, if any, is posted after it.
   virtual void release() = 0;
+  // The fence came: stop talking to the coordinator (fail() follows).
+  virtual void fenced() {}
 
   asio::io_context& io_;
   NodeRound round_;
@@ -74,6 +88,17 @@ class NodeRendezvous : public Rendezvous {
   Lifetime lifetime_;
 
  private:
+  bool fence_passed() const;
+  void wait_for_fence();
+  void fence();
+
+  asio::steady_timer fence_timer_;
+  std::optional<std::chrono::steady_clock::time_point> fence_at_;  // unset: no fence
+  std::chrono::steady_clock::time_point heard_at_;  // when the last acknowledged message was sent
+  double fence_lifetime_ = 0;
+  std::string fence_coordinator_;
+  bool fence_timer_armed_ = false;
+
   template <class F>
   void post(F handler) {
     asio::post(io_, [this, alive = lifetime_.token(), handler = std::move(handler)] {

@@ -291,6 +291,14 @@ void validate(const RendezvousConfig& c) {
         "--rdzv_conf heartbeat_timeout={} must be longer than heartbeat_interval={}", t.heartbeat_timeout,
         t.heartbeat_interval));
   }
+  // A node fences itself (core/fence.hpp) 0.8 x heartbeat_timeout after the last heartbeat the
+  // host acknowledged; an interval over half the timeout would leave too little room for the
+  // acknowledgements of a healthy network.
+  if (t.heartbeat_interval > t.heartbeat_timeout / 2) {
+    throw RendezvousConfigError(fmt::format(
+        "--rdzv_conf heartbeat_interval={} must be at most half of heartbeat_timeout={}", t.heartbeat_interval,
+        t.heartbeat_timeout));
+  }
   if (c.backend == Backend::kEtcd) {
     if (c.max_nodes == 1) return;  // one node: in-process, etcd is not asked
     if (!DDPRUN_ETCD) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -248,6 +249,44 @@ const std::string& BroadcastLines::stop(const Stop& stop) {
     stop_ = stop;
   }
   return stop_line_;
+}
+
+namespace {
+constexpr std::string_view kSeqPrefix = R"({"type":"heartbeat","seq":)";
+constexpr std::string_view kAckPrefix = R"({"type":"heartbeat","ack":)";
+}  // namespace
+
+std::string heartbeat_text(Heartbeat heartbeat) {
+  std::string text(heartbeat.kind == Heartbeat::Kind::kSeq ? kSeqPrefix : kAckPrefix);
+  text += std::to_string(heartbeat.number);
+  text += '}';
+  return text;
+}
+
+std::optional<Heartbeat> read_heartbeat(std::string_view line) {
+  Heartbeat heartbeat;
+  if (line.substr(0, kSeqPrefix.size()) == kSeqPrefix) {
+    heartbeat.kind = Heartbeat::Kind::kSeq;
+  } else if (line.substr(0, kAckPrefix.size()) == kAckPrefix) {
+    heartbeat.kind = Heartbeat::Kind::kAck;
+  } else {
+    return std::nullopt;
+  }
+  const std::string_view digits = line.substr(kSeqPrefix.size(), line.size() - kSeqPrefix.size() - 1);
+  if (line.back() != '}' || digits.empty() || digits.front() < '0' || digits.front() > '9') {
+    return std::nullopt;
+  }
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), heartbeat.number);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return heartbeat;
+}
+
+std::optional<Heartbeat> read_heartbeat_json(const nlohmann::json& message) {
+  for (const auto& [name, kind] : {std::pair{"seq", Heartbeat::Kind::kSeq}, {"ack", Heartbeat::Kind::kAck}}) {
+    const auto it = message.find(name);
+    if (it != message.end() && it->is_number_unsigned()) return Heartbeat{kind, it->get<std::uint64_t>()};
+  }
+  return std::nullopt;
 }
 
 }  // namespace ddprun::elastic

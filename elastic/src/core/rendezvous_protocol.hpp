@@ -17,6 +17,7 @@
 // never changes; it is the only thing a peer that has not authenticated is ever told. Field names are those of the C++ structs.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -41,8 +42,9 @@ namespace ddprun::elastic {
 // the restart's reason and backoff; JobOutcome a stop_reason and retryable; NodeSpec the restart
 // options, which must match the job's. 7: spare. 8: RoundAssignment and JobOutcome have the
 // quarantined nodes; NodeSpec the heartbeat settings, which must match the job's. 9:
-// RoundAssignment's restart reason is fields (RestartReason), not a line to parse.
-inline constexpr int kProtocolVersion = 9;
+// RoundAssignment's restart reason is fields (RestartReason), not a line to parse. 10: numbered
+// heartbeats and the host's acknowledgement of them (a node fences by them: core/fence.hpp).
+inline constexpr int kProtocolVersion = 10;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -66,9 +68,24 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_r
                                    heartbeat_interval, heartbeat_timeout, node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
                                    agent_store)
 
-// A heartbeat as every version sends it: sent from this text and recognised by it, without
-// building or parsing JSON (a host of 10,000 nodes receives 20,000 a second).
-inline constexpr std::string_view kHeartbeatText = R"({"type":"heartbeat"})";
+// Heartbeats: a node numbers its own, {"type":"heartbeat","seq":N}, and the host's answer names
+// the last one it received, {"type":"heartbeat","ack":N}: the node's fence rests on when it sent
+// the heartbeat acknowledged (core/fence.hpp). Written and recognised as these texts, without
+// building or parsing JSON (a host of 10,000 nodes receives 20,000 a second); a heartbeat in any
+// other spelling is read as JSON (read_heartbeat_json).
+struct Heartbeat {
+  enum class Kind { kSeq, kAck };
+  Kind kind = Kind::kSeq;
+  std::uint64_t number = 0;
+  bool operator==(const Heartbeat& o) const { return kind == o.kind && number == o.number; }
+};
+std::string heartbeat_text(Heartbeat heartbeat);
+// The heartbeat a line (without its '\n') is in heartbeat_text's exact spelling; nullopt for
+// any other line. Never throws.
+std::optional<Heartbeat> read_heartbeat(std::string_view line);
+// A parsed message of type "heartbeat": its "seq" or "ack" when it has one that is an unsigned
+// integer, else nullopt (a heartbeat that only says the peer is there).
+std::optional<Heartbeat> read_heartbeat_json(const nlohmann::json& message);
 
 // Messages nest a few levels (a finish's outcome holds failures); a line nested deeper than this
 // is not a message. Without the bound, a peer's line of 1 MiB of '[' built a tree whose

@@ -56,7 +56,7 @@ asio::ip::tcp::endpoint Channel::local_endpoint() const {
 void Channel::start(OnMessage on_message, OnClosed on_closed) {
   on_message_ = std::move(on_message);
   on_closed_ = std::move(on_closed);
-  last_sent_ = std::chrono::steady_clock::now();
+  last_acknowledged_ = std::chrono::steady_clock::now();
   expect_message_within_timeout();
   if (!answer_heartbeats_) send_heartbeat_later();
   read_next();
@@ -79,13 +79,19 @@ void Channel::send_line(std::string text) {
 
 void Channel::send_heartbeat() {
   if (closed_ || sending_finished_ || heartbeats_held_) return;
-  queue(auth_ ? auth_->seal(kHeartbeatText) : std::string(kHeartbeatText));
+  const auto now = std::chrono::steady_clock::now();
+  Heartbeat heartbeat{Heartbeat::Kind::kSeq, 0};
+  if (answer_heartbeats_) {
+    heartbeat = {Heartbeat::Kind::kAck, last_heartbeat_received_};
+    last_acknowledged_ = now;
+  } else {
+    heartbeat.number = sent_heartbeats_.send(now);
+  }
+  std::string text = heartbeat_text(heartbeat);
+  queue(auth_ ? auth_->seal(text) : std::move(text));
 }
 
-void Channel::queue(std::string line) {
-  last_sent_ = std::chrono::steady_clock::now();
-  queue(Outgoing{std::move(line), true});
-}
+void Channel::queue(std::string line) { queue(Outgoing{std::move(line), true}); }
 
 void Channel::queue(Outgoing out) {
   out_.push_back(std::move(out));
@@ -144,16 +150,18 @@ void Channel::read_next() {
           }
         }
         // A heartbeat as ddprun sends it is known by its text; any other is parsed.
-        const bool heartbeat_text = line == kHeartbeatText;
+        const std::optional<Heartbeat> heartbeat = read_heartbeat(line);
         std::optional<nlohmann::json> parsed;
-        if (!heartbeat_text) parsed = parse_message(line);
+        if (!heartbeat) parsed = parse_message(line);
         self->in_.erase(0, length);
-        if (!heartbeat_text && !parsed) {
+        if (!heartbeat && !parsed) {
           return self->lost(fmt::format(
               "sent a message that is not a JSON object with a \"type\" (nested at most {} deep)", kMaxMessageDepth));
         }
-        if (heartbeat_text || (*parsed)["type"] == "heartbeat") {
-          if (self->answer_heartbeats_) self->answer_if_silent();
+        if (heartbeat) {
+          self->heartbeat_received(heartbeat);
+        } else if ((*parsed)["type"] == "heartbeat") {
+          self->heartbeat_received(read_heartbeat_json(*parsed));
         } else if (self->on_message_) {
           const OnMessage on_message = self->on_message_;  // the handler may close() this channel
           on_message(*parsed);
@@ -217,8 +225,25 @@ double heartbeat_answer_after(const RendezvousTimeouts& timeouts) {
   return std::max(0.0, timeouts.heartbeat_timeout / 3 - timeouts.heartbeat_interval);
 }
 
-void Channel::answer_if_silent() {
-  if (std::chrono::steady_clock::now() - last_sent_ >= seconds(heartbeat_answer_after(timeouts_))) send_heartbeat();
+// A heartbeat with no number (a peer's that only says it is there) is answered all the same,
+// with the last number received.
+void Channel::heartbeat_received(std::optional<Heartbeat> heartbeat) {
+  if (answer_heartbeats_) {
+    if (heartbeat && heartbeat->kind == Heartbeat::Kind::kSeq) {
+      last_heartbeat_received_ = std::max(last_heartbeat_received_, heartbeat->number);
+    }
+    return answer_if_due();
+  }
+  if (!heartbeat || heartbeat->kind != Heartbeat::Kind::kAck) return;
+  if (const auto sent_at = sent_heartbeats_.acknowledged(heartbeat->number); sent_at && on_acknowledged_) {
+    on_acknowledged_(*sent_at);
+  }
+}
+
+void Channel::answer_if_due() {
+  if (std::chrono::steady_clock::now() - last_acknowledged_ >= seconds(heartbeat_answer_after(timeouts_))) {
+    send_heartbeat();
+  }
 }
 
 void Channel::send_heartbeat_later() {

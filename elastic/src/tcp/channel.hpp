@@ -2,13 +2,17 @@
 // ways. Used by both ends (RendezvousServer and TcpRendezvous). Once authenticate() is called,
 // every line in both directions carries a tag (rendezvous_auth.hpp).
 //
-// Heartbeats: a node sends one every heartbeat_interval; the host only answers them, when it
-// has sent that node nothing for a while (answer_heartbeats()), so that each side still hears
-// from the other well within heartbeat_timeout while the host of 10,000 nodes sends a few
-// thousand heartbeats a second instead of 20,000 (and runs no heartbeat timer per node).
+// Heartbeats: a node sends one every heartbeat_interval, numbered; the host only answers them,
+// when it has acknowledged none for a while (answer_heartbeats()), naming the last it received,
+// so that each side still hears from the other well within heartbeat_timeout while the host of
+// 10,000 nodes sends a few thousand heartbeats a second instead of 20,000 (and runs no
+// heartbeat timer per node). The node learns from each answer when it sent the heartbeat
+// acknowledged (on_acknowledged()), which its fence rests on (core/fence.hpp).
 #pragma once
 
 #include <asio.hpp>
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +22,8 @@
 
 #include "ddprun/rendezvous_config.hpp"
 #include "auth/rendezvous_auth.hpp"
+#include "core/fence.hpp"
+#include "core/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
 
@@ -51,12 +57,19 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Sends no heartbeats until authenticate(): an untagged one could otherwise cross the
   // peer's switch to tagged lines. Call before start().
   void hold_heartbeats_until_authenticated() { heartbeats_held_ = true; }
-  // Sends no heartbeat on its own: answers a heartbeat of the peer with one when this end has
-  // sent nothing for heartbeat_answer_after(timeouts), so that the peer, which sends one every
-  // heartbeat_interval, hears from this end at least every heartbeat_timeout / 3. Other
-  // messages are not answered so: a broadcast's replies must not double the host's sends. The
-  // rendezvous host's side. Call before start().
+  // Sends no heartbeat on its own: answers a heartbeat of the peer with an acknowledgement of
+  // the last one received when this end has acknowledged none for
+  // heartbeat_answer_after(timeouts), so that the peer, which sends one every
+  // heartbeat_interval, has one at least every heartbeat_timeout / 3 (every interval when that
+  // is longer). Other messages are not answered so: a broadcast's replies must not double the
+  // host's sends. The rendezvous host's side. Call before start().
   void answer_heartbeats() { answer_heartbeats_ = true; }
+  // The side that sends heartbeats: `handler` is called with the moment this end sent the
+  // heartbeat that the peer's answer acknowledges, each time that moment moves later. Call
+  // before start().
+  void on_acknowledged(std::function<void(std::chrono::steady_clock::time_point sent_at)> handler) {
+    on_acknowledged_ = std::move(handler);
+  }
   // A connection that opens with a PyTorch TCPStore client's greeting (tcpstore_greeting.hpp:
   // torchrun pointed at this rendezvous) gets the answer to its ping, so that the client goes
   // on to its first real query and fails at once on the closed connection instead of retrying
@@ -96,7 +109,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   void wait_for_silence();
   void send_heartbeat_later();
   void send_heartbeat();
-  void answer_if_silent();
+  void answer_if_due();
+  void heartbeat_received(std::optional<Heartbeat> heartbeat);
   void queue(std::string line);
   void queue(Outgoing out);
   void lost(const std::string& why);
@@ -111,6 +125,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   OnMessage on_message_;
   OnClosed on_closed_;
   std::function<void(const std::string& greeting)> on_tcpstore_client_;
+  std::function<void(std::chrono::steady_clock::time_point)> on_acknowledged_;
   bool received_anything_ = false;
   std::optional<MessageAuth> auth_;
   std::string in_;
@@ -120,7 +135,9 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::vector<Outgoing> out_;
   bool heartbeats_held_ = false;
   bool answer_heartbeats_ = false;
-  std::chrono::steady_clock::time_point last_sent_;  // when a line was last queued
+  HeartbeatLedger sent_heartbeats_;                   // the sending side's
+  std::uint64_t last_heartbeat_received_ = 0;         // the answering side's: the number to acknowledge
+  std::chrono::steady_clock::time_point last_acknowledged_;  // when it last sent an acknowledgement
   bool writing_ = false;
   bool sending_finished_ = false;
   bool closed_ = false;

@@ -155,6 +155,7 @@ void TcpRendezvous::connect_to(const asio::ip::tcp::endpoint& endpoint) {
   if (bind_address_ && bind_address_->is_v4() == endpoint.address().is_v4()) {
     connecting_.bind({*bind_address_, 0}, ec);
   }
+  connect_started_ = std::chrono::steady_clock::now();
   connecting_.async_connect(endpoint, [this, alive = lifetime_.token()](const asio::error_code& ec) {
     if (alive.expired() || ec == asio::error::operation_aborted) return;
     if (ec) return retry_connect(ec.message());
@@ -177,6 +178,16 @@ void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
   channel_ = std::make_shared<Channel>(std::move(socket), config_.timeouts, endpoint_text_);
   // Before anything is sent: the server then knows this connection as its host's own.
   if (server_) server_->expect_own_connection(channel_->local_endpoint());
+  // Fencing (core/fence.hpp): the host started counting this connection's silence when it
+  // accepted it, after this node began to connect, and again at each heartbeat it acknowledges.
+  // The node that hosts the rendezvous is never counted lost by it: no fence there.
+  if (!server_) {
+    const auto heard = [this, coordinator = "the rendezvous at " + endpoint_text_](auto sent_at) {
+      coordinator_heard(sent_at, config_.timeouts.heartbeat_timeout, coordinator);
+    };
+    heard(connect_started_);
+    channel_->on_acknowledged(heard);
+  }
   channel_->start([this](const nlohmann::json& message) { on_message(message); },
                   [this](const std::string& why) {
                     const bool heard = channel_->received_anything();

@@ -31,6 +31,7 @@ class TcpRendezvous final : public NodeRendezvous {
   void report(const nlohmann::json& message) override { send(message); }
   void leave_job(int signal) override;
   void release() override;
+  void fenced() override { close_channel(); }
 
   void host_if_chosen();
   void connect();
@@ -60,6 +61,7 @@ class TcpRendezvous final : public NodeRendezvous {
   double connect_retry_;  // seconds until the next attempt to reach the endpoint
   std::string last_connect_error_;
   asio::ip::tcp::endpoint connected_to_;  // the endpoint's address last tried
+  std::chrono::steady_clock::time_point connect_started_;  // the last attempt's: the host accepted it after
   std::shared_ptr<Channel> channel_;
   NodeAuth auth_;                       // the secret or MUNGE; neither: open
   std::optional<Handshake> handshake_;  // authenticating: from connecting until the host proved itself
