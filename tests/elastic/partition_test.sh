@@ -1,42 +1,60 @@
 #!/usr/bin/env bash
-# A node cut off from the TCP rendezvous host, then healed (issue 43), on 3 hosts in network
-# namespaces (root and nft; skipped without): h1 hosts the rendezvous (node a), h2 runs node b,
-# h3 a hot spare (c), --nnodes=2 --rdzv_conf spares=1. Once a and b run round 1, b is cut off
-# from h1 both ways (h3 still reaches both) until the host has re-formed with c in b's place and b
-# has exited; then the cut heals. split_brain_check.py reads every node's event log and its
+# A node cut off from its coordinator, then healed (issue 43), on hosts in network namespaces (root
+# and nft; skipped without): h1 runs node a, h2 node b, h3 a hot spare (c), --nnodes=2
+# --rdzv_conf spares=1. The coordinator is the TCP rendezvous that a hosts on h1 (BACKEND tcp), or
+# an etcd member on h4 (BACKEND etcd, whose leader node then acts). Once a and b run round 1, b is
+# cut off from the coordinator's host (the others still reach both) until the job has re-formed
+# with c in b's place and b has exited; then the cut heals. split_brain_check.py reads every node's event log and its
 # workers' own records. Each run prints when b noticed (its stop_requested: the fence), when the
 # host counted it lost, when c started b's ranks, and how long before c's start b's last worker
 # was gone. The test fails on any broken invariant: b's fence (elastic/src/core/fence.hpp) must
 # have killed b's workers before the host could count b lost, however long they would take to end
 # after SIGTERM.
 #
-# usage: partition_test.sh [RUNS [STOP_SECONDS [CUT]]]: RUNS runs (1); b's workers take
+# usage: partition_test.sh [RUNS [STOP_SECONDS [CUT [BACKEND]]]]: RUNS runs (1); b's workers take
 # STOP_SECONDS (0) to end after SIGTERM, as a worker saving a checkpoint would (a's and c's end at
 # once); CUT is both (the default), from_b (b's packets to h1 dropped, h1's to b pass), to_b, or
-# several of them with commas (RUNS runs of each).
+# several of them with commas (RUNS runs of each); BACKEND tcp (the default) or etcd.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"  # finish_within, show
-runs=${1:-1} stop_seconds=${2:-0} cut_kinds=${3:-both}
+runs=${1:-1} stop_seconds=${2:-0} cut_kinds=${3:-both} backend=${4:-tcp}
+case $backend in
+  tcp) coordinator=1 hosts=3 ;;
+  etcd) coordinator=4 hosts=4
+        command -v etcd >/dev/null || skip "needs etcd (scripts/install-deps.sh installs it)" ;;
+  *) fail "BACKEND: tcp or etcd, not '$backend'" ;;
+esac
 for cut_kind in ${cut_kinds//,/ }; do
   [[ $cut_kind =~ ^(both|from_b|to_b)$ ]] || fail "CUT: both, from_b or to_b, not '$cut_kind'"
 done
 cut() {
   case $cut_kind in
-    both) nf_cut 2 1 ;;
-    from_b) nf_cut_oneway 2 1 ;;
-    to_b) nf_cut_oneway 1 2 ;;
+    both) nf_cut 2 $coordinator ;;
+    from_b) nf_cut_oneway 2 $coordinator ;;
+    to_b) nf_cut_oneway $coordinator 2 ;;
   esac
 }
 heal() {
   case $cut_kind in
-    both) nf_uncut 2 1 ;;
-    from_b) nf_uncut_oneway 2 1 ;;
-    to_b) nf_uncut_oneway 1 2 ;;
+    both) nf_uncut 2 $coordinator ;;
+    from_b) nf_uncut_oneway 2 $coordinator ;;
+    to_b) nf_uncut_oneway $coordinator 2 ;;
   esac
 }
-netfault_up 3
+netfault_up $hosts
+if [[ $backend == etcd ]]; then
+  # One member on h4, its data in the test's folder; stopped by netfault's EXIT trap with h4.
+  etcd_url=http://$(nf_addr 4):2379
+  # (Its data folder named relative to $T: no_leftovers looks for processes that name $T.)
+  (cd "$T" && exec ip netns exec "$(nf_ns 4)" etcd --name h4 --data-dir etcd.data --listen-client-urls "$etcd_url" \
+    --advertise-client-urls "$etcd_url" --listen-peer-urls "http://$(nf_addr 4):2380" \
+    --initial-advertise-peer-urls "http://$(nf_addr 4):2380" --initial-cluster "h4=http://$(nf_addr 4):2380" \
+    > "$T/etcd.log" 2>&1) &
+  etcd_up() { ip netns exec "$(nf_ns 1)" curl -sf "$etcd_url/health" | grep -q '"health":"true"'; }
+  wait_for 60 etcd_up
+fi
 heartbeat_timeout=3
 
 # The worker: "start" when it begins; before the cut it runs until stopped ("end" once SIGTERM
@@ -79,8 +97,10 @@ started() { [[ $(cat "$NF_RUN"/rec.* 2>/dev/null | grep -c '"start"') -ge $1 ]];
 one_run() {
   export NF_RUN=$T/run.$1 NF_STOP_SECONDS=0
   mkdir -p "$NF_RUN"
-  local port; port=$(free_tcp_port)
-  local job=(--nnodes=2 --nproc_per_node=2 --rdzv_backend=c10d --rdzv_endpoint="h1:$port" --rdzv_id="part$1"
+  local port rdzv; port=$(free_tcp_port)
+  rdzv=(--rdzv_backend=c10d --rdzv_endpoint="h1:$port")
+  [[ $backend == etcd ]] && rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$(nf_addr 4):2379")
+  local job=(--nnodes=2 --nproc_per_node=2 "${rdzv[@]}" --rdzv_id="part$1"
              --rdzv_conf="spares=1,heartbeat_timeout=$heartbeat_timeout,join_timeout=60" --shutdown_timeout=30)
   NF_NODE=a nf_on 1 a "${job[@]}" --event_log="$NF_RUN/a.events" "$T/life"
   NF_NODE=b NF_STOP_SECONDS=$stop_seconds nf_on 2 b "${job[@]}" --event_log="$NF_RUN/b.events" "$T/life"
@@ -92,14 +112,14 @@ one_run() {
   local cut; cut=$(date +%s.%N)
   cut
   finish_within 60 b
-  expect_eq "$RC_b" 69 "b, cut off from the host ($(show b))"
-  expect_in "$T/b.err" "lost the rendezvous"
+  expect_eq "$RC_b" 69 "b, cut off from the coordinator ($(show b))"
+  expect_in "$T/b.err" "this node's workers were killed first \\(fenced\\)"
   wait_for 60 has_event "$NF_RUN/c.events" round_started
   heal
   touch "$NF_RUN/release"
   finish_within 60 a; finish_within 60 c
   expect_eq "$RC_a $RC_c" "0 0" "a and c, the job re-formed without b ($(show a c))"
-  expect_in "$T/a.err" "was lost"
+  expect_in "$T/a.err" "was lost|lease in etcd expired"
   wait_for 30 no_leftovers
 
   local check=ok
@@ -109,7 +129,6 @@ one_run() {
     cat "$NF_RUN/check"
     fail "run $1: the checker found a broken invariant"
   fi
-  expect_in "$T/b.err" "fenced"
   [[ $(cat "$NF_RUN"/rec.b | grep -c '"end"') == 0 ]] || fail "run $1: a worker of b ran its SIGTERM handler: fenced workers get SIGKILL" 
   python3 - "$NF_RUN" "$cut" "$check" >> "$T/figures" <<'PY'
 import json, sys
@@ -130,10 +149,10 @@ PY
 for cut_kind in ${cut_kinds//,/ }; do
   : > "$T/figures"
   for n in $(seq 1 "$runs"); do one_run "$cut_kind-$n"; done
-  echo "cut ($cut_kind) at 0 s (heartbeat_timeout=$heartbeat_timeout, b's workers end ${stop_seconds} s after SIGTERM); seconds after it:"
+  echo "$backend: cut ($cut_kind) at 0 s (heartbeat_timeout=$heartbeat_timeout, b's workers end ${stop_seconds} s after SIGTERM); seconds after it:"
   echo "checker  b_fenced  b_workers_gone  b_exit_69  host_lost_b  c_started_b_ranks  window(b_gone-c_start)"
   cat "$T/figures"
   for n in $(seq 1 "$runs"); do cat "$T/run.$cut_kind-$n/check"; done
 done
-ok "$runs runs of each cut ($cut_kinds): b fenced its workers and exited 69, the job re-formed with the spare and ended 0, healed"
+ok "$backend: $runs runs of each cut ($cut_kinds): b fenced its workers and exited 69, the job re-formed with the spare and ended 0, healed"
 ok "no rank held by two live workers in any run"

@@ -115,11 +115,13 @@ void EtcdRendezvous::join(Handlers handlers) {
 
 void EtcdRendezvous::grant_lease() {
   if (round_.state() != NodeRound::State::kJoining || left_) return;
+  const auto sent = std::chrono::steady_clock::now();
   request(
       "/v3/lease/grant", {{"TTL", std::to_string(ttl_)}},
-      [this](const Json& answer) {
+      [this, sent](const Json& answer) {
         if (round_.state() != NodeRound::State::kJoining) return;
         lease_ = json_int(answer, "ID");
+        lease_renewed(sent);
         join_timer_.cancel();
         register_node();
       },
@@ -149,7 +151,7 @@ void EtcdRendezvous::register_node() {
         apply(round_.joined());
         // Every ttl/3, the lease is renewed through whichever member answers, going round
         // them until the lease would expire: a member that dies or hangs costs a renewal a
-        // try of EtcdClient::kFirstTry, not the lease.
+        // try of EtcdClient::kFirstTry, not the lease. Each renewal moves the fence.
         keepalive_thread_ = std::thread([this] {
           using Clock = std::chrono::steady_clock;
           const auto interval = std::chrono::milliseconds(ttl_ * 1000 / 3);
@@ -161,11 +163,13 @@ void EtcdRendezvous::register_node() {
             const double left =
                 std::chrono::duration<double>(last_ok + std::chrono::seconds(ttl_) - Clock::now()).count();
             try {
+              const auto sent = Clock::now();
               const Json answer = client_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}}, left);
               if (json_int(answer.value("result", Json::object()), "TTL") <= 0) {
                 lost = "etcd says that this node's lease has expired";
               } else {
                 last_ok = Clock::now();
+                on_loop([this, sent] { lease_renewed(sent); });
               }
             } catch (const std::exception& e) {
               if (Clock::now() - last_ok >= std::chrono::seconds(ttl_)) {
@@ -350,6 +354,14 @@ void EtcdRendezvous::finish_after_revoke(JobOutcome outcome) {
   finishing_ = true;
   auto done = [this, outcome](auto&&...) { end(outcome); };
   request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, done, done);
+}
+
+// Fencing (core/fence.hpp): etcd set the lease's expiry to ttl_ after it received a grant or
+// keep-alive that this node sent at `sent`, so the leader cannot see this node's keys expire
+// before sent + ttl_.
+void EtcdRendezvous::lease_renewed(std::chrono::steady_clock::time_point sent) {
+  if (round_.state() == NodeRound::State::kDone || finishing_) return;
+  coordinator_heard(sent, ttl_, fmt::format("etcd at {} (this node's lease)", client_->describe()));
 }
 
 void EtcdRendezvous::lost_etcd(const std::string& why) {

@@ -17,6 +17,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -76,6 +77,7 @@ class EtcdRendezvous final : public NodeRendezvous, private CoordinatorTransport
   void on_message(const Json& message);
   void send_event(Json event);
   void finish_after_revoke(JobOutcome outcome);
+  void lease_renewed(std::chrono::steady_clock::time_point sent);
   void lost_etcd(const std::string& why);
 
   // The leader's part.
