@@ -121,6 +121,7 @@ one_run() {
   expect_eq "$RC_a $RC_c" "0 0" "a and c, the job re-formed without b ($(show a c))"
   expect_in "$T/a.err" "was lost|lease in etcd expired"
   wait_for 30 no_leftovers
+  [[ -n ${PARTITION_KEEP:-} ]] && cp "$T/a.err" "$PARTITION_KEEP.$1.a.err"
 
   local check=ok
   if ! python3 "$DDPRUN_TESTS_DIR/elastic/split_brain_check.py" --expect-success \
