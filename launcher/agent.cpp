@@ -45,6 +45,7 @@ class Agent::Impl {
         rendezvous_(std::move(rendezvous)),
         paths_(std::move(paths)),
         containment_(containment),
+        guard_(guard),
         python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
         group_(io, config_, environ_, config_.worker_argv(python_.program), guard, containment, paths_),
         signals_(io, signal_handlers()),
@@ -102,6 +103,10 @@ class Agent::Impl {
     };
     handlers.finish = [this](const elastic::JobOutcome& outcome) { dispatch(occurred::JobFinished{outcome}); };
     handlers.fence = [this](const std::string& why) { dispatch(occurred::Fenced{why}); };
+    handlers.fence_moved = [this](std::optional<std::chrono::steady_clock::time_point> at) {
+      guard_.fence_at(at);
+      backstop_at_ = at;
+    };
     events_.write(records::started(config_));
     rendezvous_->join(std::move(handlers));
     io_.run();
@@ -133,6 +138,12 @@ class Agent::Impl {
   }
 
   void handle(Occurrence& o) {
+    if (auto* failed = std::get_if<occurred::WorkerFailed>(&o); failed && fenced_by_guard(failed->failure)) {
+      o = occurred::Fenced{
+          "this launcher did not run (stopped or stalled) past its fence's deadline: its orphan guard killed the "
+          "workers for it"};
+      say("ddprun: " + std::get<occurred::Fenced>(o).why + "\n");
+    }
     std::visit([this](auto& e) { note(e); }, o);
     const Transition t = next_transition(phase_, event_of(o), shutting_down_, job_finished_);
     if (std::holds_alternative<occurred::ShutdownSignal>(o)) shutting_down_ = true;
@@ -146,6 +157,14 @@ class Agent::Impl {
         !std::holds_alternative<occurred::AllEnded>(o) && !hangs_->response().collecting()) {
       dispatch(occurred::AllEnded{});
     }
+  }
+
+  // A worker SIGKILLed from outside once the fence's backstop deadline has passed: the orphan
+  // guard fenced for this launcher (orphan_guard.hpp), which ran too late to do it itself. The
+  // rendezvous's own fence comes next and ends the job here; it is no failure to report.
+  bool fenced_by_guard(const elastic::WorkerFailure& f) const {
+    return backstop_at_ && std::chrono::steady_clock::now() >= *backstop_at_ && f.signal == SIGKILL &&
+           f.signal_from_outside;
   }
 
   // What an occurrence changes before the supervisor's transition.
@@ -167,11 +186,14 @@ class Agent::Impl {
     log_quarantined(node_.round.quarantined);
     events_.write(records::round_started(node_.round));
   }
-  void note(const occurred::Fenced& e) { events_.write(records::stop_requested(node_.round.round, e.why)); }
+  void note(const occurred::Fenced& e) {
+    fenced_ = true;
+    events_.write(records::stop_requested(node_.round.round, e.why));
+  }
   void note(const occurred::StopRequested& e) {
     events_.write(records::stop_requested(node_.round.round, e.why));
     if (phase_ == Phase::kRunning) say(fmt::format("ddprun: stopping workers: {}\n", e.why));
-    if (phase_ == Phase::kWaitingForRound && !group_.workers().empty()) {
+    if (phase_ == Phase::kWaitingForRound && !group_.workers().empty() && !fenced_) {
       say(fmt::format("ddprun: the round ended on another node: {}\n", e.why));  // ours had succeeded
     }
   }
@@ -200,7 +222,10 @@ class Agent::Impl {
         end_round();
         rendezvous_->workers_succeeded(node_.round.round);
         break;
-      case Action::kLeaveRendezvous: rendezvous_->leave(shutdown_signal_); break;
+      case Action::kLeaveRendezvous:
+        guard_.fence_at(std::nullopt);  // leaving on a signal: the workers get their grace
+        rendezvous_->leave(shutdown_signal_);
+        break;
       case Action::kExit: exit_job(); break;
     }
   }
@@ -339,6 +364,9 @@ class Agent::Impl {
   std::unique_ptr<elastic::Rendezvous> rendezvous_;
   RunPaths paths_;
   Containment& containment_;
+  OrphanGuard& guard_;  // also the fence's backstop (orphan_guard.hpp)
+  std::optional<std::chrono::steady_clock::time_point> backstop_at_;  // when the guard fences
+  bool fenced_ = false;  // the workers were fenced: the rendezvous's end follows
   config::PythonInterpreter python_;  // runs_python() only
   WorkerGroup group_;
   SignalChannel signals_;

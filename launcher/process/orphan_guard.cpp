@@ -1,6 +1,7 @@
 #include "process/orphan_guard.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
@@ -8,6 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -23,9 +26,24 @@ namespace ddprun::launcher {
 namespace {
 
 struct Message {
-  char op;  // '+' watch, '-' forget
+  char op;  // '+' watch, '-' forget, 'F' fence at `deadline` (0: none)
   pid_t process_group;
+  std::int64_t deadline;  // nanoseconds of CLOCK_MONOTONIC
 };
+
+std::int64_t monotonic_now() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// Until the fence's deadline (rounded up to a millisecond), or forever without one.
+int wait_ms(std::int64_t deadline) {
+  if (deadline == 0) return -1;
+  const std::int64_t left = deadline - monotonic_now();
+  if (left <= 0) return 0;
+  return static_cast<int>(std::min<std::int64_t>((left + 999'999) / 1'000'000, 1 << 30));
+}
 
 // Names the guard in ps and /proc/PID/cmdline as "ddprun: orphan guard of PID": a fork shows
 // ddprun's command line, with the training script's name in it, so `pgrep -f train.py` would
@@ -71,12 +89,22 @@ void rename_process() {
   // Before the first read: ddprun's messages wait in the pipe meanwhile.
   if (chores) chores();
   std::set<pid_t> groups;
+  std::int64_t fence = 0;
   Message m;
   for (;;) {
+    pollfd ready{from_launcher, POLLIN, 0};
+    const int polled = ::poll(&ready, 1, wait_ms(fence));
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {  // the fence's deadline passed and ddprun did not move it: fence for it
+      for (pid_t group : groups) ::kill(-group, SIGKILL);
+      fence = 0;
+      continue;
+    }
     const ssize_t n = ::read(from_launcher, &m, sizeof m);
     if (n == sizeof m) {
       if (m.op == '+') groups.insert(m.process_group);
-      else groups.erase(m.process_group);
+      else if (m.op == '-') groups.erase(m.process_group);
+      else if (m.op == 'F') fence = m.deadline;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -109,9 +137,16 @@ OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& pri
 void OrphanGuard::watch(pid_t process_group) { send('+', process_group); }
 void OrphanGuard::forget(pid_t process_group) { send('-', process_group); }
 
-void OrphanGuard::send(char op, pid_t process_group) {
+void OrphanGuard::fence_at(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
+  // steady_clock is CLOCK_MONOTONIC (libstdc++ and libc++ on Linux); 0 means none, so a
+  // deadline at 0 ns (never a real one) becomes 1.
+  send('F', 0, deadline ? std::max<std::int64_t>(1, deadline->time_since_epoch().count()) : 0);
+}
+
+void OrphanGuard::send(char op, pid_t process_group, std::int64_t deadline) {
   if (!to_guard_) return;
-  const Message m{op, process_group};
+  const Message m{op, process_group, deadline};
   // Messages are far below PIPE_BUF, so each write is atomic and never partial.
   while (::write(to_guard_.get(), &m, sizeof m) < 0 && errno == EINTR) {
   }

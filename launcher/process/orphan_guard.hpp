@@ -7,13 +7,20 @@
 // removes ddprun's private folder if ddprun could not. It ignores terminal and job-control
 // signals; it ends with ddprun.
 //
+// It is also the backstop of the rendezvous's fence (elastic/src/core/fence.hpp): a ddprun that
+// is stopped (SIGSTOP) or stalled cannot run its own fence timer, so the guard kills the watched
+// groups itself at a deadline ddprun keeps moving (fence_at()), a little after ddprun's own.
+//
 // It also holds what would make ddprun's own exit slow to close: the heartbeat files' inotify
 // instance (take_inotify()).
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "process/unique_fd.hpp"
@@ -34,6 +41,9 @@ class OrphanGuard {
   void watch(pid_t process_group);
   // The group has been cleaned up; its id may be reused.
   void forget(pid_t process_group);
+  // SIGKILL to every watched group at `deadline` (CLOCK_MONOTONIC, steady_clock's), unless it is
+  // moved first; nullopt: no deadline. The groups stay watched.
+  void fence_at(std::optional<std::chrono::steady_clock::time_point> deadline);
   pid_t pid() const { return pid_; }
 
   // An inotify instance made before the guard's fork, so that the guard holds it too (invalid
@@ -46,7 +56,7 @@ class OrphanGuard {
  private:
   OrphanGuard(UniqueFd to_guard, pid_t pid, UniqueFd inotify)
       : to_guard_(std::move(to_guard)), pid_(pid), inotify_(std::move(inotify)) {}
-  void send(char op, pid_t process_group);
+  void send(char op, pid_t process_group, std::int64_t deadline = 0);
   UniqueFd to_guard_;
   pid_t pid_ = -1;
   UniqueFd inotify_;

@@ -14,7 +14,10 @@
 # usage: partition_test.sh [RUNS [STOP_SECONDS [CUT [BACKEND]]]]: RUNS runs (1); b's workers take
 # STOP_SECONDS (0) to end after SIGTERM, as a worker saving a checkpoint would (a's and c's end at
 # once); CUT is both (the default), from_b (b's packets to h1 dropped, h1's to b pass), to_b, or
-# several of them with commas (RUNS runs of each); BACKEND tcp (the default) or etcd.
+# several of them with commas (RUNS runs of each); or stop_b: b's ddprun stopped (SIGSTOP) instead,
+# its workers running on, until the job re-formed (its orphan guard must fence for it; an observer
+# records when each of b's workers was seen dead, since b's own log says so only once resumed);
+# BACKEND tcp (the default) or etcd.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
@@ -27,13 +30,14 @@ case $backend in
   *) fail "BACKEND: tcp or etcd, not '$backend'" ;;
 esac
 for cut_kind in ${cut_kinds//,/ }; do
-  [[ $cut_kind =~ ^(both|from_b|to_b)$ ]] || fail "CUT: both, from_b or to_b, not '$cut_kind'"
+  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b)$ ]] || fail "CUT: both, from_b, to_b or stop_b, not '$cut_kind'"
 done
 cut() {
   case $cut_kind in
     both) nf_cut 2 $coordinator ;;
     from_b) nf_cut_oneway 2 $coordinator ;;
     to_b) nf_cut_oneway $coordinator 2 ;;
+    stop_b) observe_gone "$NF_RUN/rec.b"; kill -STOP "$PID_b" ;;
   esac
 }
 heal() {
@@ -41,7 +45,32 @@ heal() {
     both) nf_uncut 2 $coordinator ;;
     from_b) nf_uncut_oneway 2 $coordinator ;;
     to_b) nf_uncut_oneway $coordinator 2 ;;
+    stop_b) kill -CONT "$PID_b" ;;
   esac
+}
+
+# observe_gone RECORDS: in the background, a "gone" record (split_brain_check.py) for each worker
+# that started in RECORDS, at the moment it is seen dead or a zombie (polled every 5 ms).
+observe_gone() {
+  python3 - "$1" <<'PY' &
+import json, sys, time
+path = sys.argv[1]
+alive = {r["pid"]: r for r in map(json.loads, open(path)) if r["what"] == "start"}
+def dead(pid):
+    try:
+        return open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+deadline = time.time() + 120
+while alive and time.time() < deadline:
+    for pid in [p for p in alive if dead(p)]:
+        r = alive.pop(pid)
+        with open(path, "a") as f:
+            f.write(json.dumps({"what": "gone", "rank": r["rank"], "pid": pid, "restart": r["restart"],
+                                "real": time.time(), "mono": time.monotonic()}) + "\n")
+    time.sleep(0.005)
+PY
+  OBSERVER=$!
 }
 netfault_up $hosts
 if [[ $backend == etcd ]]; then
@@ -111,17 +140,18 @@ one_run() {
   touch "$NF_RUN/cut"
   local cut; cut=$(date +%s.%N)
   cut
+  wait_for 60 has_event "$NF_RUN/c.events" round_started
+  heal
   finish_within 60 b
   expect_eq "$RC_b" 69 "b, cut off from the coordinator ($(show b))"
   expect_in "$T/b.err" "this node's workers were killed first \\(fenced\\)"
-  wait_for 60 has_event "$NF_RUN/c.events" round_started
-  heal
+  [[ $cut_kind != stop_b ]] || wait "$OBSERVER"
   touch "$NF_RUN/release"
   finish_within 60 a; finish_within 60 c
   expect_eq "$RC_a $RC_c" "0 0" "a and c, the job re-formed without b ($(show a c))"
   expect_in "$T/a.err" "was lost|lease in etcd expired"
   wait_for 30 no_leftovers
-  [[ -n ${PARTITION_KEEP:-} ]] && cp "$T/a.err" "$PARTITION_KEEP.$1.a.err"
+  [[ -n ${PARTITION_KEEP:-} ]] && cp "$T/a.err" "$PARTITION_KEEP.$1.a.err" && cp "$T/b.err" "$PARTITION_KEEP.$1.b.err"
 
   local check=ok
   if ! python3 "$DDPRUN_TESTS_DIR/elastic/split_brain_check.py" --expect-success \
@@ -138,7 +168,9 @@ def events(node):
     return [json.loads(l) for l in open("%s/%s.events" % (run, node))]
 a, b, c = events("a"), events("b"), events("c")
 b_stop = min(e["time"] for e in b if e["event"] in ("stop_requested", "exit"))
-b_gone = max(e["time"] for e in b if e["event"] == "worker_exited")
+# Seen dead by the observer (stop_b: b's ddprun logs their exits only once resumed), else logged.
+gone = [json.loads(l)["real"] for l in open("%s/rec.b" % run) if '"gone"' in l]
+b_gone = max(gone) if gone else max(e["time"] for e in b if e["event"] == "worker_exited")
 b_exit = next(e["time"] for e in b if e["event"] == "exit")
 a_lost = next(e["time"] for e in a if e["event"] == "stop_requested")
 c_start = min(e["time"] for e in c if e["event"] == "worker_started")

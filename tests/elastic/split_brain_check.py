@@ -12,12 +12,15 @@ usage: split_brain_check.py [--expect-success] --node NAME EVENT_LOG WORKER_RECO
 
 The job is what the logs given hold (one run of one --rdzv_id). A worker record file holds one
 JSON object a line, written by the worker (tests/elastic/netfault_scenario_test.sh's worker):
-  {"what": "start"|"end"|"done", "rank": R, "pid": P, "restart": C, "real": SECONDS, "mono": SECONDS}
+  {"what": "start"|"end"|"done"|"gone", "rank": R, "pid": P, "restart": C, "real": SECONDS, "mono": SECONDS}
 "real" is the time since the epoch: the nodes of a test are namespaces of one machine, so one
 clock. A worker is alive from the first to the last evidence of it: the earliest of its own start
 record and ddprun's worker_started, to the latest of its end or done record and ddprun's
-worker_exited. A worker with no evidence of its end is alive to the end of the history, so a
-lost log is never read as a dead worker. Exit 0 with a summary when every check holds; 1 with one
+worker_exited. A "gone" record is written by an observer outside the worker that saw it dead (or
+a zombie) at that time: where there is one, the worker is alive only to the earliest of them, or
+to its own last record if that came later (ddprun's worker_exited can come much later: a ddprun
+that was stopped reaps late). A worker with no evidence of its end is alive to the end of the
+history, so a lost log is never read as a dead worker. Exit 0 with a summary when every check holds; 1 with one
 line per broken invariant.
 """
 
@@ -34,6 +37,8 @@ class Worker:
         self.round = None
         self.start = INFINITY
         self.end = None
+        self.gone = None       # the earliest an observer saw it dead
+        self.last_life = None  # its own last record
         self.done = False
 
     def seen_alive(self, t):
@@ -42,7 +47,15 @@ class Worker:
     def seen_ended(self, t):
         self.end = t if self.end is None else max(self.end, t)
 
+    def seen_gone(self, t):
+        self.gone = t if self.gone is None else min(self.gone, t)
+
+    def seen_record(self, t):
+        self.last_life = t if self.last_life is None else max(self.last_life, t)
+
     def interval(self):
+        if self.gone is not None:
+            return self.start, self.gone if self.last_life is None else max(self.gone, self.last_life)
         return self.start, INFINITY if self.end is None else self.end
 
     def __str__(self):
@@ -97,6 +110,10 @@ def build(nodes):
         for r in records:
             w = worker(name, r["pid"])
             w.rank = r["rank"] if w.rank is None else w.rank
+            if r["what"] == "gone":
+                w.seen_gone(r["real"])
+                continue
+            w.seen_record(r["real"])
             if r["what"] == "start":
                 w.seen_alive(r["real"])
             else:

@@ -54,6 +54,16 @@ def replaced_by_spare(b_end, b_logged_exit=True):
     return [a, b, c]
 
 
+def stalled_launcher(gone_at, reaped_at=45.0):
+    """b's ddprun stopped while its workers run: they are killed (seen gone at GONE_AT by an
+    observer), and b's ddprun, resumed, logs their exits only at REAPED_AT."""
+    nodes = replaced_by_spare(reaped_at)
+    for n in nodes:
+        if n[0] == "b":
+            n[2] = [r for r in n[2] if r["what"] == "start"] + [rec("gone", gone_at, r, 200 + i) for i, r in enumerate([2, 3])]
+    return nodes
+
+
 def drop(nodes, name, what):
     for n in nodes:
         if n[0] == name:
@@ -70,6 +80,9 @@ CASES = [
     ("b's workers never seen ending", replaced_by_spare(29.5, b_logged_exit=False), True,
      ["rank 2 held by two live workers for 9.990 s: b pid 200 (round 1) alive 10.010..never seen ending",
       "rank 3 held by two live workers for 9.990 s: b pid 201 (round 1) alive 10.010..never seen ending"]),
+    ("b's workers seen gone before the spare's start, reaped after it", stalled_launcher(29.8), True, []),
+    ("b's workers seen gone only after the spare's start", stalled_launcher(30.3), True,
+     ["rank 2 held by two live workers for 0.290 s", "rank 3 held by two live workers for 0.290 s"]),
     ("two nodes run the same ranks in one round",
      [node("a", 0, 2, 4, [0, 1], 100, 10.0, 20.0, exit_code=None),
       node("b", 1, 2, 4, [0, 1], 200, 10.0, 20.0, exit_code=None)], False,

@@ -19,8 +19,10 @@
 // from inside one of the calls below.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,12 @@ class Rendezvous {
     // (fencing, core/fence.hpp): kill this node's workers now, SIGKILL without a grace period.
     // stop_round and finish follow, as when the rendezvous fails. Unset: stop_round's stop.
     std::function<void(const std::string& why)> fence;
+    // Where this node's fence stands for a process outside the launcher's loop, which kills the
+    // workers at `at` unless it is moved first (the orphan guard: the backstop for a launcher
+    // that is stopped or stalls); nullopt: no fence any more. Called each time it moves (about
+    // every heartbeat_timeout/3). Not after leave(): the launcher drops its backstop itself
+    // there. Unset: no backstop.
+    std::function<void(std::optional<std::chrono::steady_clock::time_point> at)> fence_moved;
     // This node has joined (authenticated) but the round is full: it waits as hot spare number
     // `place` (1: the next one admitted, the earliest joined), starts no workers, and takes the
     // place of a lost node in the next round (start_round). Unset: nothing is said.

@@ -13,6 +13,11 @@ std::chrono::steady_clock::time_point fence_deadline(std::chrono::steady_clock::
   return sent_at + seconds(lifetime - fence_margin(lifetime));
 }
 
+std::chrono::steady_clock::time_point backstop_deadline(std::chrono::steady_clock::time_point sent_at,
+                                                        double lifetime) {
+  return sent_at + seconds(lifetime - fence_margin(lifetime) / 2);
+}
+
 std::uint64_t HeartbeatLedger::send(TimePoint now) {
   if (unacknowledged_.size() == kMaxUnacknowledged) unacknowledged_.pop_front();
   unacknowledged_.emplace_back(next_, now);

@@ -36,6 +36,11 @@ double fence_margin(double lifetime);
 // When a node whose acknowledged message was sent at `sent_at` kills its workers.
 std::chrono::steady_clock::time_point fence_deadline(std::chrono::steady_clock::time_point sent_at,
                                                      double lifetime);
+// When the backstop outside the launcher (its orphan guard) kills them if the launcher has not:
+// half a margin later, still half a margin before the coordinator can act, so that a launcher
+// that runs fences first and says why.
+std::chrono::steady_clock::time_point backstop_deadline(std::chrono::steady_clock::time_point sent_at,
+                                                        double lifetime);
 
 // The heartbeats a node sent and not yet saw acknowledged: their numbers and when each was sent.
 // Pure; the TCP client's Channel keeps one.

@@ -61,9 +61,17 @@ void NodeRendezvous::coordinator_heard(std::chrono::steady_clock::time_point sen
   fence_coordinator_ = coordinator;
   fence_at_ = fence_deadline(sent_at, lifetime);
   if (!fence_timer_armed_) wait_for_fence();
+  post([at = backstop_deadline(sent_at, lifetime)](Handlers& h) {
+    if (h.fence_moved) h.fence_moved(at);
+  });
 }
 
 void NodeRendezvous::drop_fence() {
+  if (fence_at_) {
+    post([](Handlers& h) {
+      if (h.fence_moved) h.fence_moved(std::nullopt);
+    });
+  }
   fence_at_.reset();
   fence_timer_.cancel();
 }
@@ -80,8 +88,7 @@ void NodeRendezvous::wait_for_fence() {
     fence_timer_armed_ = false;
     if (ec || !fence_at_) return;
     if (!fence_passed()) return wait_for_fence();
-    const auto state = round_.state();
-    if (state == NodeRound::State::kRunning || state == NodeRound::State::kStopping) fence();
+    if (workers_may_run()) fence();
   });
 }
 
@@ -90,10 +97,13 @@ void NodeRendezvous::fence() {
   const double silent = std::chrono::duration<double>(now - heard_at_).count();
   say(fmt::format("ddprun: fencing: killing this node's workers (SIGKILL): {} acknowledged nothing for {:.1f} s\n",
                   fence_coordinator_, silent));
+  const double left = fence_lifetime_ - silent;
   const std::string why = fmt::format(
-      "lost {}: it acknowledged nothing this node sent for {:.1f} s and may count this node lost {:.1f} s from "
-      "now (--rdzv_conf heartbeat_timeout={}); this node's workers were killed first (fenced)",
-      fence_coordinator_, silent, std::max(0.0, fence_lifetime_ - silent), fence_lifetime_);
+      "lost {}: it acknowledged nothing this node sent for {:.1f} s and may {} (--rdzv_conf heartbeat_timeout={}); "
+      "this node's workers were killed first (fenced)",
+      fence_coordinator_, silent,
+      left > 0.05 ? fmt::format("count this node lost {:.1f} s from now", left) : "have counted this node lost",
+      fence_lifetime_);
   drop_fence();
   fenced();
   post([why](Handlers& h) {
@@ -102,7 +112,17 @@ void NodeRendezvous::fence() {
   fail(why);
 }
 
-void NodeRendezvous::fail(const std::string& why) { end(rendezvous_failure(why, round_.restarts())); }
+// Past the fence, whatever else happened (the coordinator closed the connection, a worker died of
+// the orphan guard's SIGKILL: a launcher that was stopped sees them when it runs again), the
+// fence is what ends the job here.
+void NodeRendezvous::fail(const std::string& why) {
+  if (fence_passed() && workers_may_run()) return fence();
+  end(rendezvous_failure(why, round_.restarts()));
+}
+
+bool NodeRendezvous::workers_may_run() const {
+  return round_.state() == NodeRound::State::kRunning || round_.state() == NodeRound::State::kStopping;
+}
 
 void NodeRendezvous::handle_message(const nlohmann::json& message, const std::function<void(JobOutcome)>& finish) {
   const std::string type = message.at("type");
@@ -130,6 +150,7 @@ void NodeRendezvous::say(const std::string& line) const {
 }
 
 void NodeRendezvous::worker_failed(int round, const WorkerFailure& failure) {
+  if (fence_passed() && workers_may_run()) return fence();  // not a failure to restart the job for
   apply(round_.worker_failed(round, failure));
 }
 

@@ -89,6 +89,7 @@ class NodeRendezvous : public Rendezvous {
 
  private:
   bool fence_passed() const;
+  bool workers_may_run() const;
   void wait_for_fence();
   void fence();
 
