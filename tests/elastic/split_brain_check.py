@@ -3,8 +3,9 @@
 
 Reads each node's --event_log and the records its workers wrote themselves, and proves:
   1. at most one live worker per rank of the job at any moment;
-  2. every round's group world size is the number of nodes that started it, and its world size
-     the number of ranks they started in it (each rank once, 0 to world size - 1);
+  2. every round's nodes agree on its sizes and started distinct group ranks and ranks within them
+     (a member lost or fenced before it started may be missing from a round the coordinator then
+     stopped); the last round has every node and every rank, 0 to world size - 1, once;
   3. a job that ended successfully (an `exit` event of code 0) has, for every rank of its last
      round, the final record ("done") of the worker that held it.
 
@@ -16,10 +17,10 @@ JSON object a line, written by the worker (tests/elastic/netfault_scenario_test.
 "real" is the time since the epoch: the nodes of a test are namespaces of one machine, so one
 clock. A worker is alive from the first to the last evidence of it: the earliest of its own start
 record and ddprun's worker_started, to the latest of its end or done record and ddprun's
-worker_exited. A "gone" record is written by an observer outside the worker that saw it dead (or
-a zombie) at that time: where there is one, the worker is alive only to the earliest of them, or
-to its own last record if that came later (ddprun's worker_exited can come much later: a ddprun
-that was stopped reaps late). A worker with no evidence of its end is alive to the end of the
+worker_exited. A "gone" record is written by an observer outside the worker that saw it end at
+that time (tests/elastic/worker_observer.py). Both it and worker_exited prove the worker had ended
+by then: the worker is alive to the earliest such proof, or to its own last record if that came
+later (ddprun's worker_exited can come much later: a ddprun that was stopped reaps late). A worker with no evidence of its end is alive to the end of the
 history, so a lost log is never read as a dead worker. Exit 0 with a summary when every check holds; 1 with one
 line per broken invariant.
 """
@@ -48,6 +49,7 @@ class Worker:
         self.end = t if self.end is None else max(self.end, t)
 
     def seen_gone(self, t):
+        """Proof that it had ended by t: an observer saw it gone, or its ddprun reaped it."""
         self.gone = t if self.gone is None else min(self.gone, t)
 
     def seen_record(self, t):
@@ -105,6 +107,7 @@ def build(nodes):
                 w = worker(name, e["pid"])
                 w.rank = e["rank"] if w.rank is None else w.rank
                 w.seen_ended(e["time"])
+                w.seen_gone(e["time"])
             elif kind == "exit":
                 exits.append((name, e))
         for r in records:
@@ -144,7 +147,12 @@ def check_one_holder(workers):
 
 
 def check_rounds(rounds):
+    """Every round's nodes agree on its size; they hold distinct group ranks and distinct ranks within
+    it. A member may never start its workers (lost, or fenced before its assignment arrived: the
+    coordinator then stops the round), so a round may have fewer nodes than its group world size,
+    never more; the last round, the one that ends the job, must have all of them."""
     errors = []
+    last = max(rounds) if rounds else None
     for number, members in sorted(rounds.items()):
         nodes = [m[0] for m in members]
         sizes = {(m[1]["group_world_size"], m[1]["world_size"]) for m in members}
@@ -154,14 +162,17 @@ def check_rounds(rounds):
                                                                   m[1]["world_size"]) for m in members)))
             continue
         group_world_size, world_size = sizes.pop()
-        if group_world_size != len(nodes):
+        complete = number == last
+        if group_world_size < len(nodes) or (complete and group_world_size != len(nodes)):
             errors.append("round %d: group world size %d, but %d nodes started it (%s)" % (
                 number, group_world_size, len(nodes), ", ".join(nodes)))
         group_ranks = sorted(m[1].get("group_rank") for m in members)
-        if group_ranks != list(range(len(nodes))):
-            errors.append("round %d: group ranks %s, not 0 to %d" % (number, group_ranks, len(nodes) - 1))
+        if len(set(group_ranks)) != len(group_ranks) or not set(group_ranks) <= set(range(group_world_size)) or (
+                complete and group_ranks != list(range(len(nodes)))):
+            errors.append("round %d: group ranks %s, not 0 to %d" % (number, group_ranks, group_world_size - 1))
         ranks = sorted(r for m in members for r in m[2])
-        if ranks != list(range(world_size)):
+        if len(set(ranks)) != len(ranks) or not set(ranks) <= set(range(world_size)) or (
+                complete and ranks != list(range(world_size))):
             errors.append("round %d: world size %d, but its nodes started ranks %s" % (number, world_size, ranks))
     return errors
 

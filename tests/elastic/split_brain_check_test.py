@@ -90,6 +90,15 @@ CASES = [
     ("a round says 3 nodes, 2 started it",
      [node("a", 0, 3, 4, [0, 1], 100, 10.0, 20.0), node("b", 1, 3, 4, [2, 3], 200, 10.0, 20.0)], True,
      ["round 1: group world size 3, but 2 nodes started it"]),
+    ("an earlier round that a member never started (lost before its assignment came)",
+     [["a", node("a", 0, 3, 6, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[1]
+       + node("a", 0, 2, 4, [0, 1], 110, 20.0, 30.0, number=2)[1],
+       node("a", 0, 3, 6, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[2]
+       + node("a", 0, 2, 4, [0, 1], 110, 20.0, 30.0, number=2)[2]],
+      ["b", node("b", 1, 3, 6, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[1]
+       + node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2)[1],
+       node("b", 1, 3, 6, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[2]
+       + node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2)[2]]], True, []),
     ("the nodes disagree on the world size",
      [node("a", 0, 2, 4, [0, 1], 100, 10.0, 20.0), node("b", 1, 2, 6, [2, 3], 200, 10.0, 20.0)], True,
      ["round 1: the nodes disagree on its size"]),

@@ -26,7 +26,14 @@ bool NodeRendezvous::start_joining(Handlers handlers, const RendezvousConfig& co
 void NodeRendezvous::apply(NodeRound::Actions actions) {
   for (auto& action : actions) {
     if (auto* start = std::get_if<NodeRound::StartWorkers>(&action)) {
-      if (fence_passed()) return fence();  // the job may already have re-formed without this node
+      if (fence_passed()) {
+        // The job may already have re-formed without this node (the assignment came late): no
+        // worker starts; the fence ends the job here, and NodeRound, which counts this round's
+        // workers as started, hears that they stopped (none did start).
+        const int round = start->assignment.round;
+        fence();
+        return apply(round_.workers_stopped(round, {}));
+      }
       const RoundAssignment& a = start->assignment;
       master_port_->round_started(a.group_rank == 0 && a.agent_store);
       post([a](Handlers& h) { h.start_round(a); });

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# A randomised schedule of network faults and process faults against a 4-node elastic job
+# (issue 43), on hosts in network namespaces (root and nft; skipped without), then the
+# split-brain checker over every node's history.
+#
+# usage: chaos_test.sh [BACKEND [SECONDS [SEED]]]: BACKEND tcp (node a on h1 hosts the rendezvous;
+# the default) or etcd (one member on h5); faults for SECONDS (60); SEED (default: drawn, and
+# printed) makes the schedule: the same seed gives the same faults in the same order, to the same
+# nodes, for the same times (what the job does in between may differ). scripts/chaos.sh runs it
+# for as long as asked.
+#
+# The job: nodes a, b, c, d on h1..h4, --nnodes=2:4, 2 workers each, a restart budget that does
+# not run out. Each step picks a node among b, c, d and one fault, holds it 1-6 s, heals it, and
+# waits until the job runs again (at least 2 nodes' workers alive): a cut between the node and the
+# coordinator's host (both ways, or one way), the node's link down, 5-30 % loss, a flapping link,
+# a worker SIGKILLed, a worker SIGSTOPped, the node's ddprun SIGSTOPped, the node's ddprun
+# SIGKILLed. A node whose ddprun ended (fenced, lost, killed) is started again as a scheduler
+# would, as a new incarnation (b_2, b_3, ...: each its own event log and records). At the end every
+# fault is healed and the workers are released: the job must end 0 on every node still in it, and
+# the checker must find no rank held by two live workers at any moment, every round's sizes its
+# members', every rank's final record, and nothing left behind.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"  # finish_within, show
+backend=${1:-tcp} duration=${2:-60} seed=${3:-$((RANDOM * 32768 + RANDOM))}
+echo "chaos: backend $backend, $duration s of faults, seed $seed (again: $0 $backend $duration $seed)"
+case $backend in
+  tcp) coordinator=1 hosts=4 ;;
+  etcd) coordinator=5 hosts=5
+        command -v etcd >/dev/null || skip "needs etcd (scripts/install-deps.sh installs it)" ;;
+  *) fail "BACKEND: tcp or etcd, not '$backend'" ;;
+esac
+RANDOM=$seed
+# keep: with CHAOS_KEEP=DIR, the run's folder is copied there (on a failure, before it is removed).
+keep() { [[ -z ${CHAOS_KEEP:-} ]] || cp -r "$T" "$CHAOS_KEEP"; }
+netfault_up $hosts
+export RUN=$T/run
+mkdir -p "$RUN"
+
+if [[ $backend == etcd ]]; then
+  etcd_url=http://$(nf_addr 5):2379
+  # Its data folder named relative to $T: no_leftovers looks for processes that name $T.
+  (cd "$T" && exec ip netns exec "$(nf_ns 5)" etcd --name h5 --data-dir etcd.data --listen-client-urls "$etcd_url" \
+    --advertise-client-urls "$etcd_url" --listen-peer-urls "http://$(nf_addr 5):2380" \
+    --initial-advertise-peer-urls "http://$(nf_addr 5):2380" --initial-cluster "h5=http://$(nf_addr 5):2380" \
+    > "$T/etcd.log" 2>&1) &
+  etcd_up() { ip netns exec "$(nf_ns 1)" curl -sf "$etcd_url/health" | grep -q '"health":"true"'; }
+  wait_for 60 etcd_up
+  rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$(nf_addr 5):2379")
+else
+  rdzv=(--rdzv_backend=c10d --rdzv_endpoint="h1:$(free_tcp_port)")
+fi
+job=(--nnodes=2:4 --nproc_per_node=2 "${rdzv[@]}" --rdzv_id=chaos --max_restarts=100000 --crash_loop_limit=0
+     --restart_backoff_max=0 --rdzv_conf=heartbeat_timeout=3,join_timeout=120,last_call_timeout=1 --shutdown_timeout=10)
+
+# The worker: "start", then runs until $RUN/release ("done", exit 0) or SIGTERM ("end", 143).
+worker life <<'SH'
+#!/bin/sh
+rec() {
+  printf '{"what":"%s","rank":%s,"pid":%s,"restart":%s,"real":%s,"mono":%s}\n' "$1" "$RANK" $$ \
+    "$TORCHELASTIC_RESTART_COUNT" "$(date +%s.%N)" "$(cut -d' ' -f1 /proc/uptime)" >> "$RUN/rec.$NF_NODE"
+}
+rec start
+trap 'kill "$nap" 2>/dev/null; rec end; exit 143' TERM
+while [ ! -e "$RUN/release" ]; do sleep 0.1 & nap=$!; wait "$nap"; done
+rec done
+SH
+
+declare -A host=([a]=1 [b]=2 [c]=3 [d]=4) incarnation=()
+# start_node X: a new incarnation of node X (X_N) on its host; its pid in PID_X.
+start_node() {
+  local n=$(( ${incarnation[$1]:-0} + 1 ))
+  incarnation[$1]=$n
+  NF_NODE=$1_$n nf_on "${host[$1]}" "$1_$n" "${job[@]}" --event_log="$RUN/$1_$n.events" "$T/life"
+  eval "PID_$1=\$PID_$1_$n"
+}
+running() { local pid; pid=$(eval echo "\$PID_$1"); kill -0 "$pid" 2>/dev/null && [[ $(ps -o stat= -p "$pid") != Z* ]]; }
+# The job runs: at least 2 nodes' workers (4) alive and not stopped.
+live_workers() { ps -eo stat=,args= | awk -v w="$T/life" '$0 ~ w && $1 !~ /^[ZT]/' | wc -l; }
+job_runs() { (( $(live_workers) >= 4 )); }
+# A worker of node X's current incarnation (a child of its ddprun), or nothing.
+some_worker() { pgrep -P "$(eval echo "\$PID_$1")" -f "$T/life" | head -n 1; }
+
+# Every worker's death seen from outside (worker_observer.py): a SIGKILLed worker writes no record,
+# and a ddprun stopped or killed logs it late or not at all.
+python3 "$DDPRUN_TESTS_DIR/elastic/worker_observer.py" "$RUN/rec.*" "$RUN/observed" &
+observer=$!
+for x in a b c d; do start_node $x; done
+wait_for 120 job_runs
+
+faults=(cut cut_from cut_to isolate loss flap kill_worker stop_worker stop_ddprun kill_ddprun)
+declare -A count=()
+step=0 end_at=$((SECONDS + duration))
+while (( SECONDS < end_at )); do
+  step=$((step + 1))
+  # Drawn here, never in a $(...): a subshell draws from a RANDOM of its own (bash reseeds it).
+  targets=(b c d) x=${targets[$((RANDOM % 3))]}
+  fault=${faults[$((RANDOM % ${#faults[@]}))]}
+  hold=$((1 + RANDOM % 6)) pct=$((5 + RANDOM % 26))
+  h=${host[$x]} me=${x}_${incarnation[$x]}
+  count[$fault]=$(( ${count[$fault]:-0} + 1 ))
+  echo "step $step at $(date +%s.%N): $fault $me for $hold s"
+  case $fault in
+    cut) nf_cut "$h" $coordinator; sleep "$hold"; nf_uncut "$h" $coordinator ;;
+    cut_from) nf_cut_oneway "$h" $coordinator; sleep "$hold"; nf_uncut_oneway "$h" $coordinator ;;
+    cut_to) nf_cut_oneway $coordinator "$h"; sleep "$hold"; nf_uncut_oneway $coordinator "$h" ;;
+    isolate) nf_isolate "$h"; sleep "$hold"; nf_unisolate "$h" ;;
+    loss) nf_loss "$h" "$pct"; sleep "$hold"; nf_unloss "$h" ;;
+    flap) nf_flap "$h" 0.5 1; sleep "$hold"; nf_unflap "$h" ;;
+    kill_worker) w=$(some_worker "$x" || true); [[ -z $w ]] || kill -KILL "$w" 2>/dev/null || true ;;
+    stop_worker)
+      w=$(some_worker "$x" || true)
+      if [[ -n $w ]]; then kill -STOP "$w" 2>/dev/null || true; sleep "$hold"; kill -CONT "$w" 2>/dev/null || true; fi ;;
+    stop_ddprun)
+      p=$(eval echo "\$PID_$x"); kill -STOP "$p" 2>/dev/null || true; sleep "$hold"; kill -CONT "$p" 2>/dev/null || true ;;
+    kill_ddprun) kill -KILL "$(eval echo "\$PID_$x")" 2>/dev/null || true ;;
+  esac
+  running a || { show a_1; fail "step $step: node a ended during the run"; }
+  # A node whose ddprun ended is started again, as a scheduler would; then the job must run again.
+  for n in b c d; do
+    if ! running $n; then finish $n; echo "  ${n}_${incarnation[$n]} ended $(eval echo "\$RC_$n"); started again"; start_node $n; fi
+  done
+  wait_for 180 job_runs
+done
+
+echo "faults: $(for f in "${faults[@]}"; do printf '%s %s, ' "$f" "${count[$f]:-0}"; done)"
+for n in b c d; do running $n || { finish $n; start_node $n; }; done
+wait_for 180 job_runs
+touch "$RUN/release"
+ended() { ! running "$1"; }
+for n in a b c d; do
+  wait_for_or() { local deadline=$((SECONDS + 120)); until ended "$1"; do (( SECONDS < deadline )) || return 1; sleep 0.1; done; }
+  wait_for_or $n || { show "${n}_${incarnation[$n]}"; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
+  finish $n
+done
+for n in a b c d; do
+  rc=$(eval echo "\$RC_$n")
+  [[ $rc == 0 ]] || fail "node ${n}_${incarnation[$n]} exited $rc after the release ($(show "${n}_${incarnation[$n]}"))"
+done
+touch "$RUN/observed"
+wait "$observer" || fail "the observer saw workers that never died"
+wait_for 60 no_leftovers
+
+args=()
+for n in a b c d; do
+  for i in $(seq 1 "${incarnation[$n]}"); do
+    touch "$RUN/rec.${n}_$i"
+    args+=(--node "${n}_$i" "$RUN/${n}_$i.events" "$RUN/rec.${n}_$i")
+  done
+done
+python3 "$DDPRUN_TESTS_DIR/elastic/split_brain_check.py" --expect-success "${args[@]}" ||
+  { keep; fail "seed $seed: the checker found a broken invariant (again: $0 $backend $duration $seed)"; }
+ok "$backend, seed $seed: $step faults in $duration s, $(( ${#args[@]} / 4 )) node incarnations; the job ended 0 with every invariant held"
