@@ -103,6 +103,8 @@ class Agent::Impl {
     };
     handlers.finish = [this](const elastic::JobOutcome& outcome) { dispatch(occurred::JobFinished{outcome}); };
     handlers.fence = [this](const std::string& why) { dispatch(occurred::Fenced{why}); };
+    handlers.connection_opened = [this](int fd) { guard_.hold_connection(fd); };
+    handlers.connection_closed = [this](int fd) { guard_.drop_connection(fd); };
     handlers.fence_moved = [this](std::optional<std::chrono::steady_clock::time_point> at) {
       guard_.fence_at(at);
       backstop_at_ = at;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -12,9 +13,11 @@
 #include <ctime>
 #include <type_traits>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,10 +29,50 @@ namespace ddprun::launcher {
 namespace {
 
 struct Message {
-  char op;  // '+' watch, '-' forget, 'F' fence at `deadline` (0: none)
+  char op;  // '+' watch, '-' forget, 'F' fence at `deadline` (0: none), 'H' hold the descriptor
+            // attached (`id`), 'D' drop the one held as `id`
   pid_t process_group;
   std::int64_t deadline;  // nanoseconds of CLOCK_MONOTONIC
+  int id;
 };
+
+// Whether a process of one of `groups` is still alive: neither gone nor a zombie (a zombie runs no
+// code). Read from /proc, since the guard is no parent of the workers.
+bool any_alive(const std::set<pid_t>& groups) {
+  if (groups.empty()) return false;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0, group = 0;
+    if (fields >> state >> parent >> group && state != 'Z' && state != 'X' && groups.count(group)) return true;
+  }
+  return false;
+}
+
+// One message from ddprun, and the descriptor it carries ('H'); 0 at EOF, -1 on an error.
+ssize_t receive(int from_launcher, Message& m, int& fd) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec data{&m, sizeof m};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  header.msg_control = control;
+  header.msg_controllen = sizeof control;
+  fd = -1;
+  const ssize_t n = ::recvmsg(from_launcher, &header, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&header); n > 0 && c; c = CMSG_NXTHDR(&header, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  }
+  return n;
+}
 
 std::int64_t monotonic_now() {
   timespec now{};
@@ -89,6 +132,7 @@ void rename_process() {
   // Before the first read: ddprun's messages wait in the pipe meanwhile.
   if (chores) chores();
   std::set<pid_t> groups;
+  std::map<int, int> held;  // ddprun's id -> the guard's copy of that connection
   std::int64_t fence = 0;
   Message m;
   for (;;) {
@@ -100,17 +144,32 @@ void rename_process() {
       fence = 0;
       continue;
     }
-    const ssize_t n = ::read(from_launcher, &m, sizeof m);
+    int fd = -1;
+    const ssize_t n = receive(from_launcher, m, fd);
     if (n == sizeof m) {
       if (m.op == '+') groups.insert(m.process_group);
       else if (m.op == '-') groups.erase(m.process_group);
       else if (m.op == 'F') fence = m.deadline;
+      else if (m.op == 'H' && fd >= 0) std::swap(held[m.id], fd);
+      else if (auto it = held.find(m.id); m.op == 'D' && it != held.end()) fd = it->second, held.erase(it);
+      if (fd >= 0) ::close(fd);  // dropped, replaced, or not asked for
       continue;
     }
+    if (fd >= 0) ::close(fd);
     if (n < 0 && errno == EINTR) continue;
     break;  // EOF: ddprun is gone
   }
+  // The workers first, the connections after: the coordinator hears that this node is gone (its
+  // connection's end) only once its workers are, dead or zombies (a SIGKILL is delivered when its
+  // target next runs). A process that takes longer than kDeathWait to go (one in uninterruptible
+  // sleep, on a hung file system) does not keep the connection open for ever.
   for (pid_t group : groups) ::kill(-group, SIGKILL);
+  if (!held.empty()) {
+    constexpr auto kDeathWait = std::chrono::seconds(10);
+    const auto until = std::chrono::steady_clock::now() + kDeathWait;
+    while (any_alive(groups) && std::chrono::steady_clock::now() < until) ::usleep(1000);
+  }
+  for (const auto& [id, fd] : held) ::close(fd);
   if (!cgroup.empty()) Containment::remove_cgroup(cgroup);
   if (!private_folder.empty()) {
     std::error_code ignored;
@@ -123,15 +182,20 @@ void rename_process() {
 
 OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& private_folder,
                                const std::function<void()>& chores) {
-  Pipe pipe = Pipe::create();
+  // A socket, not a pipe: it carries descriptors (hold_connection), and keeps each message whole.
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+    throw std::system_error(errno, std::generic_category(), "socketpair (orphan guard)");
+  }
+  UniqueFd launcher_end(ends[0]), guard_end(ends[1]);
   UniqueFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));  // inherited by the guard
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork (orphan guard)");
   if (pid == 0) {
-    pipe.write_end.reset();
-    run_guard(pipe.read_end.get(), cgroup, private_folder, chores);
+    launcher_end.reset();
+    run_guard(guard_end.get(), cgroup, private_folder, chores);
   }
-  return OrphanGuard(std::move(pipe.write_end), pid, std::move(inotify));
+  return OrphanGuard(std::move(launcher_end), pid, std::move(inotify));
 }
 
 void OrphanGuard::watch(pid_t process_group) { send('+', process_group); }
@@ -144,11 +208,28 @@ void OrphanGuard::fence_at(std::optional<std::chrono::steady_clock::time_point> 
   send('F', 0, deadline ? std::max<std::int64_t>(1, deadline->time_since_epoch().count()) : 0);
 }
 
-void OrphanGuard::send(char op, pid_t process_group, std::int64_t deadline) {
+void OrphanGuard::hold_connection(int fd) { send('H', 0, 0, fd, fd); }
+void OrphanGuard::drop_connection(int fd) { send('D', 0, 0, fd); }
+
+void OrphanGuard::send(char op, pid_t process_group, std::int64_t deadline, int id, int fd) {
   if (!to_guard_) return;
-  const Message m{op, process_group, deadline};
-  // Messages are far below PIPE_BUF, so each write is atomic and never partial.
-  while (::write(to_guard_.get(), &m, sizeof m) < 0 && errno == EINTR) {
+  Message m{op, process_group, deadline, id};
+  iovec data{&m, sizeof m};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&header);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  // A sequenced packet: each message arrives whole, in order, or not at all (the guard is gone).
+  while (::sendmsg(to_guard_.get(), &header, MSG_NOSIGNAL) < 0 && errno == EINTR) {
   }
 }
 

@@ -2,12 +2,13 @@
 //
 // A worker gets PR_SET_PDEATHSIG, but its own children do not, and a SIGKILLed ddprun cannot
 // clean up. So ddprun forks this small guard first thing: it learns every worker's process
-// group through a pipe and, when the pipe closes (ddprun exited or was killed), sends SIGKILL
+// group through a socket and, when it closes (ddprun exited or was killed), sends SIGKILL
 // to the groups still registered, kills ddprun's cgroup (containment.hpp) if it has one, and
 // removes ddprun's private folder if ddprun could not. It ignores terminal and job-control
 // signals; it ends with ddprun.
 //
-// It is also the backstop of the rendezvous's fence (elastic/src/core/fence.hpp): a ddprun that
+// It also holds ddprun's connection to the rendezvous (hold_connection()), so that a killed ddprun's
+// connection ends only after its workers are dead. And it is the backstop of the rendezvous's fence (elastic/src/core/fence.hpp): a ddprun that
 // is stopped (SIGSTOP) or stalled cannot run its own fence timer, so the guard kills the watched
 // groups itself at a deadline ddprun keeps moving (fence_at()), a little after ddprun's own.
 //
@@ -44,6 +45,14 @@ class OrphanGuard {
   // SIGKILL to every watched group at `deadline` (CLOCK_MONOTONIC, steady_clock's), unless it is
   // moved first; nullopt: no deadline. The groups stay watched.
   void fence_at(std::optional<std::chrono::steady_clock::time_point> deadline);
+  // The guard holds a copy of this node's connection to its coordinator (its descriptor `fd` in
+  // ddprun, which names it) until drop_connection(fd), or until ddprun is gone and the guard has
+  // killed the watched groups: the kernel's close of ddprun's descriptors, when ddprun is killed,
+  // then does not end the connection, and the coordinator, which counts the node lost at the
+  // connection's end, never sees it before the workers are dead.
+  void hold_connection(int fd);
+  // Call after ddprun closed its own copy: the connection then ends.
+  void drop_connection(int fd);
   pid_t pid() const { return pid_; }
 
   // An inotify instance made before the guard's fork, so that the guard holds it too (invalid
@@ -56,7 +65,7 @@ class OrphanGuard {
  private:
   OrphanGuard(UniqueFd to_guard, pid_t pid, UniqueFd inotify)
       : to_guard_(std::move(to_guard)), pid_(pid), inotify_(std::move(inotify)) {}
-  void send(char op, pid_t process_group, std::int64_t deadline = 0);
+  void send(char op, pid_t process_group, std::int64_t deadline = 0, int id = 0, int fd = -1);
   UniqueFd to_guard_;
   pid_t pid_ = -1;
   UniqueFd inotify_;

@@ -9,7 +9,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <chrono>
+#include <optional>
 #include <thread>
 
 namespace ddprun::launcher {
@@ -83,6 +88,65 @@ TEST_CASE("a group forgotten before the deadline is not killed") {
   CHECK(killed_within(kept, std::chrono::seconds(20)));
   CHECK(::kill(forgotten, 0) == 0);
   end(forgotten);
+}
+
+// A loopback connection: the client's descriptor (for the guard) and the server's accepted one.
+struct Connection {
+  int client = -1;
+  int server = -1;
+};
+
+Connection connect_loopback() {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  REQUIRE(::listen(listener, 1) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  Connection c;
+  c.client = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(::connect(c.client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  c.server = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  return c;
+}
+
+// Whether the server's side reads the connection's end within `limit`.
+bool ended_within(int server, std::chrono::milliseconds limit) {
+  pollfd ready{server, POLLIN, 0};
+  if (::poll(&ready, 1, static_cast<int>(limit.count())) != 1) return false;
+  char byte;
+  return ::read(server, &byte, 1) == 0;
+}
+
+TEST_CASE("a connection the guard holds ends only when ddprun's copy and then the guard's are closed") {
+  OrphanGuard guard = OrphanGuard::start("", "");
+  const Connection c = connect_loopback();
+  guard.hold_connection(c.client);
+  ::close(c.client);  // ddprun's own close
+  // The guard's copy keeps it open. (Waiting here only proves that nothing comes.)
+  CHECK_FALSE(ended_within(c.server, std::chrono::milliseconds(300)));
+  guard.drop_connection(c.client);
+  CHECK(ended_within(c.server, std::chrono::seconds(20)));
+  ::close(c.server);
+}
+
+TEST_CASE("when ddprun is gone, its connection ends only after its workers were killed") {
+  std::optional<OrphanGuard> guard = OrphanGuard::start("", "");
+  const pid_t worker = sleeper();
+  guard->watch(worker);
+  const Connection c = connect_loopback();
+  guard->hold_connection(c.client);
+  ::close(c.client);
+  guard.reset();  // the guard's socket closes, as when ddprun is SIGKILLed
+  REQUIRE(ended_within(c.server, std::chrono::seconds(20)));
+  // By the time the connection's end could be read, the worker had been killed.
+  int status = 0;
+  CHECK(::waitpid(worker, &status, WNOHANG) == worker);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  ::close(c.server);
 }
 
 }  // namespace

@@ -153,6 +153,13 @@ class Rendezvous {
     // every heartbeat_timeout/3). Not after leave(): the launcher drops its backstop itself
     // there. Unset: no backstop.
     std::function<void(std::optional<std::chrono::steady_clock::time_point> at)> fence_moved;
+    // This node's connection to its coordinator (TCP) opened, as descriptor `fd`, and later
+    // closed here: a process that outlives the launcher holds a copy in between (the orphan
+    // guard), so that the coordinator, which counts a node lost at once when its connection ends,
+    // cannot see it end when the launcher is killed before the workers are. Called at once, on
+    // the loop (`fd` is open during connection_opened), whatever else was left. Unset: nothing.
+    std::function<void(int fd)> connection_opened;
+    std::function<void(int fd)> connection_closed;
     // This node has joined (authenticated) but the round is full: it waits as hot spare number
     // `place` (1: the next one admitted, the earliest joined), starts no workers, and takes the
     // place of a lost node in the next round (start_round). Unset: nothing is said.

@@ -62,7 +62,7 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
 
 void NodeRendezvous::coordinator_heard(std::chrono::steady_clock::time_point sent_at, double lifetime,
                                        const std::string& coordinator) {
-  if (fence_at_ && sent_at <= heard_at_) return;
+  if (fenced_ || (fence_at_ && sent_at <= heard_at_)) return;
   heard_at_ = sent_at;
   fence_lifetime_ = lifetime;
   fence_coordinator_ = coordinator;
@@ -111,8 +111,10 @@ void NodeRendezvous::fence() {
       fence_coordinator_, silent,
       left > 0.05 ? fmt::format("count this node lost {:.1f} s from now", left) : "have counted this node lost",
       fence_lifetime_);
+  // The connection stays open until the launcher exits, once the workers are gone: a coordinator
+  // that still hears this node one way would count it lost at the connection's end, at once.
   drop_fence();
-  fenced();
+  fenced_ = true;
   post([why](Handlers& h) {
     if (h.fence) h.fence(why);
   });

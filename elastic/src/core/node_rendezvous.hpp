@@ -76,8 +76,6 @@ class NodeRendezvous : public Rendezvous {
   // The job has ended for this node (finished or left): cancel timers, stop threads. The
   // launcher's finish, if any, is posted after it.
   virtual void release() = 0;
-  // The fence came: stop talking to the coordinator (fail() follows).
-  virtual void fenced() {}
 
   asio::io_context& io_;
   NodeRound round_;
@@ -99,6 +97,7 @@ class NodeRendezvous : public Rendezvous {
   double fence_lifetime_ = 0;
   std::string fence_coordinator_;
   bool fence_timer_armed_ = false;
+  bool fenced_ = false;  // once fenced, acknowledgements that come again move nothing
 
   template <class F>
   void post(F handler) {

@@ -175,6 +175,11 @@ void TcpRendezvous::retry_connect(const std::string& error) {
 
 void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
   join_timer_.cancel();
+  // The host's own node is never counted lost by a connection's end: nothing to hold there.
+  if (!server_ && handlers_.connection_opened) {
+    held_fd_ = socket.native_handle();
+    handlers_.connection_opened(held_fd_);
+  }
   channel_ = std::make_shared<Channel>(std::move(socket), config_.timeouts, endpoint_text_);
   // Before anything is sent: the server then knows this connection as its host's own.
   if (server_) server_->expect_own_connection(channel_->local_endpoint());
@@ -192,6 +197,7 @@ void TcpRendezvous::on_connected(asio::ip::tcp::socket socket) {
                   [this](const std::string& why) {
                     const bool heard = channel_->received_anything();
                     channel_.reset();
+                    channel_closed();
                     if (!round_.had_round() && !left_ && round_.state() != NodeRound::State::kDone) {
                       return heard ? reconnect(why) : probe_for_torchrun(why);
                     }
@@ -325,6 +331,15 @@ void TcpRendezvous::close_channel() {
   if (!channel_) return;
   channel_->close();
   channel_.reset();
+  channel_closed();
+}
+
+// After this process closed its copy of the connection: the launcher's copy goes too, and the
+// connection ends.
+void TcpRendezvous::channel_closed() {
+  if (held_fd_ < 0) return;
+  if (handlers_.connection_closed) handlers_.connection_closed(held_fd_);
+  held_fd_ = -1;
 }
 
 void TcpRendezvous::send(const nlohmann::json& message) {

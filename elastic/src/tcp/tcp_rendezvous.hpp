@@ -31,7 +31,6 @@ class TcpRendezvous final : public NodeRendezvous {
   void report(const nlohmann::json& message) override { send(message); }
   void leave_job(int signal) override;
   void release() override;
-  void fenced() override { close_channel(); }
 
   void host_if_chosen();
   void connect();
@@ -45,6 +44,7 @@ class TcpRendezvous final : public NodeRendezvous {
   void on_handshake_message(const nlohmann::json& message);
   void send_join();
   void close_channel();
+  void channel_closed();
   void send(const nlohmann::json& message);
 
   RendezvousConfig config_;
@@ -63,6 +63,7 @@ class TcpRendezvous final : public NodeRendezvous {
   asio::ip::tcp::endpoint connected_to_;  // the endpoint's address last tried
   std::chrono::steady_clock::time_point connect_started_;  // the last attempt's: the host accepted it after
   std::shared_ptr<Channel> channel_;
+  int held_fd_ = -1;  // the channel's descriptor, while the launcher's handlers hold a copy of it
   NodeAuth auth_;                       // the secret or MUNGE; neither: open
   std::optional<Handshake> handshake_;  // authenticating: from connecting until the host proved itself
   std::string client_nonce_;            // this connection's, for the host's MUNGE credential
