@@ -22,6 +22,23 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _MAX_FDS = 5  # stdin, stdout, stderr, the cgroup's cgroup.procs (optional)
 
 
+def _load_worker_start():
+    """The module of what every worker's start does (_ddprun_worker_start.py): the one the
+    zygote's own sitecustomize loaded, or loaded here by its file (this folder need not be on
+    sys.path: PYTHONSAFEPATH)."""
+    name = "_ddprun_worker_start"
+    if name not in sys.modules:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_start = _load_worker_start()
+
+
 def _send(sock, text):
     data = text.encode("utf-8", "replace")
     sock.sendall(struct.pack("<I", len(data)) + data)
@@ -143,27 +160,16 @@ def _show_command_line(request):
 
 
 def _bootstrap_worker():
-    """What ddprun's sitecustomize does at a cold worker's start, for this worker's environment."""
-    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if parts and os.path.abspath(parts[0] or ".") == _HERE:
-        rest = os.pathsep.join(parts[1:])
-        if rest:
-            os.environ["PYTHONPATH"] = rest
-        else:
-            os.environ.pop("PYTHONPATH", None)
-    value = os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    """What ddprun's sitecustomize does at a cold worker's start (the same module does it), for
+    this worker's environment; then the random state a cold start draws."""
     torch = sys.modules.get("torch")
-    if value is not None and "NCCL_ASYNC_ERROR_HANDLING" not in os.environ and torch is not None:
-        if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 2):
-            os.environ["NCCL_ASYNC_ERROR_HANDLING"] = value
+    _start.restore_pythonpath(_HERE)
+    _start.nccl_async_error_handling(
+        lambda: None if torch is None else tuple(int(p) for p in torch.__version__.split(".")[:2]))
     progress = sys.modules.get("_ddprun_progress")
     if progress is not None and os.environ.get("DDPRUN_HEARTBEAT_FILE"):
         progress.arm()
-    path = os.environ.get("DDPRUN_PYTHON_STACKS_FILE")
-    number = os.environ.get("DDPRUN_PYTHON_STACKS_SIGNAL")
-    if path and number:
-        import faulthandler
-        faulthandler.register(int(number), file=open(path, "ab", buffering=0), all_threads=True)
+    _start.register_stacks()
     if torch is not None:
         torch.default_generator.seed()  # torch seeds its CPU generator from the OS at import: so does each worker
     numpy_random = sys.modules.get("numpy.random")

@@ -18,38 +18,17 @@ def _leave_no_trace():
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     for p in [p for p in sys.path_importer_cache if os.path.abspath(p or ".") == here]:
         del sys.path_importer_cache[p]
-    # PYTHONPATH as the user had it: ddprun put this folder first, alone when there was none.
-    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if parts and os.path.abspath(parts[0] or ".") == here:
-        rest = os.pathsep.join(parts[1:])
-        if rest:
-            os.environ["PYTHONPATH"] = rest
-        else:
-            os.environ.pop("PYTHONPATH", None)
     return here
 
 
-def _arm_progress(here):
+def _load(here, name):
+    """One of the bootstrap's modules, by its file: its folder is off sys.path by now."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("_ddprun_progress", os.path.join(here, "_ddprun_progress.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(here, name + ".py"))
     module = importlib.util.module_from_spec(spec)
-    sys.modules["_ddprun_progress"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    module.arm()
-
-
-def _register_stacks():
-    """Python's faulthandler writes every thread's Python stack to DDPRUN_PYTHON_STACKS_FILE when
-    ddprun sends DDPRUN_PYTHON_STACKS_SIGNAL: the stacks of a hung worker where py-spy is absent
-    or cannot attach (launcher/hangs/python_stacks.hpp). From a C signal handler, without the
-    GIL: a worker stuck in C code, holding the GIL or not, answers too. The file is opened for
-    appending, unbuffered, and kept open by faulthandler; nothing is written until ddprun asks."""
-    path = os.environ.get("DDPRUN_PYTHON_STACKS_FILE")
-    signal_number = os.environ.get("DDPRUN_PYTHON_STACKS_SIGNAL")
-    if not path or not signal_number:
-        return
-    import faulthandler
-    faulthandler.register(int(signal_number), file=open(path, "ab", buffering=0), all_threads=True)
+    return module
 
 
 def _torch_version():
@@ -69,18 +48,6 @@ def _torch_version():
         if found:
             return int(found.group(1)), int(found.group(2))
     return None
-
-
-def _nccl_async_error_handling():
-    """PyTorch before 2.2 reads NCCL_ASYNC_ERROR_HANDLING only; 2.2 and later read
-    TORCH_NCCL_ASYNC_ERROR_HANDLING, which ddprun sets, and warn about the old name, which ddprun
-    therefore leaves to this check (config/include/ddprun/worker_env.hpp)."""
-    value = os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
-    if value is None or "NCCL_ASYNC_ERROR_HANDLING" in os.environ:
-        return
-    version = _torch_version()
-    if version is not None and version < (2, 2):
-        os.environ["NCCL_ASYNC_ERROR_HANDLING"] = value
 
 
 def _next_sitecustomize():
@@ -104,17 +71,19 @@ def _next_sitecustomize():
 
 
 _here = _leave_no_trace()
+_start = _load(_here, "_ddprun_worker_start")  # what a forked worker does too (_ddprun_zygote.py)
+_start.restore_pythonpath(_here)
 try:
-    _nccl_async_error_handling()
+    _start.nccl_async_error_handling(_torch_version)
 except Exception as _error:
     sys.stderr.write(f"ddprun: NCCL_ASYNC_ERROR_HANDLING is not set for this worker's torch: {_error!r}\n")
 try:
-    _arm_progress(_here)
+    _load(_here, "_ddprun_progress").arm()
 except Exception as _error:  # never stop the user's program for ddprun's sake
     sys.stderr.write(f"ddprun: progress of this Python worker is not counted: {_error!r}\n")
 try:
-    _register_stacks()
+    _start.register_stacks()
 except Exception as _error:
     sys.stderr.write(f"ddprun: this Python worker's stacks need py-spy: faulthandler: {_error!r}\n")
-del _here
+del _here, _start
 _next_sitecustomize()
