@@ -39,15 +39,8 @@ export RUN=$T/run
 mkdir -p "$RUN"
 
 if [[ $backend == etcd ]]; then
-  etcd_url=http://$(nf_addr 5):2379
-  # Its data folder named relative to $T: no_leftovers looks for processes that name $T.
-  (cd "$T" && exec ip netns exec "$(nf_ns 5)" etcd --name h5 --data-dir etcd.data --listen-client-urls "$etcd_url" \
-    --advertise-client-urls "$etcd_url" --listen-peer-urls "http://$(nf_addr 5):2380" \
-    --initial-advertise-peer-urls "http://$(nf_addr 5):2380" --initial-cluster "h5=http://$(nf_addr 5):2380" \
-    > "$T/etcd.log" 2>&1) &
-  etcd_up() { ip netns exec "$(nf_ns 1)" curl -sf "$etcd_url/health" | grep -q '"health":"true"'; }
-  wait_for 60 etcd_up
-  rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$(nf_addr 5):2379")
+  nf_etcd 5
+  rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$NF_ETCD")
 else
   rdzv=(--rdzv_backend=c10d --rdzv_endpoint="h1:$(free_tcp_port)")
 fi

@@ -56,17 +56,7 @@ observe_gone() {
   OBSERVER=$!
 }
 netfault_up $hosts
-if [[ $backend == etcd ]]; then
-  # One member on h4, its data in the test's folder; stopped by netfault's EXIT trap with h4.
-  etcd_url=http://$(nf_addr 4):2379
-  # (Its data folder named relative to $T: no_leftovers looks for processes that name $T.)
-  (cd "$T" && exec ip netns exec "$(nf_ns 4)" etcd --name h4 --data-dir etcd.data --listen-client-urls "$etcd_url" \
-    --advertise-client-urls "$etcd_url" --listen-peer-urls "http://$(nf_addr 4):2380" \
-    --initial-advertise-peer-urls "http://$(nf_addr 4):2380" --initial-cluster "h4=http://$(nf_addr 4):2380" \
-    > "$T/etcd.log" 2>&1) &
-  etcd_up() { ip netns exec "$(nf_ns 1)" curl -sf "$etcd_url/health" | grep -q '"health":"true"'; }
-  wait_for 60 etcd_up
-fi
+[[ $backend != etcd ]] || nf_etcd 4
 heartbeat_timeout=${PARTITION_HEARTBEAT_TIMEOUT:-3}  # the documentation's figures at the default: 5
 
 # The worker: "start" when it begins; before the cut it runs until stopped ("end" once SIGTERM
@@ -111,7 +101,7 @@ one_run() {
   mkdir -p "$NF_RUN"
   local port rdzv; port=$(free_tcp_port)
   rdzv=(--rdzv_backend=c10d --rdzv_endpoint="h1:$port")
-  [[ $backend == etcd ]] && rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$(nf_addr 4):2379")
+  [[ $backend == etcd ]] && rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$NF_ETCD")
   local job=(--nnodes=2 --nproc_per_node=2 "${rdzv[@]}" --rdzv_id="part$1"
              --rdzv_conf="spares=1,heartbeat_timeout=$heartbeat_timeout,join_timeout=60" --shutdown_timeout=30)
   NF_NODE=a nf_on 1 a "${job[@]}" --event_log="$NF_RUN/a.events" "$T/life"
