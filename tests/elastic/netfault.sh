@@ -22,7 +22,7 @@
 #                               background, each change a line in $T/flap.A ("down|up REALTIME")
 #   nf_unflap A                 stops it and leaves the port forwarding
 #   nf_heal A              every fault on A undone
-#   nf_etcd A              not a fault: one etcd member on A (its client endpoint in NF_ETCD)
+#   nf_etcd A...           not a fault: an etcd member on each A (the client endpoints in NF_ETCD)
 # netem is a kernel module (sch_netem) that some kernels lack: nf_netem_available says whether
 # this one has it, and the netem faults fail with that reason where it does not, so that a test
 # skips them visibly rather than passing without them.
@@ -172,17 +172,30 @@ nf_unflap() {
   nf_unisolate "$1"
 }
 
-# nf_etcd HOST: one etcd member on host HOST, serving clients at $(nf_addr HOST):2379 (in NF_ETCD);
-# returns once host 1 has it healthy. Its data folder is named relative to $T (no_leftovers looks for
-# processes that name $T); it goes with the namespaces.
+# nf_etcd HOST...: an etcd cluster of one member on each HOST, serving clients at
+# $(nf_addr HOST):2379 (the endpoints, comma-separated, in NF_ETCD); returns once host 1 has every
+# member healthy. Data folders are named relative to $T (no_leftovers looks for processes that name
+# $T); the members go with the namespaces.
 nf_etcd() {
-  local host=$1 addr; addr=$(nf_addr "$1")
-  NF_ETCD=$addr:2379
-  (cd "$T" && exec ip netns exec "$(nf_ns "$host")" etcd --name "h$host" --data-dir etcd.data \
-    --listen-client-urls "http://$NF_ETCD" --advertise-client-urls "http://$NF_ETCD" \
-    --listen-peer-urls "http://$addr:2380" --initial-advertise-peer-urls "http://$addr:2380" \
-    --initial-cluster "h$host=http://$addr:2380" > "$T/etcd.log" 2>&1) &
-  nf_etcd_up() { ip netns exec "$(nf_ns 1)" curl -sf "http://$NF_ETCD/health" | grep -q '"health":"true"'; }
+  local host addr cluster=
+  NF_ETCD=
+  for host in "$@"; do
+    cluster+=${cluster:+,}h$host=http://$(nf_addr "$host"):2380
+    NF_ETCD+=${NF_ETCD:+,}$(nf_addr "$host"):2379
+  done
+  for host in "$@"; do
+    addr=$(nf_addr "$host")
+    (cd "$T" && exec ip netns exec "$(nf_ns "$host")" etcd --name "h$host" --data-dir "etcd.h$host" \
+      --listen-client-urls "http://$addr:2379" --advertise-client-urls "http://$addr:2379" \
+      --listen-peer-urls "http://$addr:2380" --initial-advertise-peer-urls "http://$addr:2380" \
+      --initial-cluster "$cluster" --initial-cluster-token "$NF" > "$T/etcd.h$host.log" 2>&1) &
+  done
+  nf_etcd_up() {
+    local endpoint
+    for endpoint in ${NF_ETCD//,/ }; do
+      ip netns exec "$(nf_ns 1)" curl -sf "http://$endpoint/health" | grep -q '"health":"true"' || return 1
+    done
+  }
   wait_for 60 nf_etcd_up
 }
 
