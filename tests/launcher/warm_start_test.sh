@@ -114,12 +114,22 @@ cat >"$T/sub/kill_zygote.py" <<'PY'
 import os, signal, sys, time
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 open(f"{sys.argv[1]}/started.{attempt}", "w").write(str("torch" in sys.modules))
+def zygote_of_ddprun(p):
+    try:  # a process of the machine's (not this test's) may end between listdir and open
+        return (b"_ddprun_zygote.py" in open(f"/proc/{p}/cmdline", "rb").read()
+                and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getppid()))
+    except OSError:
+        return False
 if attempt == 0:
-    zygotes = [p for p in os.listdir("/proc") if p.isdigit() and b"_ddprun_zygote.py" in open(f"/proc/{p}/cmdline", "rb").read()
-               and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getppid())]
+    zygotes = [p for p in os.listdir("/proc") if p.isdigit() and zygote_of_ddprun(p)]
     assert len(zygotes) == 1, zygotes
     os.kill(int(zygotes[0]), signal.SIGKILL)
-    while os.path.exists(f"/proc/{zygotes[0]}") and open(f"/proc/{zygotes[0]}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    def alive(p):
+        try:
+            return open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False  # reaped already
+    while alive(zygotes[0]):
         time.sleep(0.01)  # until the kernel has it dead: ddprun's SIGCHLD is then on its way
 sys.exit(0 if attempt == 2 else 1)
 PY
