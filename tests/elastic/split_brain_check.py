@@ -82,47 +82,58 @@ def read_lines(path):
 
 
 def build(nodes):
-    """nodes: [(name, events, records)]. Returns workers keyed by (node, pid), rounds (round ->
-    [(node, round_started event, ranks started)]) and the exit events."""
-    workers, rounds, exits = {}, {}, []
+    """nodes: [(name, events, records)]. Returns workers keyed by (node, pid, instance), rounds
+    (round -> [(node, round_started event, ranks started)]) and the exit events.
 
-    def worker(node, pid):
-        return workers.setdefault((node, pid), Worker(node, pid))
+    A pid is used again over a long run: the evidence of one pid on one node is taken in time
+    order, and a new worker begins at a sign of a start (ddprun's worker_started, the worker's
+    "start" record) that comes after a proof of the last one's end (its worker_exited, a "gone",
+    its own "end" or "done")."""
+    workers, rounds, exits = {}, {}, []
+    evidence = {}  # (node, pid) -> [(time, order, kind, item, round)]
 
     for name, events, records in nodes:
         current = None
-        for e in events:
+        for order, e in enumerate(events):
             kind = e.get("event")
             if kind == "round_started":
                 current = (name, e, [])
                 rounds.setdefault(e["round"], []).append(current)
-            elif kind == "worker_started":
-                w = worker(name, e["pid"])
-                w.rank = e["rank"]
-                w.round = None if current is None else current[1]["round"]
-                w.seen_alive(e["time"])
-                if current is not None:
+            elif kind in ("worker_started", "worker_exited"):
+                evidence.setdefault((name, e["pid"]), []).append(
+                    (e["time"], order, kind, e, None if current is None else current[1]["round"]))
+                if kind == "worker_started" and current is not None:
                     current[2].append(e["rank"])
-            elif kind == "worker_exited":
-                w = worker(name, e["pid"])
-                w.rank = e["rank"] if w.rank is None else w.rank
-                w.seen_ended(e["time"])
-                w.seen_gone(e["time"])
             elif kind == "exit":
                 exits.append((name, e))
-        for r in records:
-            w = worker(name, r["pid"])
-            w.rank = r["rank"] if w.rank is None else w.rank
-            if r["what"] == "gone":
-                w.seen_gone(r["real"])
-                continue
-            w.seen_record(r["real"])
-            if r["what"] == "start":
-                w.seen_alive(r["real"])
-            else:
-                w.seen_alive(r["real"])
-                w.seen_ended(r["real"])
-                w.done = w.done or r["what"] == "done"
+        for order, r in enumerate(records):
+            evidence.setdefault((name, r["pid"]), []).append((r["real"], len(events) + order, r["what"], r, None))
+
+    for (name, pid), items in evidence.items():
+        instance, w, ended = 0, None, False
+        for t, _, kind, item, round_number in sorted(items, key=lambda x: (x[0], x[1])):
+            if w is None or (kind in ("worker_started", "start") and ended):
+                instance += 1
+                w = workers[(name, pid, instance)] = Worker(name, pid)
+                ended = False
+            w.rank = item["rank"] if w.rank is None else w.rank
+            if kind == "worker_started":
+                w.round = round_number
+                w.seen_alive(t)
+            elif kind == "worker_exited":
+                w.seen_ended(t)
+                w.seen_gone(t)
+                ended = True
+            elif kind == "gone":
+                w.seen_gone(t)
+                ended = True
+            else:  # the worker's own record: start, end or done
+                w.seen_record(t)
+                w.seen_alive(t)
+                if kind != "start":
+                    w.seen_ended(t)
+                    w.done = w.done or kind == "done"
+                    ended = True
     return workers, rounds, exits
 
 

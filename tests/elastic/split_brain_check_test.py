@@ -99,6 +99,15 @@ CASES = [
        + node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2)[1],
        node("b", 1, 3, 6, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[2]
        + node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2)[2]]], True, []),
+    ("a pid used again by another rank in a later round (a long run) is another worker",
+     [["a", node("a", 0, 2, 4, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[1]
+       + node("a", 0, 2, 4, [0, 1], 99, 30.0, 40.0, number=2)[1],
+       node("a", 0, 2, 4, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[2]
+       + node("a", 0, 2, 4, [0, 1], 99, 30.0, 40.0, number=2)[2]],
+      ["b", node("b", 1, 2, 4, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[1]
+       + node("b", 1, 2, 4, [2, 3], 210, 30.0, 40.0, number=2)[1],
+       node("b", 1, 2, 4, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[2]
+       + node("b", 1, 2, 4, [2, 3], 210, 30.0, 40.0, number=2)[2]]], True, []),
     ("the nodes disagree on the world size",
      [node("a", 0, 2, 4, [0, 1], 100, 10.0, 20.0), node("b", 1, 2, 6, [2, 3], 200, 10.0, 20.0)], True,
      ["round 1: the nodes disagree on its size"]),
