@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "process/containment.hpp"
 
@@ -150,7 +151,7 @@ void rename_process() {
       if (m.op == '+') groups.insert(m.process_group);
       else if (m.op == '-') groups.erase(m.process_group);
       else if (m.op == 'F') fence = m.deadline;
-      else if (m.op == 'H' && fd >= 0) std::swap(held[m.id], fd);
+      else if (m.op == 'H' && fd >= 0 && held.count(m.id) == 0) held.emplace(m.id, std::exchange(fd, -1));
       else if (auto it = held.find(m.id); m.op == 'D' && it != held.end()) fd = it->second, held.erase(it);
       if (fd >= 0) ::close(fd);  // dropped, replaced, or not asked for
       continue;
