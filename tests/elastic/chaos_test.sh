@@ -138,7 +138,7 @@ wait_for 60 no_leftovers
 args=()
 for n in a b c d; do
   for i in $(seq 1 "${incarnation[$n]}"); do
-    touch "$RUN/rec.${n}_$i"
+    touch "$RUN/rec.${n}_$i" "$RUN/${n}_$i.events"  # an incarnation that never ran has neither
     args+=(--node "${n}_$i" "$RUN/${n}_$i.events" "$RUN/rec.${n}_$i")
   done
 done
