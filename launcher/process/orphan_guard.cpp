@@ -58,6 +58,30 @@ bool any_alive(const std::set<pid_t>& groups) {
   return false;
 }
 
+// The process groups of `parent`'s children, but `parent`'s own: at the fence, ddprun (stopped or
+// stalled) may have forked a worker and not yet told the guard of its group.
+std::set<pid_t> children_groups(pid_t parent) {
+  std::set<pid_t> groups;
+  const pid_t own = ::getpgid(parent);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0, group = 0;
+    if (fields >> state >> ppid >> group && ppid == parent && group != own && group != ::getpgrp() && group > 0) {
+      groups.insert(group);  // not ddprun's group, nor the guard's own
+    }
+  }
+  return groups;
+}
+
 // One message from ddprun, and the descriptor it carries ('H'); 0 at EOF, -1 on an error.
 ssize_t receive(int from_launcher, Message& m, int& fd) {
   char control[CMSG_SPACE(sizeof(int))] = {};
@@ -132,6 +156,7 @@ void rename_process() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   // Before the first read: ddprun's messages wait in the pipe meanwhile.
   if (chores) chores();
+  const pid_t launcher = ::getppid();  // ddprun, while it lives
   std::set<pid_t> groups;
   std::map<int, int> held;  // ddprun's id -> the guard's copy of that connection
   std::int64_t fence = 0;
@@ -142,6 +167,7 @@ void rename_process() {
     if (polled < 0 && errno == EINTR) continue;
     if (polled == 0) {  // the fence's deadline passed and ddprun did not move it: fence for it
       for (pid_t group : groups) ::kill(-group, SIGKILL);
+      for (pid_t group : children_groups(launcher)) ::kill(-group, SIGKILL);
       fence = 0;
       continue;
     }

@@ -77,8 +77,9 @@ some_worker() { pgrep -P "$(eval echo "\$PID_$1")" -f "$T/life" | head -n 1; }
 
 # Every worker's death seen from outside (worker_observer.py): a SIGKILLed worker writes no record,
 # and a ddprun stopped or killed logs it late or not at all.
-python3 "$DDPRUN_TESTS_DIR/elastic/worker_observer.py" "$RUN/rec.*" "$RUN/observed" &
+python3 "$DDPRUN_TESTS_DIR/elastic/worker_observer.py" "$RUN" "$RUN/observed" &
 observer=$!
+wait_for 60 test -e "$RUN/observer.ready"
 for x in a b c d; do start_node $x; done
 wait_for 120 job_runs
 

@@ -37,7 +37,7 @@ cut() {
     both) nf_cut 2 $coordinator ;;
     from_b) nf_cut_oneway 2 $coordinator ;;
     to_b) nf_cut_oneway $coordinator 2 ;;
-    stop_b) observe_gone "$NF_RUN/rec.b"; kill -STOP "$PID_b" ;;
+    stop_b) observe_gone; wait_for 60 test -e "$NF_RUN/observer.ready"; kill -STOP "$PID_b" ;;
   esac
 }
 heal() {
@@ -49,10 +49,10 @@ heal() {
   esac
 }
 
-# observe_gone RECORDS: in the background, a "gone" record for each worker that started in RECORDS,
-# at the moment it ends (worker_observer.py); ends once $NF_RUN/observed exists and all are gone.
+# observe_gone: in the background, a "gone" record for each of b's workers at the moment it ends
+# (worker_observer.py); ends once $NF_RUN/observed exists and all are gone.
 observe_gone() {
-  python3 "$DDPRUN_TESTS_DIR/elastic/worker_observer.py" "$1" "$NF_RUN/observed" &
+  python3 "$DDPRUN_TESTS_DIR/elastic/worker_observer.py" "$NF_RUN" "$NF_RUN/observed" b &
   OBSERVER=$!
 }
 netfault_up $hosts
@@ -118,7 +118,11 @@ one_run() {
   finish_within 60 b
   expect_eq "$RC_b" 69 "b, cut off from the coordinator ($(show b))"
   expect_in "$T/b.err" "this node's workers were killed first \\(fenced\\)"
-  if [[ $cut_kind == stop_b ]]; then touch "$NF_RUN/observed"; wait "$OBSERVER"; fi
+  if [[ $cut_kind == stop_b ]]; then
+    touch "$NF_RUN/observed"
+    local observed=0; wait "$OBSERVER" || observed=$?
+    [[ $observed == 0 ]] || fail "run $1: the worker observer ended $observed (workers it never saw end)"
+  fi
   touch "$NF_RUN/release"
   finish_within 60 a; finish_within 60 c
   expect_eq "$RC_a $RC_c" "0 0" "a and c, the job re-formed without b ($(show a c))"
