@@ -36,7 +36,13 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
       }
       const RoundAssignment& a = start->assignment;
       master_port_->round_started(a.group_rank == 0 && a.agent_store);
-      post([a](Handlers& h) { h.start_round(a); });
+      // Checked again when the launcher would start them: a launcher stopped in between (SIGSTOP,
+      // a stall) runs this only when it runs again, maybe past the fence.
+      post([this, a](Handlers& h) {
+        if (!fence_passed()) return h.start_round(a);
+        fence();
+        apply(round_.workers_stopped(a.round, {}));
+      });
     } else if (auto* stop = std::get_if<NodeRound::StopWorkers>(&action)) {
       post([reason = stop->reason, why = stop->why](Handlers& h) { h.stop_round(reason, why); });
     } else if (std::holds_alternative<NodeRound::EndStoreRound>(action)) {
