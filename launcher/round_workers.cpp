@@ -27,7 +27,7 @@ void RoundWorkers::start(int attempt) {
   });
   if (const auto memory = c_.containment.memory_events()) oom_kills_at_start_ = memory->oom_kills;
   for (const auto& w : c_.group.workers()) {
-    if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid));
+    if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
   }
   if (!not_started) return;
   const auto [w, error] = *not_started;

@@ -193,6 +193,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       if (spawned.pid > 0 && request.own_process_group) ::setpgid(spawned.pid, spawned.pid);
     }
     if (spawned.pid < 0) spawned = spawn_process(request);
+    w->forked = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     workers_.push_back(std::move(w));
     WorkerProcess& started = *workers_.back();
     if (spawned.pid < 0) {

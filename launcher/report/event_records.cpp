@@ -47,8 +47,10 @@ EventRecord stop_requested(int round, const std::string& why) {
   return {"stop_requested", {{"round", round}, {"why", why}}};
 }
 
-EventRecord worker_started(int rank, int local_rank, pid_t pid) {
-  return {"worker_started", {{"rank", rank}, {"local_rank", local_rank}, {"pid", pid}}};
+EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked) {
+  EventRecord record{"worker_started", {{"rank", rank}, {"local_rank", local_rank}, {"pid", pid}}};
+  if (forked > 0) record.fields["forked"] = forked;
+  return record;
 }
 
 EventRecord worker_exited(int rank, int local_rank, pid_t pid, int exit_code, int signal, bool stopped_by_ddprun) {

@@ -27,7 +27,9 @@ EventRecord restart(const elastic::RoundAssignment& round, int max_restarts);
 // The job was not restarted: the policy's reason (JobOutcome::stop_reason).
 EventRecord restart_stopped(const std::string& stop_reason, int restarts);
 EventRecord stop_requested(int round, const std::string& why);
-EventRecord worker_started(int rank, int local_rank, pid_t pid);
+// `forked`: seconds since the epoch when ddprun forked it (a ddprun stopped in between writes the
+// record later); 0: not given.
+EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked = 0);
 // `signal`: the signal that ended it, 0 when it exited.
 EventRecord worker_exited(int rank, int local_rank, pid_t pid, int exit_code, int signal, bool stopped_by_ddprun);
 // A failure once its kind is known.

@@ -100,8 +100,10 @@ def build(nodes):
                 current = (name, e, [])
                 rounds.setdefault(e["round"], []).append(current)
             elif kind in ("worker_started", "worker_exited"):
+                # A worker's start at its fork: ddprun, stopped in between, may write the record later.
+                t = e.get("forked", e["time"]) if kind == "worker_started" else e["time"]
                 evidence.setdefault((name, e["pid"]), []).append(
-                    (e["time"], order, kind, e, None if current is None else current[1]["round"]))
+                    (t, order, kind, e, None if current is None else current[1]["round"]))
                 if kind == "worker_started" and current is not None:
                     current[2].append(e["rank"])
             elif kind == "exit":
