@@ -5,8 +5,10 @@
 : "${DDPRUN:?run this test through ctest (DDPRUN is not set)}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-test.XXXXXX")
 export T
+# cleanup [RC]: ends the test with RC (default: the status it exits with), killing what it started.
+# An EXIT trap that runs something first passes the status on: trap 'rc=$?; undo || true; cleanup $rc' EXIT
 cleanup() {
-  local rc=$?
+  local rc=${1:-$?}
   pkill -KILL -f "$T" 2>/dev/null || true
   rm -rf "$T"
   exit $rc

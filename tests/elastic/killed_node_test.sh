@@ -19,7 +19,7 @@ frozen=$freezer/ddprun-test-$$
 mkdir "$frozen"
 # Thawed and removed however the test ends (the cgroup goes once the guard has left it by exiting).
 unfreeze() { echo THAWED > "$frozen/freezer.state" 2>/dev/null || true; for _ in $(seq 50); do rmdir "$frozen" 2>/dev/null && break; sleep 0.1; done; }
-trap 'unfreeze; cleanup' EXIT
+trap 'rc=$?; unfreeze || true; cleanup $rc' EXIT
 
 worker life <<'SH'
 #!/bin/sh

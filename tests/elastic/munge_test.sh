@@ -13,8 +13,17 @@ command -v munged > /dev/null && command -v mungekey > /dev/null && id munge > /
 M=$(mktemp -d /tmp/ddprun-munge.XXXXXX)
 chmod 755 "$M"
 chown munge:munge "$M"
-stop_munged() { [[ -r $M/munged.pid ]] && kill "$(cat "$M/munged.pid")" 2> /dev/null; rm -rf "$M"; }
-trap 'stop_munged; cleanup' EXIT
+# munged writes its seed file and removes its socket as it exits: the folder goes once it is gone.
+stop_munged() {
+  local pid
+  pid=$(cat "$M/munged.pid" 2> /dev/null) || pid=
+  if [[ -n $pid ]] && kill "$pid" 2> /dev/null; then
+    local deadline=$((SECONDS + 20))
+    while kill -0 "$pid" 2> /dev/null && (( SECONDS < deadline )); do sleep 0.05; done
+  fi
+  rm -rf "$M"
+}
+trap 'rc=$?; stop_munged || true; cleanup $rc' EXIT
 runuser -u munge -- mungekey --create --keyfile="$M/munge.key"
 runuser -u munge -- munged --socket="$M/munge.socket" --key-file="$M/munge.key" --pid-file="$M/munged.pid" \
   --log-file="$M/munged.log" --seed-file="$M/munged.seed"

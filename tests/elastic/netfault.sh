@@ -51,7 +51,7 @@ netfault_up() {
   [[ $(id -u) == 0 ]] || skip "needs root to create network namespaces"
   command -v ip >/dev/null && command -v bridge >/dev/null || skip "needs iproute2 (ip, bridge)"
   command -v nft >/dev/null || skip "needs nftables (nft; scripts/install-deps.sh installs it)"
-  trap 'rc=$?; nf_down; (exit $rc); cleanup' EXIT
+  trap 'rc=$?; nf_down || true; cleanup $rc' EXIT
   ip netns add "$sw"
   ip -n "$sw" link set lo up
   ip -n "$sw" link add br0 type bridge

@@ -16,7 +16,7 @@ netns_down() {
     rm -rf "/etc/netns/$ns"
   done
 }
-trap 'rc=$?; netns_down; (exit $rc); cleanup' EXIT
+trap 'rc=$?; netns_down || true; cleanup $rc' EXIT
 
 ip netns add "$sw"
 ip -n "$sw" link set lo up

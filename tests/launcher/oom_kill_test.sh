@@ -19,7 +19,7 @@ if ! grep -qw memory "$base/cgroup.subtree_control" 2>/dev/null; then
 fi
 limit="$base/ddprun-oom-test.$$"
 mkdir "$limit" 2>/dev/null || skip "cannot create a cgroup in $base"
-trap 'rmdir "$limit/launcher" "$limit" 2>/dev/null || true; cleanup' EXIT
+trap 'rc=$?; rmdir "$limit/launcher" "$limit" 2>/dev/null || true; cleanup $rc' EXIT
 echo +memory >"$limit/cgroup.subtree_control"
 mkdir "$limit/launcher"
 echo $((200 << 20)) >"$limit/memory.max"
