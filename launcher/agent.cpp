@@ -105,9 +105,9 @@ class Agent::Impl {
     handlers.fence = [this](const std::string& why) { dispatch(occurred::Fenced{why}); };
     handlers.connection_opened = [this](int fd) { guard_.hold_connection(fd); };
     handlers.connection_closed = [this](int fd) { guard_.drop_connection(fd); };
-    handlers.fence_moved = [this](std::optional<std::chrono::steady_clock::time_point> at) {
-      guard_.fence_at(at);
-      backstop_at_ = at;
+    handlers.fence_moved = [this](std::optional<elastic::FenceDeadlines> at) {
+      guard_.fence_at(at ? std::optional(at->backstop) : std::nullopt);
+      fence_ = at;
     };
     events_.write(records::started(config_));
     rendezvous_->join(std::move(handlers));
@@ -165,8 +165,14 @@ class Agent::Impl {
   // guard fenced for this launcher (orphan_guard.hpp), which ran too late to do it itself. The
   // rendezvous's own fence comes next and ends the job here; it is no failure to report.
   bool fenced_by_guard(const elastic::WorkerFailure& f) const {
-    return backstop_at_ && std::chrono::steady_clock::now() >= *backstop_at_ && f.signal == SIGKILL &&
+    return fence_ && std::chrono::steady_clock::now() >= fence_->backstop && f.signal == SIGKILL &&
            f.signal_from_outside;
+  }
+
+  // No worker is forked at or after the fence's deadline: the rendezvous checked it when the round
+  // started, but a launcher stopped or stalled since then runs on past it, between two forks.
+  std::optional<std::chrono::steady_clock::time_point> start_by() const {
+    return fence_ ? std::optional(fence_->fence) : std::nullopt;
   }
 
   // What an occurrence changes before the supervisor's transition.
@@ -189,7 +195,7 @@ class Agent::Impl {
     events_.write(records::round_started(node_.round));
   }
   void note(const occurred::Fenced& e) {
-    fenced_ = true;
+    if (std::exchange(fenced_, true)) return;  // the launcher's own, then the rendezvous's
     events_.write(records::stop_requested(node_.round.round, e.why));
   }
   void note(const occurred::StopRequested& e) {
@@ -245,7 +251,7 @@ class Agent::Impl {
     further_failures_.clear();
     grace_timer_.cancel();
     if (const int importing = group_.warm_start().importing_fd(); importing >= 0) return wait_for_zygote(importing);
-    workers_.start(attempt_);
+    workers_.start(attempt_, start_by());
   }
 
   // --warm_start: the warm interpreter still imports; the workers start once it is ready (or
@@ -257,7 +263,7 @@ class Agent::Impl {
     const auto waited = [this, generation = ++zygote_waits_](std::error_code ec) {
       if (ec || generation != zygote_waits_ || !waiting_for_zygote_) return;
       stop_waiting_for_zygote();
-      workers_.start(attempt_);
+      workers_.start(attempt_, start_by());
       publish_status();
     };
     zygote_socket_->async_wait(asio::posix::stream_descriptor::wait_read, waited);
@@ -367,7 +373,7 @@ class Agent::Impl {
   RunPaths paths_;
   Containment& containment_;
   OrphanGuard& guard_;  // also the fence's backstop (orphan_guard.hpp)
-  std::optional<std::chrono::steady_clock::time_point> backstop_at_;  // when the guard fences
+  std::optional<elastic::FenceDeadlines> fence_;  // when no worker may start any more, when the guard fences
   bool fenced_ = false;  // the workers were fenced: the rendezvous's end follows
   config::PythonInterpreter python_;  // runs_python() only
   WorkerGroup group_;

@@ -8,6 +8,7 @@
 
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "output/output_writer.hpp"
 #include "report/event_records.hpp"
 #include "process/spawn.hpp"
 #include "report/failure_report.hpp"
@@ -16,22 +17,36 @@
 
 namespace ddprun::launcher {
 
-void RoundWorkers::start(int attempt) {
+void RoundWorkers::start(int attempt, std::optional<std::chrono::steady_clock::time_point> start_by) {
   open_ = true;
   hangs_->response().start_round(attempt);
   // The heartbeat files are watched before any worker starts: a fast worker's first beats
   // would otherwise go unseen, and a rank that beat early and then stopped would look like
   // one still starting up (--hang_startup) while its waiting peers were judged hung.
-  const auto not_started = c_.group.start(c_.node.round, attempt, hangs_->timer_file(), [this](const auto& files) {
-    if (static_cast<int>(files.size()) == c_.config.nproc_per_node) hangs_->watchdog().start_round(files);
-  });
+  const auto started = c_.group.start(
+      c_.node.round, attempt, hangs_->timer_file(),
+      [this](const auto& files) {
+        if (static_cast<int>(files.size()) == c_.config.nproc_per_node) hangs_->watchdog().start_round(files);
+      },
+      start_by);
   if (const auto memory = c_.containment.memory_events()) oom_kills_at_start_ = memory->oom_kills;
   for (const auto& w : c_.group.workers()) {
     if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
   }
-  if (!not_started) return;
-  const auto [w, error] = *not_started;
-  elastic::WorkerFailure f = identity(*w);
+  if (started.past_deadline) {
+    const auto forked = std::count_if(c_.group.workers().begin(), c_.group.workers().end(),
+                                      [](const auto& w) { return w->pid > 0; });
+    const std::string why =
+        "this launcher ran past its fence's deadline (stopped or stalled) while it started its workers: " +
+        (forked == 0 ? fmt::format("it started none of its {}", c_.config.nproc_per_node)
+                     : fmt::format("it started {} of {} (killed now) and not the others", forked,
+                                   c_.config.nproc_per_node));
+    say("ddprun: " + why + "\n");
+    return c_.dispatch(occurred::Fenced{why});  // the rendezvous fences as it runs next
+  }
+  if (!started.failed) return;
+  const int error = started.error;
+  elastic::WorkerFailure f = identity(*started.failed);
   f.exit_code = (error == ENOENT || error == ENOTDIR) ? exit_code::kNotFound : exit_code::kCannotExecute;
   f.message = fmt::format("could not start {}: {}", c_.config.worker_argv(c_.python.program).front(),
                           std::strerror(error));

@@ -4,8 +4,10 @@
 // then the round's end. The workers' records in the event log are written here.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "ddprun/launch_config.hpp"
@@ -39,9 +41,10 @@ class RoundWorkers {
   // The hang watch, made after this (its hooks call identity() and failed()).
   void watch_hangs(HangWatch& hangs) { hangs_ = &hangs; }
 
-  // Starts the workers of the node's round as its start `attempt`; a worker that could not
-  // start is dispatched as a failure.
-  void start(int attempt);
+  // Starts the workers of the node's round as its start `attempt`, none at or after `start_by`
+  // (the fence's deadline: then Fenced is dispatched); a worker that could not start is
+  // dispatched as a failure.
+  void start(int attempt, std::optional<std::chrono::steady_clock::time_point> start_by);
   // Children ended (SIGCHLD): each worker's end is dispatched, a success or a failure.
   void reap();
   // The workers are gone: what is left in their pipes is taken and their files cleared. Once a

@@ -27,6 +27,7 @@ packages=(
   etcd-server etcd-client          # a real etcd (3.4) and etcdctl for the etcd rendezvous tests
   prometheus                       # Prometheus 2.42 and promtool: the /metrics tests start their own server on a free port
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
+  strace                           # tests/elastic/partition_test.sh: a launcher held in its start of workers
   libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
   python3-pip                      # downloads py-spy's wheel (below): Debian does not package it

@@ -123,9 +123,10 @@ std::string worker_files_prefix(const RunPaths& paths, int attempt, int rank) {
 
 }  // namespace
 
-std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
+WorkerGroup::Started WorkerGroup::start(
     const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
-    const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready) {
+    const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready,
+    std::optional<std::chrono::steady_clock::time_point> start_by) {
   workers_.clear();
   std::vector<std::unique_ptr<WorkerProcess>> prepared;
   std::vector<std::string> heartbeat_files;
@@ -175,6 +176,10 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
       request.stdout_fd = out_pipe.write_end.get();
       request.stderr_fd = err_pipe.write_end.get();
     }
+    if (start_by && std::chrono::steady_clock::now() >= *start_by) {
+      containment_.remove_retired();
+      return Started{nullptr, 0, true};
+    }
     SpawnResult spawned;
     if (warm_->enabled()) {
       ForkRequest fork;
@@ -198,7 +203,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     WorkerProcess& started = *workers_.back();
     if (spawned.pid < 0) {
       containment_.remove_retired();
-      return std::make_pair(&started, spawned.error);
+      return Started{&started, spawned.error, false};
     }
     started.pid = spawned.pid;
     started.alive = true;
@@ -213,7 +218,7 @@ std::optional<std::pair<WorkerProcess*, int>> WorkerGroup::start(
     }
   }
   containment_.remove_retired();  // the last round's cgroup, off the restart's path
-  return std::nullopt;
+  return {};
 }
 
 WorkerGroup::Filtered WorkerGroup::open_filtered(int attempt, int stream_bit) const {

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -68,11 +69,16 @@ class WorkerGroup {
   // TORCHELASTIC_TIMER_FILE `timer_file` when not empty. `files_ready` gets every worker's
   // heartbeat file (none without a files folder) after the folders are made and before the
   // first worker starts, so that not even a worker's first beat can come before the watch. Stops
-  // at the first worker that cannot start, and returns it with the errno of its exec; the ones
-  // already started run on.
-  std::optional<std::pair<WorkerProcess*, int>> start(
-      const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
-      const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready);
+  // at the first worker that cannot start, or before the first fork at or after `start_by` (the
+  // fence's deadline); the ones already started run on.
+  struct Started {
+    WorkerProcess* failed = nullptr;  // the worker whose exec failed, with its errno
+    int error = 0;
+    bool past_deadline = false;  // `start_by` passed: the workers from there on were not forked
+  };
+  Started start(const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
+                const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready,
+                std::optional<std::chrono::steady_clock::time_point> start_by);
 
   // The group's signal to every live worker's process group (the worker's own children too).
   void signal(int sig);

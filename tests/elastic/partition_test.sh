@@ -17,7 +17,10 @@
 # several of them with commas (RUNS runs of each); or stop_b: b's ddprun stopped (SIGSTOP) instead,
 # its workers running on, until the job re-formed (its orphan guard must fence for it; an observer
 # records when each of b's workers was seen dead, since b's own log says so only once resumed);
-# BACKEND tcp (the default) or etcd.
+# or stall_start_b: a's worker is killed, and b's ddprun is held (strace's delay on its first
+# pipe2, the first worker's pipes) as it starts the next round's workers until past its fence: it
+# must start none of them, though the rendezvous had let it start the round; BACKEND tcp (the
+# default) or etcd.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
@@ -30,7 +33,11 @@ case $backend in
   *) fail "BACKEND: tcp or etcd, not '$backend'" ;;
 esac
 for cut_kind in ${cut_kinds//,/ }; do
-  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b)$ ]] || fail "CUT: both, from_b, to_b or stop_b, not '$cut_kind'"
+  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b|stall_start_b)$ ]] \
+    || fail "CUT: both, from_b, to_b, stop_b or stall_start_b, not '$cut_kind'"
+  if [[ $cut_kind == stall_start_b ]]; then
+    command -v strace > /dev/null || skip "stall_start_b needs strace (scripts/install-deps.sh installs it)"
+  fi
 done
 cut() {
   case $cut_kind in
@@ -38,6 +45,7 @@ cut() {
     from_b) nf_cut_oneway 2 $coordinator ;;
     to_b) nf_cut_oneway $coordinator 2 ;;
     stop_b) observe_gone; wait_for 60 test -e "$NF_RUN/observer.ready"; kill -STOP "$PID_b" ;;
+    stall_start_b) stall_start_b ;;
   esac
 }
 heal() {
@@ -46,8 +54,23 @@ heal() {
     from_b) nf_uncut_oneway 2 $coordinator ;;
     to_b) nf_uncut_oneway $coordinator 2 ;;
     stop_b) kill -CONT "$PID_b" ;;
+    stall_start_b) kill "$STRACE" 2> /dev/null || true; wait "$STRACE" || true ;;
   esac
 }
+
+# stall_start_b: b's ddprun is held, once a's worker failed, in its start of the next round's
+# workers (after the rendezvous let it start them) for heartbeat_timeout + 1.5 s: its fence passes
+# and the coordinator counts it lost meanwhile.
+stall_start_b() {
+  strace -qq -o /dev/null -p "$PID_b" -e trace=pipe2 \
+    -e inject=pipe2:delay_enter=$((heartbeat_timeout * 1000000 + 1500000)):when=1 &
+  STRACE=$!
+  wait_for 30 traced "$PID_b"
+  local victim
+  victim=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["pid"])' "$NF_RUN/rec.a")
+  kill -KILL "$victim"
+}
+traced() { [[ $(awk '/^TracerPid:/ {print $2}' "/proc/$1/status") != 0 ]]; }
 
 # observe_gone: in the background, a "gone" record for each of b's workers at the moment it ends
 # (worker_observer.py); ends once $NF_RUN/observed exists and all are gone.
@@ -103,7 +126,8 @@ one_run() {
   rdzv=(--rdzv_backend=c10d --rdzv_endpoint="h1:$port")
   [[ $backend == etcd ]] && rdzv=(--rdzv_backend=etcd --rdzv_endpoint="$NF_ETCD")
   local job=(--nnodes=2 --nproc_per_node=2 "${rdzv[@]}" --rdzv_id="part$1"
-             --rdzv_conf="spares=1,heartbeat_timeout=$heartbeat_timeout,join_timeout=60" --shutdown_timeout=30)
+             --rdzv_conf="spares=1,heartbeat_timeout=$heartbeat_timeout,join_timeout=60" --shutdown_timeout=30
+             --max_restarts=3)
   NF_NODE=a nf_on 1 a "${job[@]}" --event_log="$NF_RUN/a.events" "$T/life"
   NF_NODE=b NF_STOP_SECONDS=$stop_seconds nf_on 2 b "${job[@]}" --event_log="$NF_RUN/b.events" "$T/life"
   wait_for 60 started 4
@@ -137,7 +161,13 @@ one_run() {
     cat "$NF_RUN/check"
     fail "run $1: the checker found a broken invariant"
   fi
-  [[ $(cat "$NF_RUN"/rec.b | grep -c '"end"') == 0 ]] || fail "run $1: a worker of b ran its SIGTERM handler: fenced workers get SIGKILL" 
+  if [[ $cut_kind == stall_start_b ]]; then
+    # b's workers of round 1 ended on the restart's SIGTERM; none of the next round's started.
+    [[ $(grep -c '"restart":[1-9]' "$NF_RUN/rec.b") == 0 ]] \
+      || fail "run $1: b started workers of the next round past its fence: $(grep '"start"' "$NF_RUN/rec.b")"
+  else
+    [[ $(grep -c '"end"' "$NF_RUN/rec.b") == 0 ]] || fail "run $1: a worker of b ran its SIGTERM handler: fenced workers get SIGKILL"
+  fi
   python3 - "$NF_RUN" "$cut" "$check" >> "$T/figures" <<'PY'
 import json, sys
 run, cut, check = sys.argv[1], float(sys.argv[2]), sys.argv[3]

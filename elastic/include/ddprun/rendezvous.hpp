@@ -132,6 +132,15 @@ struct JobOutcome {
 
 // The job's nodes beside those of the round, as the node that runs the coordinator knows them
 // (the TCP host, the etcd leader).
+// A node's fence (core/fence.hpp), as it stands after the coordinator last acknowledged it.
+struct FenceDeadlines {
+  // The node kills its workers here and starts none at or after it (the launcher, at each fork).
+  std::chrono::steady_clock::time_point fence;
+  // Half a margin later: a process outside the launcher's loop kills them here unless the fence
+  // moved first (the orphan guard: the backstop for a launcher that is stopped or stalls).
+  std::chrono::steady_clock::time_point backstop;
+};
+
 struct JobMembership {
   std::vector<std::string> spares;  // the hot spares, the next admitted first
   std::vector<QuarantinedNode> quarantined;
@@ -147,12 +156,11 @@ class Rendezvous {
     // (fencing, core/fence.hpp): kill this node's workers now, SIGKILL without a grace period.
     // stop_round and finish follow, as when the rendezvous fails. Unset: stop_round's stop.
     std::function<void(const std::string& why)> fence;
-    // Where this node's fence stands for a process outside the launcher's loop, which kills the
-    // workers at `at` unless it is moved first (the orphan guard: the backstop for a launcher
-    // that is stopped or stalls); nullopt: no fence any more. Called each time it moves (about
-    // every heartbeat_timeout/3). Not after leave(): the launcher drops its backstop itself
-    // there. Unset: no backstop.
-    std::function<void(std::optional<std::chrono::steady_clock::time_point> at)> fence_moved;
+    // Where this node's fence stands: for the launcher's forks (none at or after `fence`) and for
+    // a process outside its loop, which kills the workers at `backstop` unless it is moved first;
+    // nullopt: no fence any more. Called each time it moves (about every heartbeat_timeout/3).
+    // Not after leave(): the launcher drops its backstop itself there. Unset: no backstop.
+    std::function<void(std::optional<FenceDeadlines> at)> fence_moved;
     // This node's connection to its coordinator (TCP) opened, as descriptor `fd`, and later
     // closed here: a process that outlives the launcher holds a copy in between (the orphan
     // guard), so that the coordinator, which counts a node lost at once when its connection ends,

@@ -74,7 +74,7 @@ void NodeRendezvous::coordinator_heard(std::chrono::steady_clock::time_point sen
   fence_coordinator_ = coordinator;
   fence_at_ = fence_deadline(sent_at, lifetime);
   if (!fence_timer_armed_) wait_for_fence();
-  post([at = backstop_deadline(sent_at, lifetime)](Handlers& h) {
+  post([at = FenceDeadlines{*fence_at_, backstop_deadline(sent_at, lifetime)}](Handlers& h) {
     if (h.fence_moved) h.fence_moved(at);
   });
 }
@@ -170,6 +170,9 @@ void NodeRendezvous::worker_failed(int round, const WorkerFailure& failure) {
 }
 
 void NodeRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
+  // Past the fence (a launcher that ran again past it stopped forking, or its workers stopped
+  // while it was cut off), the coordinator may have given this node's ranks away: fenced.
+  if (fence_passed() && workers_may_run()) return fence();
   apply(round_.workers_stopped(round, failures));
 }
 
