@@ -18,7 +18,8 @@
 # would, as a new incarnation (b_2, b_3, ...: each its own event log and records). At the end every
 # fault is healed and the workers are released: the job must end 0 on every node still in it, and
 # the checker must find no rank held by two live workers at any moment, every round's sizes its
-# members', every rank's final record, and nothing left behind.
+# members', every rank's final record, every line the workers printed in the output of each
+# launcher that ended by itself (not SIGKILLed), and nothing left behind.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
@@ -47,7 +48,8 @@ fi
 job=(--nnodes=2:4 --nproc_per_node=2 "${rdzv[@]}" --rdzv_id=chaos --max_restarts=100000 --crash_loop_limit=0
      --restart_backoff_max=0 --rdzv_conf=heartbeat_timeout=3,join_timeout=120,last_call_timeout=1 --shutdown_timeout=10)
 
-# The worker: "start", then runs until $RUN/release ("done", exit 0) or SIGTERM ("end", 143).
+# The worker: "start", then runs until $RUN/release ("done", exit 0) or SIGTERM ("end", 143),
+# printing a numbered line every 0.1 s, each also in $RUN/printed.NODE once it was written.
 worker life <<'SH'
 #!/bin/sh
 rec() {
@@ -56,7 +58,12 @@ rec() {
 }
 rec start
 trap 'kill "$nap" 2>/dev/null; rec end; exit 143' TERM
-while [ ! -e "$RUN/release" ]; do sleep 0.1 & nap=$!; wait "$nap"; done
+i=0
+while [ ! -e "$RUN/release" ]; do
+  i=$((i + 1))
+  echo "tick $NF_NODE $$ $i" && echo "tick $NF_NODE $$ $i" >> "$RUN/printed.$NF_NODE"
+  sleep 0.1 & nap=$!; wait "$nap"
+done
 rec done
 SH
 
@@ -74,6 +81,8 @@ live_workers() { ps -eo stat=,args= | awk -v w="$T/life" '$0 ~ w && $1 !~ /^[ZT]
 job_runs() { (( $(live_workers) >= 4 )); }
 # A worker of node X's current incarnation (a child of its ddprun), or nothing.
 some_worker() { pgrep -P "$(eval echo "\$PID_$1")" -f "$T/life" | head -n 1; }
+# ended_as X: node X's incarnation has ended: its exit status in RC_X and in $RUN/exits.
+ended_as() { finish "$1"; echo "$1_${incarnation[$1]} $(eval echo "\$RC_$1")" >> "$RUN/exits"; }
 
 # Every worker's death seen from outside (worker_observer.py): a SIGKILLed worker writes no record,
 # and a ddprun stopped or killed logs it late or not at all.
@@ -113,20 +122,20 @@ while (( SECONDS < end_at )); do
   running a || { show a_1; fail "step $step: node a ended during the run"; }
   # A node whose ddprun ended is started again, as a scheduler would; then the job must run again.
   for n in b c d; do
-    if ! running $n; then finish $n; echo "  ${n}_${incarnation[$n]} ended $(eval echo "\$RC_$n"); started again"; start_node $n; fi
+    if ! running $n; then ended_as $n; echo "  ${n}_${incarnation[$n]} ended $(eval echo "\$RC_$n"); started again"; start_node $n; fi
   done
   wait_for 180 job_runs
 done
 
 echo "faults: $(for f in "${faults[@]}"; do printf '%s %s, ' "$f" "${count[$f]:-0}"; done)"
-for n in b c d; do running $n || { finish $n; start_node $n; }; done
+for n in b c d; do running $n || { ended_as $n; start_node $n; }; done
 wait_for 180 job_runs
 touch "$RUN/release"
 ended() { ! running "$1"; }
 for n in a b c d; do
   wait_for_or() { local deadline=$((SECONDS + 120)); until ended "$1"; do (( SECONDS < deadline )) || return 1; sleep 0.1; done; }
   wait_for_or $n || { show "${n}_${incarnation[$n]}"; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
-  finish $n
+  ended_as $n
 done
 for n in a b c d; do
   rc=$(eval echo "\$RC_$n")
@@ -137,12 +146,19 @@ wait "$observer" || fail "the observer saw workers that never died"
 wait_for 60 no_leftovers
 
 args=()
+incarnations=0
 for n in a b c d; do
   for i in $(seq 1 "${incarnation[$n]}"); do
     touch "$RUN/rec.${n}_$i" "$RUN/${n}_$i.events"  # an incarnation that never ran has neither
     args+=(--node "${n}_$i" "$RUN/${n}_$i.events" "$RUN/rec.${n}_$i")
+    incarnations=$((incarnations + 1))
   done
 done
+# No output lost: a launcher the schedule SIGKILLed (137) takes what its pipes held with it.
+while read -r me rc; do
+  touch "$RUN/printed.$me"
+  [[ $rc == 137 ]] || args+=(--output "$me" "$T/$me.out" "$RUN/printed.$me")
+done < "$RUN/exits"
 python3 "$DDPRUN_TESTS_DIR/elastic/split_brain_check.py" --expect-success "${args[@]}" ||
   { keep; fail "seed $seed: the checker found a broken invariant (again: $0 $backend $duration $seed)"; }
-ok "$backend, seed $seed: $step faults in $duration s, $(( ${#args[@]} / 4 )) node incarnations; the job ended 0 with every invariant held"
+ok "$backend, seed $seed: $step faults in $duration s, $incarnations node incarnations; the job ended 0 with every invariant held"

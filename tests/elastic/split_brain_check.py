@@ -7,9 +7,14 @@ Reads each node's --event_log and the records its workers wrote themselves, and 
      (a member lost or fenced before it started may be missing from a round the coordinator then
      stopped); the last round has every node and every rank, 0 to world size - 1, once;
   3. a job that ended successfully (an `exit` event of code 0) has, for every rank of its last
-     round, the final record ("done") of the worker that held it.
+     round, the final record ("done") of the worker that held it;
+  4. no output lost: for each --output, every line a worker wrote to its standard output (and
+     then to PRINTED, once the write had returned: the line was in ddprun's pipe) is in CONSOLE,
+     ddprun's standard output, whole. Given for the launchers that ended by themselves (one
+     SIGKILLed takes what its pipes held with it).
 
 usage: split_brain_check.py [--expect-success] --node NAME EVENT_LOG WORKER_RECORDS ...
+                            [--output NAME CONSOLE PRINTED ...]
 
 The job is what the logs given hold (one run of one --rdzv_id). A worker record file holds one
 JSON object a line, written by the worker (tests/elastic/netfault_scenario_test.sh's worker):
@@ -203,27 +208,56 @@ def check_final_records(workers, rounds, exits):
     return ["round %d (the last): no final record of rank %s" % (last, ", ".join(map(str, missing)))] if missing else []
 
 
-def check(nodes, expect_success=False):
-    """The broken invariants of a history, as lines; none when it holds."""
+def check_output(name, console, printed):
+    """console: ddprun's standard output, as lines ("[rank0]: ..." for a worker's line); printed:
+    the lines its workers had written to theirs. Each printed line must be a console line's whole
+    text after its prefix."""
+    shown = set()
+    for line in console:
+        if line.startswith("[rank"):
+            shown.add(line.split("]: ", 1)[-1])
+    lost = [line for line in printed if line not in shown]
+    if not lost:
+        return []
+    return ["%s: %d of %d lines its workers wrote are not in ddprun's output, the first: %r" % (
+        name, len(lost), len(printed), lost[0])]
+
+
+def check(nodes, expect_success=False, outputs=()):
+    """The broken invariants of a history, as lines; none when it holds. outputs: [(name, console
+    lines, printed lines)]."""
     workers, rounds, exits = build(nodes)
     errors = check_one_holder(workers) + check_rounds(rounds)
     if expect_success or any(e.get("exit_code") == 0 for _, e in exits):
         errors += check_final_records(workers, rounds, exits)
+    for name, console, printed in outputs:
+        errors += check_output(name, console, printed)
     return errors
+
+
+def read_text(path):
+    """A file's lines; a torn last line (a writer killed mid-line) is left out."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    lines = text.split("\n")
+    return lines[:-1]  # after the last newline: empty, or a torn line
 
 
 def main(argv):
     expect_success = "--expect-success" in argv
     args = [a for a in argv if a != "--expect-success"]
-    nodes = []
+    nodes, outputs = [], []
     while args:
-        if args[0] != "--node" or len(args) < 4:
+        if args[0] == "--node" and len(args) >= 4:
+            nodes.append((args[1], read_lines(args[2]), read_lines(args[3])))
+        elif args[0] == "--output" and len(args) >= 4:
+            outputs.append((args[1], read_text(args[2]), read_text(args[3])))
+        else:
             raise SystemExit(__doc__.split("\n\n")[2])
-        nodes.append((args[1], read_lines(args[2]), read_lines(args[3])))
         args = args[4:]
     if not nodes:
         raise SystemExit(__doc__.split("\n\n")[2])
-    errors = check(nodes, expect_success)
+    errors = check(nodes, expect_success, outputs)
     for line in errors:
         print("split brain check: " + line)
     if errors:
@@ -231,6 +265,9 @@ def main(argv):
     workers, rounds, _ = build(nodes)
     print("split brain check: ok: %d workers, %d rounds, %d nodes; every rank held by one live worker at a time"
           % (len(workers), len(rounds), len(nodes)))
+    if outputs:
+        print("split brain check: ok: no output lost: %d lines of %d launchers' workers, each in its launcher's output"
+              % (sum(len(p) for _, _, p in outputs), len(outputs)))
     return 0
 
 

@@ -122,13 +122,23 @@ CASES = [
     ("a job expected to succeed that failed",
      [node("a", 0, 2, 4, [0, 1], 100, 10.0, 20.0, exit_code=1), node("b", 1, 2, 4, [2, 3], 200, 10.0, 20.0, exit_code=1)],
      True, ["the job did not end successfully: exits a 1, b 1"]),
+    # With outputs (name, ddprun's console lines, the lines its workers printed): no output lost.
+    ("every line b's workers printed is in b's output", clean(), True, [],
+     [("b", ["ddprun: x", "[rank2]: tick b 200 1", "[rank3]: tick b 201 1", "[rank2]: tick b 200 2"],
+       ["tick b 200 1", "tick b 201 1", "tick b 200 2"])]),
+    ("a line b's worker printed is not in b's output", clean(), True,
+     ["b: 1 of 3 lines its workers wrote are not in ddprun's output, the first: 'tick b 201 1'"],
+     [("b", ["[rank2]: tick b 200 1", "[rank2]: tick b 200 2"], ["tick b 200 1", "tick b 201 1", "tick b 200 2"])]),
+    ("a line cut short in b's output", clean(), True,
+     ["b: 1 of 1 lines its workers wrote are not in ddprun's output, the first: 'tick b 200 12'"],
+     [("b", ["[rank2]: tick b 200 1"], ["tick b 200 12"])]),
 ]
 
 
 def main():
     failed = 0
-    for what, nodes, expect_success, expected in CASES:
-        errors = split_brain_check.check([tuple(n) for n in nodes], expect_success)
+    for what, nodes, expect_success, expected, *outputs in CASES:
+        errors = split_brain_check.check([tuple(n) for n in nodes], expect_success, outputs[0] if outputs else ())
         ok = len(errors) == len(expected) and all(words in line for words, line in zip(expected, errors))
         if not ok:
             failed += 1
