@@ -34,6 +34,7 @@ packages=(
   python3-venv                     # the PyTorch 2.x virtual environment (--torch2)
   iproute2 procps psmisc util-linux time  # namespaces, process checks, script(1), benchmarks
   nftables                         # nft: the network faults of tests/elastic/netfault.sh (cuts, one-way cuts, loss)
+  iptables                         # its NFQUEUE target: netfault.sh's delay and reordering (tests/elastic/nf_delay.py)
   clang libclang-rt-14-dev         # the fuzz/sanitizer build (build-fuzz/): libFuzzer, ASan, UBSan
   python3-sphinx python3-myst-parser furo  # the manual (docs/): sphinx-build -W -n, HTML and the man page
   groff-base man-db zsh            # the man page's check (man -l, groff -ww) and the zsh completion's test

@@ -15,17 +15,22 @@
 #   nf_unisolate A
 #   nf_loss A PCT          each packet into or out of A is dropped with probability PCT % (nftables)
 #   nf_unloss A
-#   nf_delay A MS [JITTER_MS]   tc netem on A's link, both ways;  nf_undelay A
-#   nf_duplicate A PCT          tc netem;                          nf_unduplicate A
-#   nf_reorder A PCT MS         tc netem (reordering needs a delay); nf_unreorder A
+#   nf_delay A MS [JITTER_MS]   each packet into or out of A waits MS +- JITTER_MS (uniform, so
+#                               that a jitter reorders packets); nf_undelay A
+#   nf_reorder A PCT MS         PCT % of A's packets go at once, the others wait MS (and are
+#                               overtaken); nf_unreorder A
+#   nf_duplicate A PCT          each packet into or out of A is sent twice with probability
+#                               PCT % (nftables' dup); nf_unduplicate A
 #   nf_flap A DOWN_S UP_S       A's port alternates blocking DOWN_S and forwarding UP_S, in the
 #                               background, each change a line in $T/flap.A ("down|up REALTIME")
 #   nf_unflap A                 stops it and leaves the port forwarding
 #   nf_heal A              every fault on A undone
 #   nf_etcd A...           not a fault: an etcd member on each A (the client endpoints in NF_ETCD)
-# netem is a kernel module (sch_netem) that some kernels lack: nf_netem_available says whether
-# this one has it, and the netem faults fail with that reason where it does not, so that a test
-# skips them visibly rather than passing without them.
+# Delay and reordering are tests/elastic/nf_delay.py holding A's packets in a netfilter queue
+# (iptables' NFQUEUE target), not tc netem: sch_netem is a module some kernels lack (this
+# project's VM's among them), and nftables' own queue statement is not in every kernel either.
+# nf_delay_available says whether this one has what they need (iptables and nfnetlink_queue);
+# without it they fail with the reason, so that a test skips them visibly.
 
 NF="nf$$"        # prefix of every namespace and interface made here
 NF_HOSTS=0
@@ -36,7 +41,7 @@ nf_port() { echo "${NF}p$1"; }
 
 nf_down() {
   local ns f
-  for f in "$T"/flap.*.pid; do [[ -e $f ]] && kill "$(cat "$f")" 2>/dev/null; done
+  for f in "$T"/flap.*.pid "$T"/hold.*.pid; do [[ -e $f ]] && kill "$(cat "$f")" 2>/dev/null; done
   for ns in $(ip netns list | awk '{print $1}' | grep "^$NF" || true); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
@@ -125,33 +130,64 @@ nf_unloss() { nf_untable "$1" loss; }
 nf_isolate() { ip netns exec "${NF}sw" bridge link set dev "$(nf_port "$1")" state 0; }
 nf_unisolate() { ip netns exec "${NF}sw" bridge link set dev "$(nf_port "$1")" state 3; }
 
-# netem, on both ends of host A's link: A's eth0 (A's outgoing) and its port on the bridge
-# (A's incoming).
-nf_netem_available() {
-  local probe=${NF}sw
-  ip -n "$probe" link add nfprobe type dummy 2>/dev/null || return 1
-  local rc=0
-  ip netns exec "$probe" tc qdisc add dev nfprobe root netem delay 1ms 2>/dev/null || rc=1
-  ip -n "$probe" link del nfprobe
-  return $rc
+# The queue of host A's held packets: both ways through its eth0, never its loopback. One at a time.
+NF_QUEUE=7
+nf_delay_rules() {  # nf_delay_rules A -A|-D
+  local ns; ns=$(nf_ns "$1")
+  ip netns exec "$ns" iptables -t mangle "$2" OUTPUT -o eth0 -j NFQUEUE --queue-num $NF_QUEUE --queue-bypass &&
+    ip netns exec "$ns" iptables -t mangle "$2" PREROUTING -i eth0 -j NFQUEUE --queue-num $NF_QUEUE --queue-bypass
 }
-nf_netem() {
-  local host=$1; shift
-  nf_netem_available || fail "tc netem: this kernel has no sch_netem (CONFIG_NET_SCH_NETEM)"
-  ip netns exec "$(nf_ns "$host")" tc qdisc replace dev eth0 root netem "$@"
-  ip netns exec "${NF}sw" tc qdisc replace dev "$(nf_port "$host")" root netem "$@"
+nf_delay_available() {
+  command -v iptables > /dev/null && [[ -e /proc/net/netfilter/nfnetlink_queue ]]
 }
-nf_unnetem() {
-  ip netns exec "$(nf_ns "$1")" tc qdisc del dev eth0 root 2>/dev/null || true
-  ip netns exec "${NF}sw" tc qdisc del dev "$(nf_port "$1")" root 2>/dev/null || true
+nf_hold() {  # nf_hold A DELAY_MS JITTER_MS NOW_PCT
+  local host=$1
+  nf_delay_available || fail "nf_delay needs iptables (scripts/install-deps.sh installs it) and nfnetlink_queue in the kernel"
+  [[ ! -e $T/hold.$host.pid ]] || fail "nf_delay/nf_reorder: host $host holds its packets already"
+  rm -f "$T/hold.$host.ready"
+  ip netns exec "$(nf_ns "$host")" python3 "$DDPRUN_TESTS_DIR/elastic/nf_delay.py" $NF_QUEUE "$T/hold.$host.ready" \
+    "$2" "$3" "$4" &
+  echo $! > "$T/hold.$host.pid"
+  wait_for 10 test -s "$T/hold.$host.ready"
+  nf_delay_rules "$host" -A
 }
-nf_delay() { nf_netem "$1" delay "$2ms" "${3:-0}ms"; }
-nf_undelay() { nf_unnetem "$1"; }
-nf_duplicate() { nf_netem "$1" duplicate "$2%"; }
-nf_unduplicate() { nf_unnetem "$1"; }
-# netem sends PCT % of the packets at once and delays the rest by MS: those overtake them.
-nf_reorder() { nf_netem "$1" delay "$3ms" reorder "$2%"; }
-nf_unreorder() { nf_unnetem "$1"; }
+nf_unhold() {
+  [[ -e $T/hold.$1.pid ]] || return 0
+  nf_delay_rules "$1" -D 2> /dev/null || true
+  local pid; pid=$(cat "$T/hold.$1.pid")
+  kill "$pid" 2> /dev/null || true  # lets every packet it holds go, then exits
+  wait "$pid" 2> /dev/null || true
+  rm -f "$T/hold.$1.pid" "$T/hold.$1.ready"
+}
+nf_delay() { nf_hold "$1" "$2" "${3:-0}" 0; }
+nf_undelay() { nf_unhold "$1"; }
+nf_reorder() {
+  (( $2 >= 0 && $2 <= 100 )) || fail "nf_reorder: a percentage, not '$2'"
+  nf_hold "$1" "$3" 0 "$2"
+}
+nf_unreorder() { nf_unhold "$1"; }
+# A copy of PCT % of the packets leaving A's eth0 (its outgoing) and its port on the bridge (its
+# incoming), marked so that the copy, which passes the same hook again, is not copied again.
+nf_duplicate() {
+  local host=$1 pct=$2 ns dev
+  (( pct >= 0 && pct <= 100 )) || fail "nf_duplicate: a percentage, not '$pct'"
+  for ns_dev in "$(nf_ns "$host") eth0" "${NF}sw $(nf_port "$host")"; do
+    read -r ns dev <<< "$ns_dev"
+    ip netns exec "$ns" nft -f - <<NFT
+table netdev dup_$dev {
+  chain out {
+    type filter hook egress device "$dev" priority 0;
+    meta mark 0x2a accept
+    numgen random mod 100 < $pct meta mark set 0x2a dup to "$dev"
+  }
+}
+NFT
+  done
+}
+nf_unduplicate() {
+  ip netns exec "$(nf_ns "$1")" nft delete table netdev dup_eth0 2> /dev/null || true
+  ip netns exec "${NF}sw" nft delete table netdev "dup_$(nf_port "$1")" 2> /dev/null || true
+}
 
 nf_flap() {
   local host=$1 down=$2 up=$3
@@ -203,8 +239,9 @@ nf_heal() {
   local host=$1 table
   nf_unflap "$host"
   nf_unisolate "$host"
-  for table in $(ip netns exec "$(nf_ns "$host")" nft list tables 2>/dev/null | awk '{print $3}'); do
+  nf_unhold "$host"
+  nf_unduplicate "$host"
+  for table in $(ip netns exec "$(nf_ns "$host")" nft list tables inet 2>/dev/null | awk '{print $3}'); do
     nf_untable "$host" "$table"
   done
-  nf_unnetem "$host"
 }
