@@ -16,10 +16,11 @@ namespace {
 // libcurl, opened the first time a run uses etcd. Linked, it and the 25 libraries it needs
 // (TLS, HTTP/2, Kerberos, LDAP, ...) were loaded by every start of ddprun, which took 16.8 ms
 // for `ddprun --version` instead of 9.4 ms (scripts/bench/startup.py, when it was
-// linked). Only the nine functions below are used.
+// linked). Only the ten functions below are used.
 struct Curl {
   CURLcode (*global_init)(long flags) = nullptr;
   CURL* (*easy_init)() = nullptr;
+  void (*easy_reset)(CURL* curl) = nullptr;
   CURLcode (*easy_setopt)(CURL* curl, CURLoption option, ...) = nullptr;
   CURLcode (*easy_perform)(CURL* curl) = nullptr;
   CURLcode (*easy_getinfo)(CURL* curl, CURLINFO info, ...) = nullptr;
@@ -47,6 +48,7 @@ Curl open_curl() {
   };
   symbol(c.global_init, "curl_global_init");
   symbol(c.easy_init, "curl_easy_init");
+  symbol(c.easy_reset, "curl_easy_reset");
   symbol(c.easy_setopt, "curl_easy_setopt");
   symbol(c.easy_perform, "curl_easy_perform");
   symbol(c.easy_getinfo, "curl_easy_getinfo");
@@ -109,6 +111,53 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 EtcdClient::EtcdClient(std::vector<Endpoint> endpoints, EtcdSettings settings)
     : endpoints_(std::move(endpoints)), settings_(std::move(settings)) {}
 
+EtcdClient::~EtcdClient() {
+  for (void* handle : idle_) curl().easy_cleanup(static_cast<CURL*>(handle));
+}
+
+EtcdClient::Connection::~Connection() {
+  if (handle_) curl().easy_cleanup(static_cast<CURL*>(handle_));
+}
+
+// A handle whose connections a call before left open (HTTP keep-alive): on a slow link, a new
+// connection costs a round trip more per call. From the caller's own Connection, or else the
+// pool: one per call under way, as many as ran at once.
+void* EtcdClient::borrow_handle(Connection* own, std::string& error) {
+  if (!curl().error.empty()) {
+    error = load_libcurl();
+    return nullptr;
+  }
+  if (own && own->handle_) return own->handle_;
+  void* handle = nullptr;
+  if (!own) {
+    std::lock_guard lock(mutex_);
+    if (!idle_.empty()) {
+      handle = idle_.back();
+      idle_.pop_back();
+    }
+  }
+  if (!handle) handle = curl().easy_init();
+  if (handle == nullptr) error = "curl_easy_init failed";
+  if (own) own->handle_ = handle;
+  return handle;
+}
+
+void EtcdClient::return_handle(Connection* own, void* handle) {
+  if (!handle || own) return;
+  std::lock_guard lock(mutex_);
+  idle_.push_back(handle);
+}
+
+double EtcdClient::first_try() const {
+  std::lock_guard lock(mutex_);
+  return std::max(kFirstTry, 3 * slowest_);
+}
+
+void EtcdClient::answered_in(double seconds) {
+  std::lock_guard lock(mutex_);
+  slowest_ = std::max(seconds, 0.9 * slowest_ + 0.1 * seconds);
+}
+
 std::string load_libcurl() {
   const std::string& error = curl().error;
   if (error.empty()) return {};
@@ -136,19 +185,11 @@ std::string EtcdClient::local_address() const {
 
 namespace {
 
-// One POST; returns false when the member could not be reached (`error` says why).
-bool post(const std::string& url, const std::string& body, double timeout, const EtcdSettings& settings,
+// One POST through the handle `c` (its earlier connections reused); returns false when the
+// member could not be reached (`error` says why).
+bool post(CURL* c, const std::string& url, const std::string& body, double timeout, const EtcdSettings& settings,
           const std::string& token, Sink& sink, long& status, std::string& local_ip, std::string& error) {
-  if (!curl().error.empty()) {
-    error = load_libcurl();
-    return false;
-  }
-  std::unique_ptr<CURL, CurlDeleter> handle(curl().easy_init());
-  if (!handle) {
-    error = "curl_easy_init failed";
-    return false;
-  }
-  CURL* c = handle.get();
+  curl().easy_reset(c);  // the options of its last transfer; not its connections
   std::unique_ptr<curl_slist, SlistDeleter> headers(curl().slist_append(nullptr, "Content-Type: application/json"));
   if (!token.empty()) headers.reset(curl().slist_append(headers.release(), ("Authorization: " + token).c_str()));
   curl().easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -199,7 +240,10 @@ void EtcdClient::authenticate(std::size_t member, double timeout) {
   std::string ip, error;
   const std::string u = url(member, "/v3/auth/authenticate");
   const nlohmann::json body = {{"name", settings_.user}, {"password", settings_.password}};
-  if (!post(u, body.dump(), timeout, settings_, "", sink, status, ip, error)) throw EtcdError(error, true);
+  CURL* c = static_cast<CURL*>(borrow_handle(nullptr, error));
+  const bool reached = c && post(c, u, body.dump(), timeout, settings_, "", sink, status, ip, error);
+  return_handle(nullptr, c);
+  if (!reached) throw EtcdError(error, true);
   const auto answer = nlohmann::json::parse(sink.data, nullptr, false);
   if (status != 200 || answer.is_discarded() || !answer.contains("token")) {
     throw EtcdError(fmt::format("etcd at {} refused user '{}': {}", u, settings_.user, sink.data), false);
@@ -213,7 +257,7 @@ std::string EtcdClient::token() {
   return token_;
 }
 
-nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body, double budget) {
+nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body, double budget, Connection* own) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget));
   const auto left = [&] { return std::chrono::duration<double>(deadline - Clock::now()).count(); };
@@ -225,7 +269,9 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     member = current_;
   }
   std::vector<std::string> errors(members);  // each member's last
-  double try_timeout = kFirstTry;
+  // With one member there is no other to try: a try cut short would only have to begin again,
+  // on a new connection.
+  double try_timeout = members == 1 ? budget : first_try();
   bool new_token = false;
   std::size_t failures = 0;
   auto round_started = Clock::now();
@@ -255,10 +301,15 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     Sink sink;
     long status = 0;
     std::string ip, error;
-    if (!post(u, text, wait, settings_, token(), sink, status, ip, error)) {
+    CURL* c = static_cast<CURL*>(borrow_handle(own, error));
+    const auto sent = Clock::now();
+    const bool reached = c && post(c, u, text, wait, settings_, token(), sink, status, ip, error);
+    return_handle(own, c);
+    if (!reached) {
       next_member(error);
       continue;
     }
+    answered_in(std::chrono::duration<double>(Clock::now() - sent).count());
     // The member that answered is the one to ask first next time (and the watch's: see watch()).
     const auto answered = [&] {
       std::lock_guard lock(mutex_);
@@ -308,7 +359,7 @@ void EtcdClient::watch(const nlohmann::json& create_request,
     member = current_;
   }
   const std::string u = url(member, "/v3/watch");
-  if (!settings_.user.empty() && token().empty()) authenticate(member, kFirstTry);
+  if (!settings_.user.empty() && token().empty()) authenticate(member, first_try());
   const auto moved = [&] {
     std::lock_guard lock(mutex_);
     return current_ != member;
@@ -319,7 +370,9 @@ void EtcdClient::watch(const nlohmann::json& create_request,
   long status = 0;
   std::string ip, error;
   const nlohmann::json body = {{"create_request", create_request}};
-  const bool reached = post(u, body.dump(), kFirstTry, settings_, token(), sink, status, ip, error);
+  CURL* c = static_cast<CURL*>(borrow_handle(nullptr, error));
+  const bool reached = c && post(c, u, body.dump(), first_try(), settings_, token(), sink, status, ip, error);
+  return_handle(nullptr, c);
   if (stop || moved()) return;
   {
     // Next time, another member: this one dropped the stream or could not be reached.

@@ -1,7 +1,7 @@
 // etcd's v3 API through its JSON gateway (/v3/kv/range, /v3/kv/txn, /v3/lease/grant, /v3/watch,
 // ...) over HTTP or HTTPS with libcurl. Every call blocks: make them from a helper thread, never
 // from the launcher's event loop. Safe to use from several threads at once (one curl handle per
-// call).
+// call; the handles, with their open connections, are kept for the next calls).
 #pragma once
 
 #include <atomic>
@@ -33,9 +33,14 @@ class EtcdClient {
  public:
   // `endpoints`: the members, any of which will do; `settings`: TLS and user from --rdzv_conf.
   EtcdClient(std::vector<Endpoint> endpoints, EtcdSettings settings);
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
 
-  // The first try of a call at a member waits this long for its answer; each later round over
-  // the members waits twice as long as the one before.
+  // The first try of a call at a member waits at least this long for its answer, and three times
+  // as long as the slowest recent answer (first_try()): on a slow link a try must not end before
+  // its answer comes. Each later round over the members waits twice as long as the one before.
+  // With one member, a try has the call's whole budget.
   static constexpr double kFirstTry = 0.5;
 
   // POSTs `body` to `path` and returns the answer of the first member that gives one, starting
@@ -45,7 +50,26 @@ class EtcdClient {
   // tried again in a later round. So a call may reach etcd twice: each write ddprun makes is
   // one that does the same again, or one whose readers act on a key's first version only.
   // Throws EtcdError: unreachable when no member answered in time, else etcd's own refusal.
-  nlohmann::json call(const std::string& path, const nlohmann::json& body, double budget = 5);
+  // With `own`, through that connection (a thread's own: see Connection), else through one of
+  // the client's.
+  class Connection;
+  nlohmann::json call(const std::string& path, const nlohmann::json& body, double budget = 5,
+                      Connection* own = nullptr);
+
+  // A connection of one caller's own, kept open between its calls: the lease's keep-alives, two
+  // threads in turn, each keep theirs ready, where from the shared ones a keep-alive sent while
+  // the other's answer is late would open a new one (a round trip more, on a slow link).
+  class Connection {
+   public:
+    Connection() = default;
+    ~Connection();
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+   private:
+    friend class EtcdClient;
+    void* handle_ = nullptr;  // a CURL*, made at the first call
+  };
 
   // Opens a watch with `create_request` at the member that answered last, and calls
   // `on_message` with every message of the stream. Returns when `stop` becomes true, or when a
@@ -69,6 +93,13 @@ class EtcdClient {
   std::string url(std::size_t member, const std::string& path) const;
   std::string token();
   void authenticate(std::size_t member, double timeout);
+  // A CURL*: `own`'s, or one of the pool; null with `error` when libcurl cannot be used.
+  void* borrow_handle(Connection* own, std::string& error);
+  void return_handle(Connection* own, void* handle);
+  double first_try() const;
+  // A member answered a call's try in `seconds`: slowest_ takes it at once if it is slower, and
+  // forgets a slow one a tenth at a time.
+  void answered_in(double seconds);
 
   std::vector<Endpoint> endpoints_;
   EtcdSettings settings_;
@@ -76,6 +107,8 @@ class EtcdClient {
   std::size_t current_ = 0;  // the member that answered last
   std::string local_ip_;
   std::string token_;        // with a user: from /v3/auth/authenticate
+  std::vector<void*> idle_;  // curl handles between calls
+  double slowest_ = 0;       // seconds: the slowest recent answer (answered_in)
 };
 
 }  // namespace ddprun::elastic::etcd

@@ -22,9 +22,11 @@ using Json = nlohmann::json;
 
 // Until etcd answers, it is asked again this often; join_timeout bounds the whole wait.
 constexpr double kMaxRetry = 1.0;
-// How long one attempt to take a lease goes round the members: short, so that a node stopped
-// while it joins does not wait for it.
+// How long the first attempt to take a lease goes round the members: short, so that a node
+// stopped while it joins does not wait for it; each later one twice as long, up to kMaxJoinTry
+// (a slow link: an answer that comes later than an attempt waits comes to none).
 constexpr double kJoinTry = 2 * etcd::EtcdClient::kFirstTry;
+constexpr double kMaxJoinTry = 8;
 // The calls of a node that leaves: its lease would expire anyway.
 constexpr double kLeaveTry = etcd::EtcdClient::kFirstTry;
 std::string random_node_id() {
@@ -43,6 +45,7 @@ EtcdRendezvous::EtcdRendezvous(asio::io_context& io, RendezvousConfig config)
       client_(std::make_unique<etcd::EtcdClient>(etcd_endpoints(config_), config_.etcd)),
       join_timer_(io),
       retry_timer_(io),
+      join_try_(kJoinTry),
       cleanup_timer_(io) {}
 
 EtcdRendezvous::~EtcdRendezvous() {
@@ -54,7 +57,7 @@ EtcdRendezvous::~EtcdRendezvous() {
   wake_.notify_all();
   if (request_thread_.joinable()) request_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
-  if (keepalive_thread_.joinable()) keepalive_thread_.join();
+  keeper_.reset();
 }
 
 template <class F>
@@ -133,11 +136,12 @@ void EtcdRendezvous::grant_lease() {
         }
         retry_timer_.expires_after(seconds(retry_delay_));
         retry_delay_ = std::min(retry_delay_ * 2, kMaxRetry);
+        join_try_ = std::min(join_try_ * 2, kMaxJoinTry);
         retry_timer_.async_wait([this, alive = lifetime_.token()](const asio::error_code& ec) {
           if (!ec && !alive.expired()) grant_lease();
         });
       },
-      kJoinTry);
+      join_try_);
 }
 
 void EtcdRendezvous::register_node() {
@@ -151,38 +155,13 @@ void EtcdRendezvous::register_node() {
         apply(round_.joined());
         // Every ttl/3, the lease is renewed through whichever member answers, going round
         // them until the lease would expire: a member that dies or hangs costs a renewal a
-        // try of EtcdClient::kFirstTry, not the lease. Each renewal moves the fence.
-        keepalive_thread_ = std::thread([this] {
-          using Clock = std::chrono::steady_clock;
-          const auto interval = std::chrono::milliseconds(ttl_ * 1000 / 3);
-          auto last_ok = Clock::now();
-          std::unique_lock lock(mutex_);
-          while (!wake_.wait_for(lock, interval, [this] { return stop_.load(); })) {
-            lock.unlock();
-            std::string lost;
-            const double left =
-                std::chrono::duration<double>(last_ok + std::chrono::seconds(ttl_) - Clock::now()).count();
-            try {
-              const auto sent = Clock::now();
-              const Json answer = client_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}}, left);
-              if (json_int(answer.value("result", Json::object()), "TTL") <= 0) {
-                lost = "etcd says that this node's lease has expired";
-              } else {
-                last_ok = Clock::now();
-                on_loop([this, sent] { lease_renewed(sent); });
-              }
-            } catch (const std::exception& e) {
-              if (Clock::now() - last_ok >= std::chrono::seconds(ttl_)) {
-                lost = fmt::format("could not keep this node's lease alive for {} s: {}", ttl_, e.what());
-              }
-            }
-            lock.lock();
-            if (!lost.empty() && !stop_) {
-              on_loop([this, lost] { lost_etcd(lost); });
-              return;
-            }
-          }
-        });
+        // try (EtcdClient::call), not the lease. Each renewal moves the fence; a slow link
+        // does not space them further apart (lease_keeper.hpp).
+        keeper_ = std::make_unique<etcd::LeaseKeeper>(
+            *client_, lease_, ttl_, std::chrono::milliseconds(ttl_ * 1000 / 3), std::chrono::steady_clock::now(),
+            etcd::LeaseKeeper::Handlers{
+                [this](std::chrono::steady_clock::time_point sent) { on_loop([this, sent] { lease_renewed(sent); }); },
+                [this](const std::string& why) { on_loop([this, why] { lost_etcd(why); }); }});
         elect();
       },
       [this](const EtcdError& e) { fail(fmt::format("could not register this node in etcd: {}", e.what())); });
@@ -374,6 +353,7 @@ void EtcdRendezvous::release() {
   retry_timer_.cancel();
   if (host_) host_->halt();
   cleanup_timer_.cancel();
+  if (keeper_) keeper_->stop_soon();
   stop_ = true;
   wake_.notify_all();
 }

@@ -11,7 +11,7 @@
 // the leader included, reads its own messages from its watch, so there is no polling.
 //
 // etcd is reached through its JSON gateway with libcurl (etcd_client.hpp). The blocking calls
-// run on a helper thread in order, the watch and the keep-alives on their own threads; their
+// run on a helper thread in order, the watch and the keep-alives (lease_keeper.hpp) on their own threads; their
 // results are posted to the launcher's io_context, where all the logic runs.
 #pragma once
 
@@ -32,6 +32,7 @@
 #include "core/node_rendezvous.hpp"
 #include "etcd/etcd_client.hpp"
 #include "etcd/etcd_protocol.hpp"
+#include "etcd/lease_keeper.hpp"
 #include "core/event_loop.hpp"
 #include "store/master_port.hpp"
 
@@ -106,6 +107,7 @@ class EtcdRendezvous final : public NodeRendezvous, private CoordinatorTransport
   asio::steady_timer join_timer_;
   asio::steady_timer retry_timer_;
   double retry_delay_ = 0.05;
+  double join_try_;  // seconds: the budget of the next attempt to take a lease (kJoinTry at first)
   std::string last_error_;
 
   // The leader's state, while this node is the leader.
@@ -128,7 +130,7 @@ class EtcdRendezvous final : public NodeRendezvous, private CoordinatorTransport
   bool draining_ = false;
   std::thread request_thread_;
   std::thread watch_thread_;
-  std::thread keepalive_thread_;
+  std::unique_ptr<etcd::LeaseKeeper> keeper_;  // from the lease's grant on
 };
 
 }  // namespace ddprun::elastic
