@@ -142,14 +142,14 @@ for n in a b c d; do
   wait_for_or $n || { show "${n}_${incarnation[$n]}"; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
   ended_as $n
 done
-# A node the last fault cut off may fence only now (a ddprun stopped past its fence runs again, a
-# lease expires): it has left the job, which ends 0 without it; the checker proves the last
-# round's ranks all ended with their final record.
+# The node of the last fault may lose the rendezvous only now (a ddprun stopped past its fence
+# or its lease runs again, a lease expires): it leaves the job (69), which ends 0 without it; the
+# checker proves the last round's ranks all ended with their final record.
 in_job=0
 for n in a b c d; do
   rc=$(eval echo "\$RC_$n") me=${n}_${incarnation[$n]}
-  if [[ $rc == 69 && $n != a ]] && grep -q "this node's workers were killed first (fenced)" "$T/$me.err"; then
-    echo "  $me fenced after the release (the last fault cut it off): it left the job"
+  if [[ $rc == 69 && $n == "$x" ]]; then
+    echo "  $me lost the rendezvous after the release (the last fault, $fault, was its): it left the job"
     continue
   fi
   [[ $rc == 0 ]] || fail "node $me exited $rc after the release ($(show "$me"))"

@@ -48,6 +48,15 @@ void LeaseKeeper::run(int turn) {
   for (;;) {
     if (wake_.wait_until(lock, next, [this] { return stop_ || lost_; })) return;
     const double left = std::chrono::duration<double>(last_ok_ + std::chrono::seconds(ttl_) - Clock::now()).count();
+    if (left <= 0) {  // this launcher did not run (stopped, stalled) until its lease's time had passed
+      lost_ = true;
+      wake_.notify_all();
+      lock.unlock();
+      handlers_.lost(fmt::format("this node's lease was last renewed {:.1f} s ago, past its {} s: this launcher did "
+                                 "not run in between (stopped or stalled)",
+                                 ttl_ - left, ttl_));
+      return;
+    }
     lock.unlock();
     std::string lost, error;
     const auto sent = Clock::now();
