@@ -34,8 +34,7 @@ void RoundWorkers::start(int attempt, std::optional<std::chrono::steady_clock::t
     if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
   }
   if (started.past_deadline) {
-    const auto forked = std::count_if(c_.group.workers().begin(), c_.group.workers().end(),
-                                      [](const auto& w) { return w->pid > 0; });
+    const std::size_t forked = c_.group.workers().size();  // those forked before the deadline, no others
     const std::string why =
         "this launcher ran past its fence's deadline (stopped or stalled) while it started its workers: " +
         (forked == 0 ? fmt::format("it started none of its {}", c_.config.nproc_per_node)

@@ -66,9 +66,6 @@ const Curl& curl() {
   return lib;
 }
 
-struct CurlDeleter {
-  void operator()(CURL* handle) const { curl().easy_cleanup(handle); }
-};
 struct SlistDeleter {
   void operator()(curl_slist* list) const { curl().slist_free_all(list); }
 };
