@@ -24,6 +24,7 @@
 #include <system_error>
 #include <utility>
 
+#include "process/clone_vfork.hpp"
 #include "process/containment.hpp"
 
 namespace ddprun::launcher {
@@ -97,6 +98,28 @@ ssize_t receive(int from_launcher, Message& m, int& fd) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
   }
   return n;
+}
+
+// Sends `m`, with descriptor `fd` attached unless -1. Async-signal-safe (a worker's child side
+// calls it between fork and exec). A sequenced packet: each message arrives whole, in order, or
+// not at all (the guard is gone).
+DDPRUN_CHILD_STACK void send_message(int to_guard, Message m, int fd) {
+  iovec data{&m, sizeof m};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&header);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  while (::sendmsg(to_guard, &header, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
 }
 
 std::int64_t monotonic_now() {
@@ -196,8 +219,11 @@ void rename_process() {
     const auto until = std::chrono::steady_clock::now() + kDeathWait;
     while (any_alive(groups) && std::chrono::steady_clock::now() < until) ::usleep(1000);
   }
-  for (const auto& [id, fd] : held) ::close(fd);
+  // With a cgroup ddprun told the guard no group: killing and removing the cgroup waits for
+  // every process in it to be gone (a few seconds at most, remove_cgroup()), before the
+  // connections end too.
   if (!cgroup.empty()) Containment::remove_cgroup(cgroup);
+  for (const auto& [id, fd] : held) ::close(fd);
   if (!private_folder.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(private_folder, ignored);
@@ -238,26 +264,15 @@ void OrphanGuard::fence_at(std::optional<std::chrono::steady_clock::time_point> 
 void OrphanGuard::hold_connection(int fd) { send('H', 0, 0, fd, fd); }
 void OrphanGuard::drop_connection(int fd) { send('D', 0, 0, fd); }
 
+DDPRUN_CHILD_STACK void OrphanGuard::watch_from_child(int guard_socket, pid_t process_group) {
+  send_message(guard_socket, Message{'+', process_group, 0, 0}, -1);
+}
+DDPRUN_CHILD_STACK void OrphanGuard::forget_from_child(int guard_socket, pid_t process_group) {
+  send_message(guard_socket, Message{'-', process_group, 0, 0}, -1);
+}
+
 void OrphanGuard::send(char op, pid_t process_group, std::int64_t deadline, int id, int fd) {
-  if (!to_guard_) return;
-  Message m{op, process_group, deadline, id};
-  iovec data{&m, sizeof m};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    header.msg_control = control;
-    header.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&header);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  // A sequenced packet: each message arrives whole, in order, or not at all (the guard is gone).
-  while (::sendmsg(to_guard_.get(), &header, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  if (to_guard_) send_message(to_guard_.get(), Message{op, process_group, deadline, id}, fd);
 }
 
 }  // namespace ddprun::launcher

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "process/clone_vfork.hpp"
+#include "process/orphan_guard.hpp"
 
 namespace ddprun::launcher {
 
@@ -78,8 +79,12 @@ struct ChildSetup {
   if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
   if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
   if (files_raised && ::setrlimit(RLIMIT_NOFILE, &inherited_files) != 0) fail(errno);
+  const pid_t own_group = ::getpid();
+  if (request.guard_fd >= 0) OrphanGuard::watch_from_child(request.guard_fd, own_group);
   ::execvpe(setup.argv[0], setup.argv, setup.envp);
-  fail(errno);
+  const int error = errno;
+  if (request.guard_fd >= 0) OrphanGuard::forget_from_child(request.guard_fd, own_group);
+  fail(error);
   ::_exit(127);
 }
 

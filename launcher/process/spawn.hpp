@@ -22,6 +22,8 @@ struct SpawnRequest {
   int cgroup_dir_fd = -1;             // a cgroup's folder: the child is made there (clone3) ...
   int cgroup_procs_fd = -1;           // ... or, where clone3 cannot, moves itself in through its cgroup.procs
   const cpu_set_t* cpus = nullptr;    // --numa_binding: the CPUs it runs on; nullptr: ddprun's
+  int guard_fd = -1;                  // the orphan guard's socket: the child registers its group there
+                                      // before its exec (OrphanGuard::watch_from_child); -1: not
 };
 
 struct SpawnResult {

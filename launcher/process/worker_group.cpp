@@ -169,6 +169,9 @@ WorkerGroup::Started WorkerGroup::start(
     request.cgroup_dir_fd = containment_.dir_fd();
     request.cgroup_procs_fd = containment_.procs_fd();
     if (!numa_cpus_.empty()) request.cpus = &numa_cpus_[local_rank];
+    // Told by the child itself before its exec, so that ddprun's death right after the fork
+    // leaves no worker the guard does not wait for (see below for the cgroup).
+    if (!config_.debug && !containment_.has_cgroup()) request.guard_fd = guard_.socket();
     Pipe out_pipe, err_pipe;
     if (!config_.debug) {
       out_pipe = Pipe::create();
@@ -197,7 +200,8 @@ WorkerGroup::Started WorkerGroup::start(
       // here too, so that killpg reaches it at once, as spawn_process() does for a fork.
       if (spawned.pid > 0 && request.own_process_group) ::setpgid(spawned.pid, spawned.pid);
     }
-    if (spawned.pid < 0) spawned = spawn_process(request);
+    const bool warm_forked = spawned.pid > 0;
+    if (!warm_forked) spawned = spawn_process(request);
     w->forked = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     workers_.push_back(std::move(w));
     WorkerProcess& started = *workers_.back();
@@ -209,8 +213,9 @@ WorkerGroup::Started WorkerGroup::start(
     started.alive = true;
     if (!config_.debug) {
       // With a cgroup the guard kills the whole cgroup if ddprun dies: telling it each group
-      // too would wake it twice a worker for nothing.
-      if (!containment_.has_cgroup()) guard_.watch(started.pid);
+      // too would wake it twice a worker for nothing. A spawned worker told it itself
+      // (request.guard_fd); a worker forked by the warm interpreter is told of here.
+      if (!containment_.has_cgroup() && (warm_forked || request.guard_fd < 0)) guard_.watch(started.pid);
       out_pipe.write_end.reset();
       err_pipe.write_end.reset();
       started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);

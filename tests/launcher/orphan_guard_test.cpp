@@ -1,8 +1,12 @@
-// The orphan guard as the fence's backstop (process/orphan_guard.hpp): it SIGKILLs the watched
+// The orphan guard (process/orphan_guard.hpp) as the fence's backstop: it SIGKILLs the watched
 // process groups when the deadline ddprun gave it passes, not while ddprun keeps moving it, and
-// not once it is cleared. Real processes: a guard forked from this test, and sleepers each in a
+// not once it is cleared; and as the holder of ddprun's connection, which ends only after the
+// workers are dead, also those ddprun had no time to tell it of. Real processes: a guard forked from this test, and sleepers each in a
 // process group of its own.
 #include "process/orphan_guard.hpp"
+
+#include "process/containment.hpp"
+#include "process/spawn.hpp"
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -14,6 +18,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -145,6 +150,75 @@ TEST_CASE("when ddprun is gone, its connection ends only after its workers were 
   // By the time the connection's end could be read, the worker had been killed.
   int status = 0;
   CHECK(::waitpid(worker, &status, WNOHANG) == worker);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  ::close(c.server);
+}
+
+// A worker that ddprun would have told the guard of after spawn_process() returned, had it not
+// been SIGKILLed first: the child told it itself before its exec.
+TEST_CASE("a worker whose ddprun is gone before it told the guard is killed before the connection ends") {
+  std::optional<OrphanGuard> guard = OrphanGuard::start("", "");
+  SpawnRequest request;
+  request.argv = {"sleep", "60"};
+  request.environ = {"PATH=/usr/bin:/bin"};
+  request.guard_fd = guard->socket();
+  const SpawnResult worker = spawn_process(request);
+  REQUIRE(worker.pid > 0);
+  const Connection c = connect_loopback();
+  guard->hold_connection(c.client);
+  ::close(c.client);
+  guard.reset();  // no watch(): ddprun is gone right after the fork
+  REQUIRE(ended_within(c.server, std::chrono::seconds(20)));
+  int status = 0;
+  CHECK(::waitpid(worker.pid, &status, WNOHANG) == worker.pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  if (::waitpid(worker.pid, nullptr, WNOHANG) == 0) end(worker.pid);
+  ::close(c.server);
+}
+
+TEST_CASE("an exec that failed takes the child's registration back") {
+  // The guard would otherwise kill that process group's id later, by then another's.
+  std::optional<OrphanGuard> guard = OrphanGuard::start("", "");
+  SpawnRequest request;
+  request.argv = {"/nonexistent/ddprun-test-program"};
+  request.guard_fd = guard->socket();
+  CHECK(spawn_process(request).error == ENOENT);
+  const pid_t kept = sleeper();
+  guard->watch(kept);
+  const Connection c = connect_loopback();
+  guard->hold_connection(c.client);
+  ::close(c.client);
+  guard.reset();
+  REQUIRE(ended_within(c.server, std::chrono::seconds(20)));
+  CHECK(killed_within(kept, std::chrono::seconds(20)));
+  ::close(c.server);
+}
+
+// ddprun with a cgroup tells the guard of no group: the cgroup is emptied before the connection
+// ends.
+TEST_CASE("with a cgroup, ddprun's connection ends only after the cgroup's processes are gone") {
+  const std::string path = Containment::planned_path({});
+  std::unique_ptr<Containment> containment = path.empty() ? nullptr : Containment::create(path);
+  if (!containment || !containment->has_cgroup()) {
+    MESSAGE("skipped: no writable cgroup v2 here");
+    return;
+  }
+  containment->prepare_round();
+  std::optional<OrphanGuard> guard = OrphanGuard::start(path, "");
+  SpawnRequest request;
+  request.argv = {"sleep", "60"};
+  request.environ = {"PATH=/usr/bin:/bin"};
+  request.cgroup_dir_fd = containment->dir_fd();
+  request.cgroup_procs_fd = containment->procs_fd();
+  const SpawnResult worker = spawn_process(request);
+  REQUIRE(worker.pid > 0);
+  const Connection c = connect_loopback();
+  guard->hold_connection(c.client);
+  ::close(c.client);
+  guard.reset();
+  REQUIRE(ended_within(c.server, std::chrono::seconds(30)));
+  int status = 0;
+  CHECK(::waitpid(worker.pid, &status, WNOHANG) == worker.pid);
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
   ::close(c.server);
 }
