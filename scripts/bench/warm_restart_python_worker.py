@@ -1,14 +1,11 @@
 """One rank of warm_restart.py: a tutorial-shaped gloo DDP script that stamps the wall-clock time
-(seconds since the epoch) past init_process_group in DIR/init.<restart>.<rank> and past its first
-DDP step in DIR/step.<restart>.<rank>. In the first attempt it then waits to be killed (the driver
-SIGKILLs rank 1 and the launcher stops the other); in the second it exits 0."""
+(seconds since the epoch) at its first line in DIR/start.<restart>.<rank>, past init_process_group
+in DIR/init.<restart>.<rank> and past its first DDP step in DIR/step.<restart>.<rank>. In the
+first attempt it then waits to be killed (the driver SIGKILLs rank 1 and the launcher stops the
+other); in the second it exits 0, as in the first with WARM_BENCH_ONCE=1 (warm_first_start.py)."""
 import os
 import sys
 import time
-
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 
 def stamp(what):
@@ -18,6 +15,12 @@ def stamp(what):
     os.rename(path + ".tmp", path)  # whole when it appears
 
 
+stamp("start")  # before the imports: what a warm interpreter takes off comes after this
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
 dist.init_process_group("gloo")
 stamp("init")
 model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
@@ -26,7 +29,7 @@ loss = model(torch.randn(16, 32)).pow(2).mean()
 loss.backward()
 optimizer.step()
 stamp("step")
-if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and not os.environ.get("WARM_BENCH_ONCE"):
     with open(os.path.join(sys.argv[1], f"pid.{os.environ['RANK']}"), "w") as f:
         f.write(str(os.getpid()))
     while True:

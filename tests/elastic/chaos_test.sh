@@ -124,7 +124,7 @@ while (( SECONDS < end_at )); do
       p=$(eval echo "\$PID_$x"); kill -STOP "$p" 2>/dev/null || true; sleep "$hold"; kill -CONT "$p" 2>/dev/null || true ;;
     kill_ddprun) kill -KILL "$(eval echo "\$PID_$x")" 2>/dev/null || true ;;
   esac
-  running a || { show a_1; fail "step $step: node a ended during the run"; }
+  running a || { show a_1 b_${incarnation[b]} c_${incarnation[c]} d_${incarnation[d]}; keep; fail "step $step: node a ended during the run"; }
   # A node whose ddprun ended is started again, as a scheduler would; then the job must run again.
   for n in b c d; do
     if ! running $n; then ended_as $n; echo "  ${n}_${incarnation[$n]} ended $(eval echo "\$RC_$n"); started again"; start_node $n; fi
