@@ -239,6 +239,20 @@ TEST_CASE("NodeRound: etcd: a new leader's round starts once the workers have st
   CHECK(n.restarts() == 1);
 }
 
+TEST_CASE("NodeRound: etcd: a new leader's round that ends before it started is reported stopped, never started") {
+  // The coordinator waits for every member's workers_stopped of the round it ended: a node that
+  // dropped that stop as a past round's held the coordinator until its close_timeout.
+  NodeRound n = in_state(State::kRunning);
+  n.coordinator_lost("the rendezvous leader a was lost");
+  n.assign(round_of(2));
+  CHECK(describe(n.stop(2, StopReason::kMembershipChange, "node c joined")).empty());
+  CHECK(describe(n.workers_stopped(1, {})) == std::vector<std::string>{
+      "end store round", "report workers_stopped round 1 (0 more)", "report workers_stopped round 2 (0 more)"});
+  CHECK(n.state() == State::kIdle);
+  // A later assignment starts as from idle.
+  CHECK(describe(n.assign(round_of(3))) == std::vector<std::string>{"start round 3"});
+}
+
 TEST_CASE("NodeRound: etcd: a round assigned by a leader since lost is not held") {
   NodeRound n = in_state(State::kStopping);
   n.assign(round_of(2));

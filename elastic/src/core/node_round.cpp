@@ -1,5 +1,7 @@
 #include "core/node_round.hpp"
 
+#include <utility>
+
 #include "core/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
@@ -57,7 +59,16 @@ NodeRound::Actions NodeRound::assign(const RoundAssignment& assignment) {
 }
 
 NodeRound::Actions NodeRound::stop(int round, StopReason reason, const std::string& why) {
-  if (round != round_) return {};  // a past round's
+  if (round != round_) {
+    // A waiting assignment's round, ended before this node's last workers had stopped (etcd: a
+    // new leader's round that ended meanwhile): it never starts, and is reported stopped with
+    // the last one, which the coordinator waits for. Any other is a past round's.
+    if (state_ == State::kStopping && assign_after_stop_ && assign_after_stop_->round == round) {
+      assign_after_stop_.reset();
+      stopped_before_start_ = round;
+    }
+    return {};
+  }
   if (state_ == State::kSucceeded) {
     // No workers to stop: the round's store takes no new connections, and that is all.
     state_ = State::kIdle;
@@ -94,6 +105,7 @@ NodeRound::Actions NodeRound::end(JobOutcome outcome) {
 NodeRound::Actions NodeRound::coordinator_lost(const std::string& why) {
   // A round it assigned may never be held: the next coordinator decides.
   assign_after_stop_.reset();
+  stopped_before_start_.reset();
   switch (state_) {
     case State::kRunning:
       state_ = State::kStopping;
@@ -128,6 +140,9 @@ NodeRound::Actions NodeRound::workers_stopped(int round, const std::vector<Worke
     return actions;
   }
   actions.push_back(Report{{{"type", "workers_stopped"}, {"round", round}, {"failures", failures}}});
+  if (const auto never_started = std::exchange(stopped_before_start_, std::nullopt)) {
+    actions.push_back(Report{{{"type", "workers_stopped"}, {"round", *never_started}, {"failures", nlohmann::json::array()}}});
+  }
   if (assign_after_stop_) return start(*std::exchange(assign_after_stop_, std::nullopt), std::move(actions));
   return actions;
 }

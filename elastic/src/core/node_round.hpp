@@ -98,6 +98,7 @@ class NodeRound {
   bool had_round_ = false;
   std::optional<JobOutcome> end_after_stop_;          // the job ended while the workers stop
   std::optional<RoundAssignment> assign_after_stop_;  // a new coordinator's round, likewise
+  std::optional<int> stopped_before_start_;          // that round, ended before it started
 };
 
 const char* to_string(NodeRound::State state);  // "joining", "idle", ...
