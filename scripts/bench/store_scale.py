@@ -8,7 +8,9 @@ elastic/src/store/agent_store.hpp has the encoding) to one server:
   - ddprun: a real `ddprun --nproc_per_node=1` whose one worker writes its MASTER_PORT and
     sleeps: the agent store (the default) serves MASTER_PORT on ddprun's own thread;
   - libuv: `torch.distributed.TCPStore(is_master=True, use_libuv=True)` of the torch 2.x venv
-    (scripts/install-deps.sh --torch2), in a process of its own.
+    (scripts/install-deps.sh --torch2), in a process of its own, with the name lookup it makes
+    of every client answered from a private /etc/hosts (start_libuv(); libuv-dns: from the
+    machine's DNS, as it is).
 The ranks are --procs client processes (selectors, non-blocking sockets), each bound to its own
 loopback source address (127.0.0.10+i), so that ephemeral ports do not run out. Each rank does
 what init_process_group does with the store: connect, VALIDATE and PING (the client's
@@ -224,9 +226,22 @@ sys.stdin.readline()
 """
 
 
-def start_libuv():
-    proc = subprocess.Popen([torch2_python(), "-c", LIBUV_SERVER], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+def start_libuv(tmp, procs, lookups):
+    """torch's server, in a process of its own. It looks up the name of every client it accepts
+    (getnameinfo, in its one event loop): its peers are IPv4-mapped IPv6 addresses (it listens on
+    ::), which /etc/hosts's 127.0.0.x lines do not name, so each accept waits for a DNS query,
+    and the resolver's 5-s timeout whenever the DNS server drops one ("libuv-dns", the machine as
+    it is). "libuv" answers the lookups from a private /etc/hosts (a mount namespace) that names
+    every client's mapped address: the server's own cost, as with a local cache."""
+    command = [torch2_python(), "-c", LIBUV_SERVER]
+    if lookups == "hosts":
+        hosts = os.path.join(tmp, "hosts")
+        with open("/etc/hosts") as system, open(hosts, "w") as f:
+            f.write(system.read())
+            for i in [1] + [10 + i for i in range(procs)]:
+                f.write(f"::ffff:127.0.0.{i} store-client-{i}\n")
+        command = ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts] + command
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if not line:
         sys.exit("store_scale: torch's TCPStore server did not start")
@@ -234,7 +249,7 @@ def start_libuv():
 
 
 def stop(server, proc):
-    if server == "libuv":
+    if server.startswith("libuv"):
         proc.stdin.close()
     else:
         proc.terminate()
@@ -247,7 +262,11 @@ def stop(server, proc):
 
 def measure(server, ranks, procs, ddprun):
     with tempfile.TemporaryDirectory() as tmp:
-        proc, pid, port = start_ddprun(ddprun, tmp) if server == "ddprun" else start_libuv()
+        if server == "ddprun":
+            proc, pid, port = start_ddprun(ddprun, tmp)
+        else:
+            # unshare and sh exec the server: proc.pid is its pid
+            proc, pid, port = start_libuv(tmp, procs, "hosts" if server == "libuv" else "system")
         rss0, cpu0 = proc_figures(pid)
         per = [ranks // procs + (1 if i < ranks % procs else 0) for i in range(procs)]
         clients, first = [], 0
@@ -295,10 +314,13 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--procs", type=int, default=8)
     p.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
-    p.add_argument("--servers", default="ddprun,libuv")
+    p.add_argument("--servers", default="ddprun,libuv",
+                   help="of ddprun, libuv (name lookups from a private /etc/hosts; needs root), libuv-dns (the machine's resolver)")
     a = p.parse_args()
     servers = a.servers.split(",")
-    print(f"{'ranks':>7} {'server':>7} {'connect s':>10} {'barrier s':>10} {'RSS MiB':>8} {'CPU us/rank':>12}")
+    if "libuv" in servers and os.geteuid() != 0:
+        sys.exit("store_scale: --servers libuv needs root (a mount namespace for its /etc/hosts); use libuv-dns")
+    print(f"{'ranks':>7} {'server':>9} {'connect s':>10} {'barrier s':>10} {'RSS MiB':>8} {'CPU us/rank':>12}")
     for n in [int(x) for x in a.ranks.split(",")]:
         results = {s: [] for s in servers}
         for _ in range(a.runs):
@@ -307,7 +329,7 @@ def main():
         for s in servers:
             cols = list(zip(*results[s]))
             med = [statistics.median(c) for c in cols]
-            print(f"{n:>7} {s:>7} {med[0]:>10.3f} {med[1]:>10.3f} {med[2] / 1024:>8.1f} {med[3]:>12.1f}", flush=True)
+            print(f"{n:>7} {s:>9} {med[0]:>10.3f} {med[1]:>10.3f} {med[2] / 1024:>8.1f} {med[3]:>12.1f}", flush=True)
 
 
 if __name__ == "__main__":
