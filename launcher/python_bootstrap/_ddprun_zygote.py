@@ -297,6 +297,8 @@ def _main():
     fd = int(sys.argv[1])
     if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
         del sys.path[0]  # this script's folder, which the workers' sys.path does not have
+    for p in [p for p in sys.path_importer_cache if os.path.abspath(p or ".") in (_HERE, os.path.abspath(__file__))]:
+        del sys.path_importer_cache[p]  # nor their path importer cache (sitecustomize.py does the same)
     sock = socket.socket(fileno=fd)
     sock.set_inheritable(False)
     modules = ["torch", "torch.distributed"] + [m for m in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if m]

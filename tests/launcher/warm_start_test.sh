@@ -63,7 +63,7 @@ for python in /usr/bin/python3 "$TORCH2_PYTHON"; do
   rm -rf cold warm out; mkdir out
 
   # A script, given by a relative path, with arguments; NumPy preloaded so that its reseeding shows.
-  run_ddprun cold --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out" x 'y z'
+  run_ddprun cold --warm_start=off --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out" x 'y z'
   [[ $RC == 0 ]] || { cat "$T/cold.err"; fail "torch $v: the cold run failed"; }
   mv out cold; mkdir out
   run_ddprun warm --warm_start=on --preload=numpy --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out" x 'y z'
