@@ -23,6 +23,12 @@ namespace {
 
 // The bytes of a worker's command line that ps shows in full.
 constexpr std::size_t kCommandLineRoom = 2048;
+// Room in the zygote's environment block for a worker's environment, which it writes over it
+// (_ddprun_zygote.py: _show_environment), so that /proc/PID/environ (ps e, tools that read a
+// job's variables there) shows the worker's own: the zygote's size again and this much more, in
+// one variable of at most the kernel's 128 KiB a string.
+constexpr std::size_t kEnvironmentRoom = 32 * 1024;
+constexpr std::size_t kMaxEnvironmentString = 128 * 1024 - 1;
 // The longest message the zygote sends: a line.
 constexpr std::uint32_t kMaxAnswerBytes = 64 * 1024;
 
@@ -125,6 +131,11 @@ std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::stri
   // arguments (_ddprun_zygote.py: _show_command_line), so that ps and pgrep -f show its own.
   request.argv = {python, "-u", script, std::to_string(theirs.get()), preload, std::string(kCommandLineRoom, ' ')};
   request.environ = environ;
+  std::size_t environ_size = 0;
+  for (const auto& entry : environ) environ_size += entry.size() + 1;
+  const std::string room_name = "DDPRUN_ZYGOTE_ENV_ROOM=";
+  request.environ.push_back(
+      room_name + std::string(std::min(environ_size + kEnvironmentRoom, kMaxEnvironmentString - room_name.size()), ' '));
   const SpawnResult spawned = spawn_process(request);
   if (spawned.pid < 0) {
     why = fmt::format("could not start {}: {}", python, std::strerror(spawned.error));

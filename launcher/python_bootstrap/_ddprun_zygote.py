@@ -140,8 +140,26 @@ def _reparented_worker(request, go):
     os.chdir(request["cwd"])
     try:
         _show_command_line(request)
+        _show_environment(request)
     except OSError:
         pass  # /proc/self/mem not writable here: ps shows the zygote's command line
+
+
+def _show_environment(request):
+    """The worker's environment in /proc/PID/environ as a cold start's, written over the
+    zygote's environment block, which ddprun made larger than it by DDPRUN_ZYGOTE_ENV_ROOM's
+    padding (whole entries only; NULs after the last, as for the command line)."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51
+    block = b""
+    for entry in request["environ"]:
+        if len(block) + len(entry) + 1 > end - start:
+            break
+        block += entry + b"\0"
+    with open("/proc/self/mem", "r+b", buffering=0) as mem:
+        mem.seek(start)
+        mem.write(block + b"\0" * (end - start - len(block)))
 
 
 def _show_command_line(request):
@@ -295,6 +313,7 @@ def _worker_main(request):
 
 def _main():
     fd = int(sys.argv[1])
+    os.environ.pop("DDPRUN_ZYGOTE_ENV_ROOM", None)  # room for the workers' environments, not a variable of theirs
     if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
         del sys.path[0]  # this script's folder, which the workers' sys.path does not have
     for p in [p for p in sys.path_importer_cache if os.path.abspath(p or ".") in (_HERE, os.path.abspath(__file__))]:

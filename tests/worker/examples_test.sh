@@ -32,7 +32,9 @@ def steps():
     while True:
         status = json.load(urllib.request.urlopen(url + "/status"))
         ranks = sorted(status["ranks"], key=lambda r: r["rank"])
-        if status["attempt"] == attempt and all(r["running"] and r["step"] for r in ranks):
+        # Both ranks listed: /status answers before the workers start (with --warm_start, while
+        # the warm interpreter imports), with no rank at all.
+        if status["attempt"] == attempt and len(ranks) == 2 and all(r["running"] and r["step"] for r in ranks):
             return status, [r["step"] for r in ranks]
         assert time.monotonic() < deadline, status
         time.sleep(0.2)

@@ -19,7 +19,10 @@ url = sys.argv[1]
 def ranks():
     return json.load(urllib.request.urlopen(url + "/status"))["ranks"]
 deadline = time.monotonic() + 120
-while not all(r["step"] is not None and r["step"] >= 10 and r["steps_per_second"] for r in ranks()):
+def stepping():  # both ranks listed: /status answers before the workers start, with no rank at all
+    now = ranks()
+    return len(now) == 2 and all(r["step"] is not None and r["step"] >= 10 and r["steps_per_second"] for r in now)
+while not stepping():
     assert time.monotonic() < deadline, ranks()
     time.sleep(0.1)
 first = [r["step"] for r in ranks()]
