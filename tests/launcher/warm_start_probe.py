@@ -49,6 +49,11 @@ seen = {
     "path": sys.path,
     "cwd": os.getcwd(),
     "environ": dict(os.environ),
+    # What tools read in /proc/PID/environ: the worker's own variables (but PYTHONPATH, which a cold
+    # worker's bootstrap takes ddprun's folder out of after its exec).
+    "proc_environ_is_own": sorted(e for e in open("/proc/self/environ", "rb").read().decode().split("\0")
+                                  if e and not e.startswith("PYTHONPATH="))
+    == sorted(f"{k}={v}" for k, v in os.environ.items() if k != "PYTHONPATH"),
     "signals": {s.name: disposition(signal.getsignal(s)) for s in signal.Signals
                 if s not in (signal.SIGKILL, signal.SIGSTOP)},
     "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
