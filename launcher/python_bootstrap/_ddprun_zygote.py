@@ -193,6 +193,27 @@ def _bootstrap_worker():
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # a cold worker's NumPy draws its seed from the OS; Python's random reseeds at fork
+    _run_next_sitecustomize()
+
+
+def _run_next_sitecustomize():
+    """The sitecustomize that ddprun's shadows (Debian's, a virtual environment's, the user's)
+    and the usercustomize, which ddprun's deferred from the warm interpreter's start to here
+    (sitecustomize.py): they run with this worker's environment, and what they print is this
+    rank's, as in a cold worker. Not when the interpreter ran its own (ddprun's was not first:
+    -I, -E) or has none; an error in one is told as `site` tells it."""
+    import importlib
+    names = [] if "sitecustomize" in sys.modules else ["sitecustomize"]
+    if getattr(_start, "deferred_usercustomize", False):
+        names.append("usercustomize")
+    for name in names:  # ddprun's folder is off sys.path: the next sitecustomize
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            if error.name != name:
+                sys.stderr.write(f"Error in {name}; set PYTHONVERBOSE for traceback:\n{type(error).__name__}: {error}\n")
+        except Exception as error:
+            sys.stderr.write(f"Error in {name}; set PYTHONVERBOSE for traceback:\n{type(error).__name__}: {error}\n")
 
 
 def _fork_worker(sock, request):
@@ -314,6 +335,9 @@ def _worker_main(request):
 def _main():
     fd = int(sys.argv[1])
     os.environ.pop("DDPRUN_ZYGOTE_ENV_ROOM", None)  # room for the workers' environments, not a variable of theirs
+    if getattr(_start, "deferred_usercustomize", False):
+        import site
+        site.ENABLE_USER_SITE = True  # as `site` had it; its usercustomize runs in each worker
     if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
         del sys.path[0]  # this script's folder, which the workers' sys.path does not have
     for p in [p for p in sys.path_importer_cache if os.path.abspath(p or ".") in (_HERE, os.path.abspath(__file__))]:

@@ -85,5 +85,15 @@ try:
     _start.register_stacks()
 except Exception as _error:
     sys.stderr.write(f"ddprun: this Python worker's stacks need py-spy: faulthandler: {_error!r}\n")
+if "DDPRUN_ZYGOTE_ENV_ROOM" in os.environ:
+    # The warm interpreter (_ddprun_zygote.py): the sitecustomize this one shadows, and the
+    # usercustomize that `site` would run next, run in each forked worker instead, with the
+    # worker's environment and output, as in a cold worker. `site` reads ENABLE_USER_SITE once
+    # this returns; the warm interpreter sets it back.
+    import site
+    _start.deferred_usercustomize = bool(site.ENABLE_USER_SITE)
+    site.ENABLE_USER_SITE = False
+    del sys.modules["sitecustomize"], _here, _start
+    raise ImportError("deferred to the forked workers", name="sitecustomize")
 del _here, _start
 _next_sitecustomize()
