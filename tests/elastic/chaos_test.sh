@@ -137,9 +137,18 @@ for n in b c d; do running $n || { ended_as $n; start_node $n; }; done
 wait_for 180 job_runs
 touch "$RUN/release"
 ended() { ! running "$1"; }
+# diagnose X: what node X's ddprun is doing, for a node that does not end: its state, its
+# children's, its threads' stacks (eu-stack), the last records of its event log.
+diagnose() {
+  local pid; pid=$(eval echo "\$PID_$1")
+  echo "--- ${1}_${incarnation[$1]} (pid $pid): $(grep -E '^State' "/proc/$pid/status" 2>/dev/null)"
+  ps -o pid=,stat=,wchan:24=,args= --ppid "$pid" 2>/dev/null | cut -c1-160
+  command -v eu-stack >/dev/null && eu-stack -p "$pid" 2>&1 | grep -E '^(TID|#[0-9]+ .* (ddprun|elastic|launcher))' | head -80
+  tail -n 15 "$RUN/${1}_${incarnation[$1]}.events" 2>/dev/null | cut -c1-300
+}
 for n in a b c d; do
   wait_for_or() { local deadline=$((SECONDS + 120)); until ended "$1"; do (( SECONDS < deadline )) || return 1; sleep 0.1; done; }
-  wait_for_or $n || { show "${n}_${incarnation[$n]}"; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
+  wait_for_or $n || { show "${n}_${incarnation[$n]}"; diagnose $n; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
   ended_as $n
 done
 # The node of the last fault may lose the rendezvous only now (a ddprun stopped past its fence
