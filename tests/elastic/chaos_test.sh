@@ -143,7 +143,7 @@ diagnose() {
   local pid; pid=$(eval echo "\$PID_$1")
   echo "--- ${1}_${incarnation[$1]} (pid $pid): $(grep -E '^State' "/proc/$pid/status" 2>/dev/null)"
   ps -o pid=,stat=,wchan:24=,args= --ppid "$pid" 2>/dev/null | cut -c1-160
-  command -v eu-stack >/dev/null && eu-stack -p "$pid" 2>&1 | grep -E '^(TID|#[0-9]+ .* (ddprun|elastic|launcher))' | head -80
+  command -v eu-stack >/dev/null && eu-stack -p "$pid" 2>&1 | cut -c1-200 | head -120
   tail -n 15 "$RUN/${1}_${incarnation[$1]}.events" 2>/dev/null | cut -c1-300
 }
 for n in a b c d; do
