@@ -215,7 +215,8 @@ WorkerGroup::Started WorkerGroup::start(
       // With a cgroup the guard kills the whole cgroup if ddprun dies: telling it each group
       // too would wake it twice a worker for nothing. A spawned worker told it itself
       // (request.guard_fd); a worker forked by the warm interpreter is told of here.
-      if (!containment_.has_cgroup() && (warm_forked || request.guard_fd < 0)) guard_.watch(started.pid);
+      const bool told_by_itself = !warm_forked && request.guard_fd >= 0;
+      if (!containment_.has_cgroup() && !told_by_itself) guard_.watch(started.pid);
       out_pipe.write_end.reset();
       err_pipe.write_end.reset();
       started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);

@@ -149,17 +149,14 @@ def _show_environment(request):
     """The worker's environment in /proc/PID/environ as a cold start's, written over the
     zygote's environment block, which ddprun made larger than it by DDPRUN_ZYGOTE_ENV_ROOM's
     padding (whole entries only; NULs after the last, as for the command line)."""
-    with open("/proc/self/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    start, end = int(fields[47]), int(fields[48])  # env_start, env_end: fields 50 and 51
-    block = b""
-    for entry in request["environ"]:
-        if len(block) + len(entry) + 1 > end - start:
-            break
-        block += entry + b"\0"
-    with open("/proc/self/mem", "r+b", buffering=0) as mem:
-        mem.seek(start)
-        mem.write(block + b"\0" * (end - start - len(block)))
+    def whole_entries(size):
+        block = b""
+        for entry in request["environ"]:
+            if len(block) + len(entry) + 1 > size:
+                break
+            block += entry + b"\0"
+        return block
+    _write_over(50, whole_entries)  # env_start, env_end
 
 
 def _show_command_line(request):
@@ -167,14 +164,21 @@ def _show_command_line(request):
     `PYTHON -u [-m] PROGRAM ARGS`, written over the zygote's own arguments, whose last one is
     padding for it (as setproctitle does; cut short if longer). The padding's NULs stay after the
     last argument: changing the arguments' end needs CAP_SYS_RESOURCE (PR_SET_MM)."""
-    with open("/proc/self/stat", "rb") as f:
-        fields = f.read().rsplit(b")", 1)[1].split()
-    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49
     words = [os.fsencode(getattr(sys, "orig_argv", [sys.executable])[0]), b"-u"] + ([b"-m"] if request["kind"] == "module" else []) + request["argv"]
-    line = b"\0".join(words)[: end - start - 1]
+    _write_over(48, lambda size: b"\0".join(words)[: size - 1])  # arg_start, arg_end
+
+
+def _write_over(field, data_for):
+    """Writes data_for(size) over this process's memory between the addresses that
+    /proc/self/stat gives as fields `field` and `field` + 1 (numbered from 1, as proc(5) does),
+    and NULs after it to the end."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()  # from field 3, the state
+    start, end = int(fields[field - 3]), int(fields[field - 2])
+    data = data_for(end - start)
     with open("/proc/self/mem", "r+b", buffering=0) as mem:
         mem.seek(start)
-        mem.write(line + b"\0" * (end - start - len(line)))
+        mem.write(data + b"\0" * (end - start - len(data)))
 
 
 def _bootstrap_worker():
@@ -209,11 +213,9 @@ def _run_next_sitecustomize():
     for name in names:  # ddprun's folder is off sys.path: the next sitecustomize
         try:
             importlib.import_module(name)
-        except ImportError as error:
-            if error.name != name:
-                sys.stderr.write(f"Error in {name}; set PYTHONVERBOSE for traceback:\n{type(error).__name__}: {error}\n")
         except Exception as error:
-            sys.stderr.write(f"Error in {name}; set PYTHONVERBOSE for traceback:\n{type(error).__name__}: {error}\n")
+            if not (isinstance(error, ImportError) and error.name == name):  # none at all: nothing said
+                sys.stderr.write(f"Error in {name}; set PYTHONVERBOSE for traceback:\n{type(error).__name__}: {error}\n")
 
 
 def _fork_worker(sock, request):
