@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The workers' store at scale: ddprun's agent store against PyTorch 2.x's libuv TCPStore server.
 
-  scripts/bench/store_scale.py [--ranks 1024,4096,16384] [--runs 3] [--procs 8] [--ddprun PATH]
+  scripts/bench/store_scale.py [--ranks 1024,4096,16384] [--runs 3] [--procs 4] [--window 512]
+                               [--servers ddprun,libuv] [--ddprun PATH] [--clients PATH]
 
 N simulated ranks speak c10d's TCPStore wire protocol (version 2, as torch 2.x's client does;
 elastic/src/store/agent_store.hpp has the encoding) to one server:
@@ -11,15 +12,21 @@ elastic/src/store/agent_store.hpp has the encoding) to one server:
     (scripts/install-deps.sh --torch2), in a process of its own, with the name lookup it makes
     of every client answered from a private /etc/hosts (start_libuv(); libuv-dns: from the
     machine's DNS, as it is).
-The ranks are --procs client processes (selectors, non-blocking sockets), each bound to its own
-loopback source address (127.0.0.10+i), so that ephemeral ports do not run out. Each rank does
-what init_process_group does with the store: connect, VALIDATE and PING (the client's
-handshake); then, all ranks at once, the store-based barrier of torch.distributed (ADD of the
-barrier key, ADD 0 to read it, SET of the last-worker key by the rank that saw N, WAIT for it),
-with a SET of the rank's own address key before it and, after it, a GET (WAIT, then GET) of its
-neighbour's, as gloo's key exchange does for one peer. Prints, medians over --runs (the two
-servers alternate):
-  1. connect: from the first connect to every rank validated (its PING answered);
+The ranks are --procs processes of build/elastic/ddprun_store_clients (elastic/bench/
+store_clients.cpp: C++ on one epoll each, so that the clients take little of the cores the server
+shares with them), each bound to its own loopback source address (127.0.0.10+i), so that
+ephemeral ports do not run out. Each rank does what init_process_group does with the store:
+connect, VALIDATE and PING (the client's handshake), at most --window of a process's ranks at
+once (a rank connects when an earlier one is validated: 4 x 512 leave half of the listen backlog,
+somaxconn = 4096 here, free, so that no SYN is dropped; all 16,384 at once overflow it and the
+time becomes TCP's retransmission timer's, 1, 3, 7, 15 s: 4 to 26 s for either server, a draw);
+then, all ranks at once, the store-based
+barrier of torch.distributed (ADD of the barrier key, ADD 0 to read it, SET of the last-worker
+key by the rank that saw N, WAIT for it), with a SET of the rank's own address key before it and,
+after it, a GET (WAIT, then GET) of its neighbour's, as gloo's key exchange does for one peer.
+Prints, medians over --runs (the servers alternate):
+  1. connect: from the moment the client processes, started and ready, are told to connect to
+     every rank validated (its PING answered);
   2. barrier: from the moment every rank was told to go to every rank through it;
   3. the server's peak RSS (VmHWM) and its CPU time over 1 and 2, in microseconds a rank.
 The server and the clients share this machine's cores: the figures are upper bounds. The
@@ -28,168 +35,13 @@ process (20,000 on these machines).
 """
 import argparse
 import os
-import selectors
-import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 from benchlib import ROOT, torch2_python
-
-VALIDATE, SET, GET, ADD, WAIT, PING = 0, 1, 3, 4, 6, 13
-MAGIC = 0x3C85F7CE
-HOST = "127.0.0.1"
-
-
-def key(k):
-    b = k.encode()
-    return struct.pack("=Q", len(b)) + b
-
-
-def msg_set(k, v):
-    return bytes([SET]) + key(k) + key(v)
-
-
-def msg_add(k, n):
-    return bytes([ADD]) + key(k) + struct.pack("=q", n)
-
-
-def msg_wait(k):
-    return bytes([WAIT]) + struct.pack("=Q", 1) + key(k)
-
-
-def msg_get(k):
-    return bytes([GET]) + key(k)
-
-
-class Rank:
-    """One simulated rank: a socket, what it still expects, what it does next."""
-
-    def __init__(self, rank, sock):
-        self.rank = rank
-        self.sock = sock
-        self.inbox = b""
-        self.outbox = b""
-        self.step = "connect"
-
-
-def client(args):
-    """A client process: ranks [first, first+count) from source address `source`. Talks to its
-    driver on stdin/stdout: 'validated T' when its ranks are through the handshake, then waits for
-    'go', then 'done T'."""
-    first, count, world, port, source = args
-    barrier = "store_based_barrier_key:1"
-    last = barrier + ":last_worker"
-    sel = selectors.DefaultSelector()
-    ranks = []
-    for r in range(first, first + count):
-        s = socket.socket()
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.bind((source, 0))
-        s.setblocking(False)
-        ranks.append(Rank(r, s))
-    pending = len(ranks)
-
-    def send(rk, data):
-        rk.outbox += data
-        try:
-            n = rk.sock.send(rk.outbox)
-            rk.outbox = rk.outbox[n:]
-        except BlockingIOError:
-            pass
-        sel.modify(rk.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if rk.outbox else 0), rk)
-
-    def take(rk, n):
-        if len(rk.inbox) < n:
-            return None
-        head, rk.inbox = rk.inbox[:n], rk.inbox[n:]
-        return head
-
-    def advance(rk):
-        """Consumes replies; returns True when the rank finished its current phase."""
-        nonlocal pending
-        while True:
-            if rk.step == "ping":
-                b = take(rk, 4)
-                if b is None:
-                    return
-                assert struct.unpack("=I", b)[0] == rk.rank, "PING answered another nonce"
-                rk.step = "validated"
-                pending -= 1
-            elif rk.step == "add1":
-                b = take(rk, 8)
-                if b is None:
-                    return
-                rk.step = "add0"
-                send(rk, msg_add(barrier, 0))
-            elif rk.step == "add0":
-                b = take(rk, 8)
-                if b is None:
-                    return
-                if struct.unpack("=q", b)[0] == world:
-                    send(rk, msg_set(last, "1"))
-                rk.step = "wait"
-                send(rk, msg_wait(last))
-            elif rk.step == "wait":
-                b = take(rk, 1)
-                if b is None:
-                    return
-                peer = f"rank_{(rk.rank + 1) % world}"
-                rk.step = "get_wait"
-                send(rk, msg_wait(peer) + msg_get(peer))
-            elif rk.step == "get_wait":
-                if take(rk, 1) is None:
-                    return
-                rk.step = "get"
-            elif rk.step == "get":
-                if len(rk.inbox) < 8:
-                    return
-                (n,) = struct.unpack("=Q", rk.inbox[:8])
-                if take(rk, 8 + n) is None:
-                    return
-                rk.step = "done"
-                pending -= 1
-            else:
-                return
-
-    def run_until_done():
-        while pending > 0:
-            for k, events in sel.select(timeout=60):
-                rk = k.data
-                if events & selectors.EVENT_WRITE:
-                    if rk.step == "connect":
-                        err = rk.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                        if err:
-                            sys.exit(f"store_scale client: connect: {os.strerror(err)}")
-                        rk.step = "ping"
-                        send(rk, bytes([VALIDATE]) + struct.pack("=I", MAGIC) +
-                             bytes([PING]) + struct.pack("=I", rk.rank))
-                        continue
-                    send(rk, b"")
-                if events & selectors.EVENT_READ:
-                    data = rk.sock.recv(65536)
-                    if not data:
-                        sys.exit(f"store_scale client: rank {rk.rank}: the server closed the connection")
-                    rk.inbox += data
-                    advance(rk)
-
-    for rk in ranks:
-        rk.sock.connect_ex((HOST, port))
-        sel.register(rk.sock, selectors.EVENT_WRITE, rk)
-    run_until_done()
-    print(f"validated {time.monotonic()}", flush=True)
-    if sys.stdin.readline().strip() != "go":
-        sys.exit("store_scale client: no go")
-    pending = len(ranks)
-    for rk in ranks:
-        rk.step = "add1"
-        send(rk, msg_set(f"rank_{rk.rank}", f"127.0.0.1:{10000 + rk.rank % 50000}") + msg_add(barrier, 1))
-    run_until_done()
-    print(f"done {time.monotonic()}", flush=True)
-    sys.stdin.readline()  # hold the connections until the driver has read the server's figures
 
 
 def proc_figures(pid):
@@ -260,7 +112,7 @@ def stop(server, proc):
         proc.wait()
 
 
-def measure(server, ranks, procs, ddprun):
+def measure(server, ranks, procs, ddprun, clients_binary, window):
     with tempfile.TemporaryDirectory() as tmp:
         if server == "ddprun":
             proc, pid, port = start_ddprun(ddprun, tmp)
@@ -270,12 +122,10 @@ def measure(server, ranks, procs, ddprun):
         rss0, cpu0 = proc_figures(pid)
         per = [ranks // procs + (1 if i < ranks % procs else 0) for i in range(procs)]
         clients, first = [], 0
-        start = time.monotonic()
         for i, count in enumerate(per):
-            args = repr((first, count, ranks, port, f"127.0.0.{10 + i}"))
             clients.append(subprocess.Popen(
-                [sys.executable, __file__, "--client", args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                text=True))
+                [clients_binary, str(first), str(count), str(ranks), str(port), f"127.0.0.{10 + i}", str(window)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
             first += count
 
         def last_stamp(word):
@@ -290,6 +140,13 @@ def measure(server, ranks, procs, ddprun):
                 stamps.append(float(line[1]))
             return max(stamps)
 
+        for c in clients:
+            if c.stdout.readline().strip() != "ready":
+                sys.exit(f"store_scale: a client of {server} at {ranks} ranks did not start")
+        start = time.monotonic()
+        for c in clients:
+            c.stdin.write("connect\n")
+            c.stdin.flush()
         validated = last_stamp("validated")
         go = time.monotonic()
         for c in clients:
@@ -305,19 +162,21 @@ def measure(server, ranks, procs, ddprun):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--client":
-        import ast
-        client(ast.literal_eval(sys.argv[2]))
-        return
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranks", default="1024,4096,16384")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--procs", type=int, default=8)
+    p.add_argument("--procs", type=int, default=4)
     p.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
+    p.add_argument("--window", type=int, default=512,
+                   help="connections a client process has not validated yet, at most (default 512)")
+    p.add_argument("--clients", default=os.path.join(ROOT, "build", "elastic", "ddprun_store_clients"),
+                   help="the simulated ranks' program (elastic/bench/store_clients.cpp)")
     p.add_argument("--servers", default="ddprun,libuv",
                    help="of ddprun, libuv (name lookups from a private /etc/hosts; needs root), libuv-dns (the machine's resolver)")
     a = p.parse_args()
     servers = a.servers.split(",")
+    if not os.access(a.clients, os.X_OK):
+        sys.exit(f"store_scale: no {a.clients}: build it (ninja -C build elastic/ddprun_store_clients)")
     if "libuv" in servers and os.geteuid() != 0:
         sys.exit("store_scale: --servers libuv needs root (a mount namespace for its /etc/hosts); use libuv-dns")
     print(f"{'ranks':>7} {'server':>9} {'connect s':>10} {'barrier s':>10} {'RSS MiB':>8} {'CPU us/rank':>12}")
@@ -325,7 +184,7 @@ def main():
         results = {s: [] for s in servers}
         for _ in range(a.runs):
             for s in servers:
-                results[s].append(measure(s, n, a.procs, a.ddprun))
+                results[s].append(measure(s, n, a.procs, a.ddprun, a.clients, a.window))
         for s in servers:
             cols = list(zip(*results[s]))
             med = [statistics.median(c) for c in cols]

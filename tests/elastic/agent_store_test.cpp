@@ -182,6 +182,37 @@ TEST_CASE("both versions share one store, and a client that goes away stops wait
   CHECK(h.store.key_count() == 0);
 }
 
+TEST_CASE("a wait that ends (cancelled, replaced, its client gone) leaves no waiter behind") {
+  Harness h{1, 2, 3};
+  for (ClientId c : {1, 2, 3}) REQUIRE(h.feed(c, kOpen2));
+  // 1 waits for /a and /b; /a comes; 1 cancels: /b's waiters are 2's alone.
+  REQUIRE(h.feed(1, u8(kWait2) + keys({"/a", "/b"})));
+  REQUIRE(h.feed(2, u8(kWait2) + keys({"/b"})));
+  REQUIRE(h.feed(3, u8(kSet2) + str("/a") + str("1")));
+  CHECK(h.take(1).empty());
+  REQUIRE(h.feed(1, u8(kCancelWait2)));
+  CHECK(h.take(1) == u8(1));
+  // 1 waits again, for /c only, and is woken by /c, not by /b.
+  REQUIRE(h.feed(1, u8(kWait2) + keys({"/c"})));
+  REQUIRE(h.feed(3, u8(kSet2) + str("/b") + str("1")));
+  CHECK(h.take(2) == u8(0));
+  CHECK(h.take(1).empty());
+  REQUIRE(h.feed(3, u8(kSet2) + str("/c") + str("1")));
+  CHECK(h.take(1) == u8(0));
+  // A torch 1.x client's new WAIT replaces the one it gave up on; a client gone waits for nothing.
+  REQUIRE(h.feed(2, u8(kWait2) + keys({"/d", "/e"})));
+  h.store.disconnect(2);
+  Harness v1{4, 5};
+  REQUIRE(v1.feed(4, u8(kWait1) + keys({"/x"})));
+  REQUIRE(v1.feed(4, u8(kWait1) + keys({"/y"})));
+  REQUIRE(v1.feed(5, u8(kSet1) + str("/x") + str("1")));
+  CHECK(v1.take(4).empty());
+  REQUIRE(v1.feed(5, u8(kSet1) + str("/y") + str("1")));
+  CHECK(v1.take(4) == u8(0));
+  REQUIRE(h.feed(3, u8(kSet2) + str("/d") + str("1") + u8(kSet2) + str("/e") + str("1")));
+  CHECK(h.inbox[2].empty());
+}
+
 TEST_CASE("malformed input is refused with a reason; the store goes on for the others") {
   struct Case {
     const char* name;

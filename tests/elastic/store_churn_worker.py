@@ -7,7 +7,8 @@ quarter reconnect as torch's client does when its connection breaks (a new conne
 handshake, the barrier's ADD 0 and the WAIT again), and one SETs the last key: every rank still
 waiting must be answered. All close; ddprun's descriptors must come back to what they were (no
 connection, no waiter kept). It leaves a key behind and exits 1: ddprun restarts the job.
-Attempt 1: the restarted round's store must be empty. Prints one `ok:` line per check; exits 0
+Attempt 1: the restarted round's store must be empty; a client that reads its replies late gets
+them all while another is served. Prints one `ok:` line per check; exits 0
 when all hold. Usage: store_churn_worker.py RANKS"""
 import os
 import resource
@@ -125,6 +126,27 @@ def main():
         found = "found" if leftover == b"\0" else "not found"
         sys.exit(f"FAIL: the restarted round's store holds {keys} keys (the last round's key: {found})")
     print("ok: the restarted round's store is empty", flush=True)
+    slow_reader()
+
+
+def slow_reader():
+    """A client that asks for 64 MiB of replies at once and reads none yet: the server's writes to
+    it wait for room (and its further queries for the replies to go out) while another client is
+    served; then every reply arrives, whole and in order."""
+    value = bytes(range(256)) * 4096  # 1 MiB
+    s = connect(2)
+    s.sendall(bytes([SET]) + key("big") + struct.pack("=Q", len(value)) + value)
+    s.sendall(b"".join(bytes([GET]) + key("big") for _ in range(64)))
+    other = connect(3)  # answered while 64 MiB wait for the slow reader
+    other.sendall(bytes([PING]) + struct.pack("=I", 5))
+    assert struct.unpack("=I", recv_exactly(other, 4))[0] == 5, "another client was answered wrong"
+    for i in range(64):
+        assert struct.unpack("=Q", recv_exactly(s, 8))[0] == len(value), f"reply {i}: a wrong length"
+        assert recv_exactly(s, len(value)) == value, f"reply {i}: other bytes than the value"
+    s.sendall(bytes([PING]) + struct.pack("=I", 4))
+    assert struct.unpack("=I", recv_exactly(s, 4))[0] == 4, "more than 64 replies"
+    print("ok: a client that read 64 MiB of replies late got them all, in order; another was served meanwhile",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -265,6 +265,7 @@ AgentStore::Parse AgentStore::handle_query(ClientId id, Client& client, std::str
       for (const std::string& key : keys) {
         if (exists(key)) continue;
         waiters_[key].push_back(id);
+        client.awaiting.push_back(key);
         ++client.keys_awaited;
       }
       if (client.keys_awaited == 0) reply.value<std::uint8_t>(kStopWaiting);
@@ -417,14 +418,19 @@ void AgentStore::notify_watchers(const std::string& key, std::uint8_t kind, cons
   for (ClientId id : it->second) out.push_back({id, bytes});
 }
 
+// Only the keys the client waits for: a job's store may have as many waited keys as ranks.
 void AgentStore::end_wait(ClientId id, Client& client) {
-  if (client.keys_awaited == 0) return;
-  client.keys_awaited = 0;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    auto& ids = it->second;
-    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-    it = ids.empty() ? waiters_.erase(it) : std::next(it);
+  if (client.keys_awaited > 0) {
+    for (const std::string& key : client.awaiting) {
+      const auto it = waiters_.find(key);
+      if (it == waiters_.end()) continue;  // set since
+      auto& ids = it->second;
+      ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+      if (ids.empty()) waiters_.erase(it);
+    }
   }
+  client.keys_awaited = 0;
+  client.awaiting.clear();
 }
 
 void AgentStore::disconnect(ClientId id) {

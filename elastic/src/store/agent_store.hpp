@@ -37,6 +37,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace ddprun::elastic {
@@ -78,6 +79,7 @@ class AgentStore {
     Version version = Version::kUnknown;
     std::string pending;           // bytes of a query not complete yet
     std::size_t keys_awaited = 0;  // keys of its WAIT still missing; 0: not waiting
+    std::vector<std::string> awaiting;  // the keys of its WAIT that were missing (when it waits)
   };
 
   Parse handshake(Client& client, std::string_view data, std::size_t& used);
@@ -91,7 +93,7 @@ class AgentStore {
                        const std::string& new_value, std::vector<Send>& out);
   void end_wait(ClientId id, Client& client);
 
-  std::map<ClientId, Client> clients_;
+  std::unordered_map<ClientId, Client> clients_;
   std::map<std::string, std::string> keys_;
   std::map<std::string, std::deque<std::string>> queues_;
   std::map<std::string, std::vector<ClientId>> waiters_;  // key -> clients waiting for it

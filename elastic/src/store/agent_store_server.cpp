@@ -1,11 +1,16 @@
 #include "store/agent_store_server.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <deque>
+#include <cstdint>
+#include <cstring>
 #include <chrono>
 #include <future>
 #include <optional>
@@ -22,6 +27,15 @@ namespace {
 
 // After accept() failed for lack of descriptors or memory: try again later, not in a loop.
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+// Replies queued for a connection beyond which its queries are not read until they are sent:
+// a client that sends queries and never reads the replies costs the server this much at most.
+constexpr std::size_t kOutboxLimit = 4 << 20;
+
+int make_epoll() {
+  const int fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
+  return fd;
+}
 
 void say(const std::string& line) {
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
@@ -31,20 +45,28 @@ void say(const std::string& line) {
 }  // namespace
 
 struct AgentStoreServer::Connection {
-  Connection(asio::ip::tcp::socket s, AgentStore::ClientId client)
-      : socket(std::move(s)), id(client), accepted(std::chrono::steady_clock::now()) {}
-  asio::ip::tcp::socket socket;
+  Connection(int descriptor, AgentStore::ClientId client)
+      : fd(descriptor), id(client), accepted(std::chrono::steady_clock::now()) {}
+  ~Connection() {
+    // shutdown(): a worker forked before its exec holds a copy of the descriptor, which would
+    // keep the connection open after close().
+    ::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  int fd;
   AgentStore::ClientId id;
   std::chrono::steady_clock::time_point accepted;
-  std::deque<std::string> outbox;
-  bool writing = false;
-  bool closed = false;
-  bool held = true;  // accepted, not served yet (it belongs to the next round)
+  std::string outbox;       // replies not sent yet
+  bool held = true;         // accepted, not served yet (it belongs to the next round)
+  std::uint32_t events = 0;  // what poller_ watches it for; 0: not in its set
 };
 
 AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std::size_t max_connections,
                                    double silent_grace)
     : acceptor_(io_),
+      poller_(io_),
       retry_timer_(io_),
       room_timer_(io_),
       work_(asio::make_work_guard(io_)),
@@ -58,9 +80,11 @@ AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std
     ::close(bound_socket);
     throw std::system_error(error);
   }
+  poller_.assign(make_epoll());
   acceptor_.listen(asio::socket_base::max_listen_connections);
   acceptor_.non_blocking(true);
   accept_next();
+  poll_next();
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -68,16 +92,13 @@ AgentStoreServer::~AgentStoreServer() {
   asio::post(io_, [this] {
     asio::error_code ignored;
     acceptor_.close(ignored);
+    poller_.close(ignored);
     retry_timer_.cancel();
     room_timer_.cancel();
-    for (auto& [id, connection] : connections_) {
-      connection->closed = true;
-      connection->socket.close(ignored);
-    }
     connections_.clear();
     silent_.clear();
   });
-  work_.reset();  // run() returns once the closed sockets' handlers have run
+  work_.reset();  // run() returns once the cancelled waits' handlers have run
   thread_.join();
 }
 
@@ -92,23 +113,18 @@ void AgentStoreServer::hold_new_connections() {
 
 void AgentStoreServer::reset(bool serve_connections) {
   asio::post(io_, [this, serve_connections] {
-    std::vector<std::shared_ptr<Connection>> held;
+    std::vector<AgentStore::ClientId> held;
     std::vector<AgentStore::ClientId> served;
-    for (const auto& [id, connection] : connections_) {
-      if (connection->held) {
-        held.push_back(connection);
-      } else {
-        served.push_back(id);
-      }
-    }
+    for (const auto& [id, connection] : connections_) (connection->held ? held : served).push_back(id);
+    std::sort(held.begin(), held.end());  // served in the order they came
     for (AgentStore::ClientId id : served) close(id);
     store_.clear();
     holding_ = !serve_connections;
-    for (const auto& connection : held) {
+    for (AgentStore::ClientId id : held) {
       if (serve_connections) {
-        serve(connection);
+        serve(*connections_.at(id));
       } else {
-        close(connection->id);
+        close(id);
       }
     }
   });
@@ -139,18 +155,10 @@ void AgentStoreServer::accept_ready() {
       });
       return;
     }
-    asio::ip::tcp::socket socket(io_);
-    asio::error_code error;
-    socket.assign(acceptor_.local_endpoint().protocol(), fd, error);
-    if (error) {
-      ::close(fd);
-      continue;
-    }
-    socket.non_blocking(true, error);
-    socket.set_option(asio::ip::tcp::no_delay(true), error);
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const AgentStore::ClientId id = next_client_++;
-    auto connection = std::make_shared<Connection>(std::move(socket), id);
-    connections_[id] = connection;
+    Connection& connection = *(connections_[id] = std::make_unique<Connection>(fd, id));
     silent_.insert(id);
     if (!holding_) serve(connection);
   }
@@ -163,7 +171,7 @@ bool AgentStoreServer::room_for_one() {
     while (!silent_.empty()) {
       Connection& oldest = *connections_.at(*silent_.begin());
       char byte;
-      if (!oldest.held || ::recv(oldest.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;
+      if (!oldest.held || ::recv(oldest.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) break;
       silent_.erase(silent_.begin());
     }
     std::optional<double> oldest_silent_age;
@@ -196,72 +204,121 @@ bool AgentStoreServer::room_for_one() {
   }
 }
 
-void AgentStoreServer::serve(const std::shared_ptr<Connection>& connection) {
-  connection->held = false;
-  store_.connect(connection->id);
-  read_next(connection);
+void AgentStoreServer::serve(Connection& connection) {
+  connection.held = false;
+  store_.connect(connection.id);
+  watch(connection);
 }
 
-// Waits for readability and reads in the handler into the one buffer of the server, so that an
-// idle connection costs no buffer of its own (a job may have thousands of workers).
-void AgentStoreServer::read_next(const std::shared_ptr<Connection>& connection) {
-  connection->socket.async_wait(asio::ip::tcp::socket::wait_read, [this, connection](const asio::error_code& ec) {
-    if (connection->closed) return;
-    if (ec) return close(connection->id);
-    asio::error_code error;
-    const std::size_t n = connection->socket.read_some(asio::buffer(buffer_), error);
-    if (error == asio::error::would_block || error == asio::error::try_again) return read_next(connection);
-    if (error) return close(connection->id);
-    silent_.erase(connection->id);
-    std::vector<AgentStore::Send> sends;
-    std::string why;
-    const bool well_formed = store_.receive(connection->id, {buffer_.data(), n}, sends, why);
-    for (AgentStore::Send& s : sends) send(s.client, std::move(s.bytes));
-    if (!well_formed) {
-      asio::error_code ignored;
-      const auto peer = connection->socket.remote_endpoint(ignored);
-      asio::ip::address address = peer.address();
-      if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-        address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
-      }
-      say(fmt::format("ddprun: the workers' store closed the connection from {}:{}: it sent {}\n",
-                      address.to_string(), peer.port(), why));
-      return close(connection->id);
-    }
-    read_next(connection);
+void AgentStoreServer::watch(Connection& connection) {
+  const std::uint32_t events = (connection.outbox.size() <= kOutboxLimit ? EPOLLIN : 0u) |
+                               (connection.outbox.empty() ? 0u : EPOLLOUT);
+  if (events == connection.events) return;
+  epoll_event event{};
+  event.events = events;
+  event.data.u64 = connection.id;
+  const int op = connection.events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+  if (::epoll_ctl(poller_.native_handle(), op, connection.fd, &event) != 0) {
+    // Only for lack of kernel memory: the connection cannot be served.
+    say(fmt::format("ddprun: the workers' store closed a connection: epoll_ctl: {}\n", std::strerror(errno)));
+    close(connection.id);
+    return;
+  }
+  connection.events = events;
+}
+
+void AgentStoreServer::poll_next() {
+  poller_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted || !poller_.is_open()) return;
+    poll_ready();
+    poll_next();
   });
 }
 
-void AgentStoreServer::send(AgentStore::ClientId client, std::string bytes) {
-  const auto it = connections_.find(client);
-  if (it == connections_.end()) return;
-  it->second->outbox.push_back(std::move(bytes));
-  if (!it->second->writing) write_next(it->second);
+// Level-triggered: at most one read and one flush per ready connection, then the next wait;
+// what one read left unread is reported again.
+void AgentStoreServer::poll_ready() {
+  std::array<epoll_event, 256> events;
+  const int n = ::epoll_wait(poller_.native_handle(), events.data(), static_cast<int>(events.size()), 0);
+  for (int i = 0; i < n; ++i) {
+    const AgentStore::ClientId id = events[static_cast<std::size_t>(i)].data.u64;
+    const std::uint32_t ready = events[static_cast<std::size_t>(i)].events;
+    auto it = connections_.find(id);
+    if (it == connections_.end()) continue;  // closed by an earlier event of this batch
+    if ((ready & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !it->second->outbox.empty()) {
+      flush(id);
+      it = connections_.find(id);
+      if (it == connections_.end()) continue;
+    }
+    if ((ready & (EPOLLIN | EPOLLERR | EPOLLHUP)) && (it->second->events & EPOLLIN)) read_from(*it->second);
+  }
 }
 
-void AgentStoreServer::write_next(const std::shared_ptr<Connection>& connection) {
-  connection->writing = true;
-  asio::async_write(connection->socket, asio::buffer(connection->outbox.front()),
-                    [this, connection](const asio::error_code& ec, std::size_t) {
-                      if (connection->closed) return;
-                      if (ec) return close(connection->id);
-                      connection->outbox.pop_front();
-                      if (connection->outbox.empty()) {
-                        connection->writing = false;
-                      } else {
-                        write_next(connection);
-                      }
-                    });
+// Reads into the one buffer of the server, so that an idle connection costs no buffer of its
+// own (a job may have thousands of workers).
+void AgentStoreServer::read_from(Connection& connection) {
+  const ssize_t n = ::recv(connection.fd, buffer_.data(), buffer_.size(), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n <= 0) return close(connection.id);
+  silent_.erase(connection.id);
+  sends_.clear();
+  touched_.clear();
+  std::string why;
+  const bool well_formed = store_.receive(connection.id, {buffer_.data(), static_cast<std::size_t>(n)}, sends_, why);
+  // One write a connection for all its replies to this read.
+  for (AgentStore::Send& s : sends_) queue(s.client, std::move(s.bytes));
+  if (!well_formed) {
+    asio::ip::tcp::endpoint peer;
+    socklen_t size = static_cast<socklen_t>(peer.capacity());
+    if (::getpeername(connection.fd, peer.data(), &size) == 0) peer.resize(size);
+    asio::ip::address address = peer.address();
+    if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+      address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+    }
+    say(fmt::format("ddprun: the workers' store closed the connection from {}:{}: it sent {}\n",
+                    address.to_string(), peer.port(), why));
+    close(connection.id);
+  }
+  for (AgentStore::ClientId client : touched_) flush(client);
+}
+
+void AgentStoreServer::queue(AgentStore::ClientId client, std::string bytes) {
+  const auto it = connections_.find(client);
+  if (it == connections_.end()) return;
+  std::string& outbox = it->second->outbox;
+  if (outbox.empty()) {
+    touched_.push_back(client);
+    outbox = std::move(bytes);
+  } else {
+    outbox += bytes;
+  }
+}
+
+void AgentStoreServer::flush(AgentStore::ClientId client) {
+  const auto it = connections_.find(client);
+  if (it == connections_.end()) return;
+  Connection& connection = *it->second;
+  std::size_t sent = 0;
+  while (sent < connection.outbox.size()) {
+    const ssize_t n = ::send(connection.fd, connection.outbox.data() + sent, connection.outbox.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0) return close(client);
+    sent += static_cast<std::size_t>(n);
+  }
+  connection.outbox.erase(0, sent);
+  watch(connection);  // for room to write while replies are queued; not for queries beyond kOutboxLimit
 }
 
 void AgentStoreServer::close(AgentStore::ClientId client) {
   const auto it = connections_.find(client);
   if (it == connections_.end()) return;
-  asio::error_code ignored;
-  it->second->closed = true;
-  it->second->socket.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  it->second->socket.close(ignored);
-  const bool served = !it->second->held;
+  Connection& connection = *it->second;
+  // Out of poller_'s set explicitly: a copy of the descriptor in a worker not yet exec'd would
+  // keep it there after close().
+  if (connection.events != 0) ::epoll_ctl(poller_.native_handle(), EPOLL_CTL_DEL, connection.fd, nullptr);
+  const bool served = !connection.held;
   connections_.erase(it);
   silent_.erase(client);
   if (served) store_.disconnect(client);

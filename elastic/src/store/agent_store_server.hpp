@@ -5,10 +5,11 @@
 
 #include <array>
 #include <asio.hpp>
-#include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "store/agent_store.hpp"
@@ -54,27 +55,40 @@ class AgentStoreServer {
   // Applies store_room(): true when the next connection may be accepted now; false when it
   // must wait (room_timer_ or a closing connection calls accept_next() again).
   bool room_for_one();
-  void serve(const std::shared_ptr<Connection>& connection);
-  void read_next(const std::shared_ptr<Connection>& connection);
-  void send(AgentStore::ClientId client, std::string bytes);
-  void write_next(const std::shared_ptr<Connection>& connection);
+  void serve(Connection& connection);
+  // Waits until a served connection is readable or writable (poller_: one wait for all).
+  void poll_next();
+  void poll_ready();
+  void read_from(Connection& connection);
+  // Queues `bytes` for `client` (in touched_ if its outbox was empty); flush() writes what is queued.
+  void queue(AgentStore::ClientId client, std::string bytes);
+  void flush(AgentStore::ClientId client);
+  // Sets what poller_ watches the connection for: room to write while replies are queued, and
+  // queries unless more than kOutboxLimit bytes of replies are.
+  void watch(Connection& connection);
   void close(AgentStore::ClientId client);
 
-  // Declared first, destroyed last: the sockets below belong to it.
+  // Declared first, destroyed last: the timers and descriptors below belong to it.
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_;
+  // An epoll set of every served connection, level-triggered, read by poll_ready() on one wait
+  // of io_: asio's own wait re-arms its descriptor with a system call at every wait, here
+  // once for all the connections ready at that moment rather than once per query.
+  asio::posix::stream_descriptor poller_;
   asio::steady_timer retry_timer_;
   asio::steady_timer room_timer_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   AgentStore store_;
-  // Held and served, in the order they were accepted.
-  std::map<AgentStore::ClientId, std::shared_ptr<Connection>> connections_;
+  // Held and served (ids grow in the order they were accepted).
+  std::unordered_map<AgentStore::ClientId, std::unique_ptr<Connection>> connections_;
   std::set<AgentStore::ClientId> silent_;  // those that have sent nothing yet, oldest first
   std::size_t max_connections_;
   double silent_grace_;
   bool waiting_to_accept_ = false;
   bool limit_reported_ = false;
   std::array<char, 64 * 1024> buffer_{};  // what one read brings, handed to store_ at once
+  std::vector<AgentStore::Send> sends_;     // the replies to one read (kept for their capacity)
+  std::vector<AgentStore::ClientId> touched_;  // the connections they go to
   AgentStore::ClientId next_client_ = 1;
   bool holding_ = true;
   std::thread thread_;
