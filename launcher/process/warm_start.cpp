@@ -9,10 +9,12 @@ namespace ddprun::launcher {
 WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std::vector<std::string> environ,
                      std::string script)
     : config_(config), python_(std::move(python)), environ_(std::move(environ)), script_(std::move(script)) {
-  if (!config_.warm_start) return;
+  // Other programs than Python workers start as they always do, without a word: warm start is
+  // for Python workers, and a site may turn it on for every run (PET_WARM_START=on).
+  if (!config_.warm_start || !config_.python_workers()) return;
   const char* why_not = !config_.runs_python()
                             ? "only a .py PROGRAM or -m MODULE is forked from the warm interpreter (an interpreter "
-                              "named as PROGRAM takes options of its own)"
+                              "named as PROGRAM takes options of its own: give the script as PROGRAM)"
                         : config_.debug    ? "--debug keeps its worker in the terminal's foreground"
                         : script_.empty() ? "share/ddprun/python/_ddprun_zygote.py is not installed beside ddprun; "
                                             "reinstall ddprun"
@@ -30,7 +32,7 @@ void WarmStart::begin() {
 
 void WarmStart::replace() {
   std::string why;
-  zygote_ = Zygote::start(python_, script_, environ_, config_.preload, why);
+  zygote_ = Zygote::start(python_, script_, environ_, config_.preload, config_.module ? "" : config_.program, why);
   if (!zygote_) {
     enabled_ = false;
     say(fmt::format("ddprun: warm start is off for this run: {}; the workers start cold\n", why));

@@ -5,8 +5,8 @@
 //
 // Only a .py PROGRAM or `-m MODULE` is forked (worker_argv() is `python -u [-m] PROGRAM`): an
 // interpreter named as PROGRAM has options of its own, and --debug keeps its one worker in the
-// foreground of the terminal. Whenever a start is cold with warm start on, one line says why,
-// once per start of the workers.
+// foreground of the terminal. Whenever a start of Python workers is cold with warm start on,
+// one line says why, once per start of the workers; other programs start as always, silently.
 //
 // While the zygote imports, the agent waits for it rather than starting cold (agent.cpp), for at
 // most kZygoteImportWait: a cold worker would import the same modules from the beginning, on the

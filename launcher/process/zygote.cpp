@@ -116,7 +116,7 @@ std::string encode_fork_request(const ForkRequest& request, pid_t ddprun) {
 
 std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::string& script,
                                       const std::vector<std::string>& environ, const std::string& preload,
-                                      std::string& why) {
+                                      const std::string& compile_first, std::string& why) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     why = fmt::format("socketpair: {}", std::strerror(errno));
@@ -129,7 +129,8 @@ std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::stri
   SpawnRequest request;
   // The last argument is room for a worker's command line, which it writes over the zygote's
   // arguments (_ddprun_zygote.py: _show_command_line), so that ps and pgrep -f show its own.
-  request.argv = {python, "-u", script, std::to_string(theirs.get()), preload, std::string(kCommandLineRoom, ' ')};
+  request.argv = {python,       "-u",          script, std::to_string(theirs.get()), preload,
+                  compile_first, std::string(kCommandLineRoom, ' ')};
   request.environ = environ;
   std::size_t environ_size = 0;
   for (const auto& entry : environ) environ_size += entry.size() + 1;

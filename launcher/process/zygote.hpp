@@ -60,11 +60,13 @@ class Zygote {
   enum class State { kImporting, kReady, kGone };
 
   // Starts the zygote of `python` (the workers' interpreter) from `script` (_ddprun_zygote.py)
-  // with `environ`, preloading `preload` (comma-separated) after torch. nullptr when it cannot
-  // be started, with `why` set.
+  // with `environ`, preloading `preload` (comma-separated) after torch. Before its imports it
+  // compiles `compile_first` (the .py PROGRAM; "" for none) and fails at once if that does not
+  // compile, so that a SyntaxError's workers start cold and fail at once rather than after the
+  // import of torch. nullptr when it cannot be started, with `why` set.
   static std::unique_ptr<Zygote> start(const std::string& python, const std::string& script,
                                        const std::vector<std::string>& environ, const std::string& preload,
-                                       std::string& why);
+                                       const std::string& compile_first, std::string& why);
   ~Zygote();  // its socket closed (it exits on its own) and SIGKILL, should it not have
   Zygote(const Zygote&) = delete;
   Zygote& operator=(const Zygote&) = delete;

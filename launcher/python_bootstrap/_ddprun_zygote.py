@@ -1,9 +1,10 @@
 """ddprun's warm interpreter (zygote) for Python workers, --warm_start=on
 (launcher/process/zygote.hpp says the protocol, launcher/process/README.md the design).
 
-ddprun starts it as `python -u _ddprun_zygote.py FD MODULE,... PADDING` with the workers' interpreter
-and environment, FD its end of a Unix stream socket. It imports torch and torch.distributed and
-the --preload modules, says "ready" (or "failed ..." and exits), and then forks one worker per
+ddprun starts it as `python -u _ddprun_zygote.py FD MODULE,... PROGRAM PADDING` with the workers'
+interpreter and environment, FD its end of a Unix stream socket, PROGRAM the .py PROGRAM ("" for
+-m). It compiles PROGRAM, imports torch and torch.distributed and the --preload modules, says
+"ready" (or "failed ..." and exits), and then forks one worker per
 request. Each worker is made by a double fork, so that it is re-parented to ddprun (a child
 subreaper), and then becomes what `python -u SCRIPT ARGS` (or `-m MODULE`) would have been:
 environment, cwd, argv, sys.path[0], a new __main__, the signal dispositions Python starts with,
@@ -280,6 +281,22 @@ def _serve(sock):
             return request
 
 
+def _compile_error(path):
+    """Why PROGRAM cannot run at all (it does not compile), found before the imports: its workers
+    then start cold and fail at once, not after the import of torch. None when it compiles, or
+    cannot be read (the workers say why, as cold ones would)."""
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError:
+        return None
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as error:  # ValueError: a NUL byte in the source
+        return f"{path} does not compile: {type(error).__name__}: {error}"
+    return None
+
+
 def _preload(modules):
     import importlib
     for name in modules:
@@ -347,6 +364,10 @@ def _main():
     sock = socket.socket(fileno=fd)
     sock.set_inheritable(False)
     modules = ["torch", "torch.distributed"] + [m for m in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if m]
+    why = _compile_error(sys.argv[3]) if len(sys.argv) > 4 and sys.argv[3] else None
+    if why is not None:
+        _send(sock, "failed " + why)
+        sys.exit(1)
     try:
         _preload(modules)
     except BaseException as error:
@@ -361,5 +382,5 @@ def _main():
 
 
 _request = _main()
-del _main, _serve, _fork_worker, _preload
+del _main, _serve, _fork_worker, _preload, _compile_error
 _worker_main(_request)

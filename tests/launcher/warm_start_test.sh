@@ -168,6 +168,29 @@ expect_eq "$(sort "$T/quick.out" | tr '\n' ' ')" "[rank0]: True [rank1]: True " 
 expect_in "$T/quick.err" "failed \(exit code 3\)"
 ok "forked workers that exit at once: exit code 3"
 
+# A program that does not compile: the zygote compiles it before its imports and fails, with one
+# line; the workers start cold at once and the job ends as a cold one's.
+printf 'def f(:\n' >"$T/sub/broken.py"
+run_ddprun broken --warm_start=on --max_restarts=3 sub/broken.py
+expect_eq "$RC" 1 "ddprun's exit code for a SyntaxError"
+expect_eq "$(grep -c '^ddprun: warm start' "$T/broken.err")" 1 "lines about warm start"
+expect_in "$T/broken.err" "^ddprun: warm start is off for this run: the warm interpreter failed: sub/broken.py does not compile: SyntaxError: .*; the workers start cold$"
+expect_in "$T/broken.err" "root cause: rank 0 .*: syntax_error \(SyntaxError: invalid syntax\) at $T/sub/broken.py:1$"
+ok "a program that does not compile: cold workers at once, one line, the cold run's summary"
+
+# Warm start is for Python workers: a program that is not Python starts as always, without a
+# line (PET_WARM_START=on may be a site's for every run); an interpreter as PROGRAM, with one.
+printf '#!/bin/sh\necho "not Python"\n' >"$T/sub/plain.sh"
+chmod +x "$T/sub/plain.sh"
+run_ddprun plain --warm_start=on sub/plain.sh
+[[ $RC == 0 ]] || { cat "$T/plain.err"; fail "the shell worker's run failed"; }
+expect_not_in "$T/plain.err" "warm"
+run_ddprun interpreter --warm_start=on --no_python "$PYTHON_EXEC" sub/quick.py 0
+expect_eq "$(cat "$T/interpreter.out")" "[rank0]: False" "a worker of an interpreter as PROGRAM (forked: True)"
+expect_eq "$(grep -c '^ddprun: --warm_start=on: only a .py PROGRAM or -m MODULE is forked' "$T/interpreter.err")" 1 \
+  "lines about warm start for an interpreter as PROGRAM"
+ok "not Python: no line; an interpreter as PROGRAM: cold, with one line"
+
 # The workers wait for a zygote that still imports (here a --preload module that waits for a
 # file), and a SIGTERM meanwhile stops ddprun at once: no worker started, the zygote gone.
 cat >"$T/sub/gate.py" <<'PY'
