@@ -30,7 +30,10 @@ SH
 job=(--nnodes=1:2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=killed
      --rdzv_conf=heartbeat_timeout=3,last_call_timeout=1)
 node 127.0.0.2 a "${job[@]}" "$T/life"
-node 127.0.0.3 b "${job[@]}" "$T/life"
+# b without a cgroup: any ddprun that starts on this machine meanwhile (another test's) empties the
+# cgroups of dead ddprun processes (Containment::remove_stale), and would kill what b's worker
+# left before the guard thaws. Without one, only the guard kills it, by the worker's process group.
+DDPRUN_CGROUP=0 node 127.0.0.3 b "${job[@]}" "$T/life"
 wait_for 60 test -s "$T/worker.0" -a -s "$T/worker.1"
 guard=$(pgrep -f "orphan guard of $PID_b")
 [[ -n $guard ]] || fail "b's orphan guard not found"
