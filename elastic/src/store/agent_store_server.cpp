@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "store/listen_backlog.hpp"
 #include "store/store_room.hpp"
 
 namespace ddprun::elastic {
@@ -81,7 +82,7 @@ AgentStoreServer::AgentStoreServer(asio::ip::tcp protocol, int bound_socket, std
     throw std::system_error(error);
   }
   poller_.assign(make_epoll());
-  acceptor_.listen(asio::socket_base::max_listen_connections);
+  acceptor_.listen(kListenBacklog);
   acceptor_.non_blocking(true);
   accept_next();
   poll_next();

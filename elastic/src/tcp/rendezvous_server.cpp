@@ -12,6 +12,7 @@
 #include "ddprun/input_limits.hpp"
 #include "ddprun/system.hpp"
 #include "core/node_report.hpp"
+#include "store/listen_backlog.hpp"
 #include "core/rendezvous_protocol.hpp"
 #include "store/tcpstore_greeting.hpp"
 
@@ -87,6 +88,7 @@ RendezvousServer::RendezvousServer(asio::io_context& io, const asio::ip::tcp::en
   ::fcntl(acceptor_.native_handle(), F_SETFD, FD_CLOEXEC);
   acceptor_.set_option(asio::ip::tcp::no_delay(true));  // every accepted connection's (Channel::NoDelay)
   acceptor_.non_blocking(true);  // accept_pending takes connections until there are none
+  acceptor_.listen(kListenBacklog);  // again: asio's constructor listened with SOMAXCONN
   accept_next();
 }
 
