@@ -286,15 +286,18 @@ def _compile_error(path):
     then start cold and fail at once, not after the import of torch. None when it compiles, or
     cannot be read (the workers say why, as cold ones would)."""
     try:
-        with open(path, "rb") as f:
-            source = f.read()
+        _compile(path)
     except OSError:
         return None
-    try:
-        compile(source, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as error:  # ValueError: a NUL byte in the source
         return f"{path} does not compile: {type(error).__name__}: {error}"
     return None
+
+
+def _compile(path):
+    """PROGRAM's code, compiled as `python PROGRAM` compiles it: for the check above and the run."""
+    with open(path, "rb") as f:
+        return compile(f.read(), path, "exec", dont_inherit=True)
 
 
 def _preload(modules):
@@ -329,9 +332,7 @@ def _run_as_main(request):
     main.__file__ = path
     main.__cached__ = None
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
-    with open(path, "rb") as f:
-        code = compile(f.read(), path, "exec", dont_inherit=True)
-    exec(code, main.__dict__)
+    exec(_compile(path), main.__dict__)
 
 
 def _worker_main(request):

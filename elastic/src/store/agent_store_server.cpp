@@ -28,8 +28,9 @@ namespace {
 
 // After accept() failed for lack of descriptors or memory: try again later, not in a loop.
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
-// Replies queued for a connection beyond which its queries are not read until they are sent:
-// a client that sends queries and never reads the replies costs the server this much at most.
+// Replies queued for a connection beyond which its queries are not read until they are sent: a
+// client that keeps asking and never reads costs the server this much, and what one read of its
+// queries asks for (answered whole).
 constexpr std::size_t kOutboxLimit = 4 << 20;
 
 int make_epoll() {
