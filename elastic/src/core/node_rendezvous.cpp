@@ -171,8 +171,10 @@ void NodeRendezvous::worker_failed(int round, const WorkerFailure& failure) {
 
 void NodeRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>& failures) {
   // Past the fence (a launcher that ran again past it stopped forking, or its workers stopped
-  // while it was cut off), the coordinator may have given this node's ranks away: fenced.
-  if (fence_passed() && workers_may_run()) return fence();
+  // while it was cut off), the coordinator may have given this node's ranks away: fenced. The
+  // workers have stopped all the same, and NodeRound must hear it: the launcher, which has no
+  // workers left, reports it only this once, and the job's end waits for it.
+  if (fence_passed() && workers_may_run()) fence();
   apply(round_.workers_stopped(round, failures));
 }
 
