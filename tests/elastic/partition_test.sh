@@ -19,8 +19,11 @@
 # records when each of b's workers was seen dead, since b's own log says so only once resumed);
 # or stall_start_b: a's worker is killed, and b's ddprun is held (strace's delay on its first
 # pipe2, the first worker's pipes) as it starts the next round's workers until past its fence: it
-# must start none of them, though the rendezvous had let it start the round; BACKEND tcp (the
-# default) or etcd.
+# must start none of them, though the rendezvous had let it start the round; or stopping_b: a's
+# worker is killed, and b's ddprun is stopped (SIGSTOP) as soon as it begins to stop its workers on
+# the coordinator's word, until the job re-formed: its workers end meanwhile (STOP_SECONDS after
+# SIGTERM, or the orphan guard's SIGKILL), so that b, resumed past its fence, may hear of their end
+# before its fence's timer: it must exit 69, fenced, all the same; BACKEND tcp (the default) or etcd.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/netfault.sh"
@@ -33,8 +36,8 @@ case $backend in
   *) fail "BACKEND: tcp or etcd, not '$backend'" ;;
 esac
 for cut_kind in ${cut_kinds//,/ }; do
-  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b|stall_start_b)$ ]] \
-    || fail "CUT: both, from_b, to_b, stop_b or stall_start_b, not '$cut_kind'"
+  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b|stall_start_b|stopping_b)$ ]] \
+    || fail "CUT: both, from_b, to_b, stop_b, stall_start_b or stopping_b, not '$cut_kind'"
   if [[ $cut_kind == stall_start_b ]]; then
     command -v strace > /dev/null || skip "stall_start_b needs strace (scripts/install-deps.sh installs it)"
   fi
@@ -46,6 +49,8 @@ cut() {
     to_b) nf_cut_oneway $coordinator 2 ;;
     stop_b) observe_gone; wait_for 60 test -e "$NF_RUN/observer.ready"; kill -STOP "$PID_b" ;;
     stall_start_b) stall_start_b ;;
+    stopping_b) observe_gone; wait_for 60 test -e "$NF_RUN/observer.ready"; kill_a_worker
+                wait_for 30 has_event "$NF_RUN/b.events" stop_requested; kill -STOP "$PID_b" ;;
   esac
 }
 heal() {
@@ -53,7 +58,7 @@ heal() {
     both) nf_uncut 2 $coordinator ;;
     from_b) nf_uncut_oneway 2 $coordinator ;;
     to_b) nf_uncut_oneway $coordinator 2 ;;
-    stop_b) kill -CONT "$PID_b" ;;
+    stop_b|stopping_b) kill -CONT "$PID_b" ;;
     stall_start_b) kill "$STRACE" 2> /dev/null || true; wait "$STRACE" || true ;;
   esac
 }
@@ -66,9 +71,10 @@ stall_start_b() {
     -e inject=pipe2:delay_enter=$((heartbeat_timeout * 1000000 + 1500000)):when=1 &
   STRACE=$!
   wait_for 30 traced "$PID_b"
-  local victim
-  victim=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["pid"])' "$NF_RUN/rec.a")
-  kill -KILL "$victim"
+  kill_a_worker
+}
+kill_a_worker() {
+  kill -KILL "$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["pid"])' "$NF_RUN/rec.a")"
 }
 traced() { [[ $(awk '/^TracerPid:/ {print $2}' "/proc/$1/status") != 0 ]]; }
 
@@ -142,7 +148,7 @@ one_run() {
   finish_within 60 b
   expect_eq "$RC_b" 69 "b, cut off from the coordinator ($(show b))"
   expect_in "$T/b.err" "this node's workers were killed first \\(fenced\\)"
-  if [[ $cut_kind == stop_b ]]; then
+  if [[ $cut_kind == stop_b || $cut_kind == stopping_b ]]; then
     touch "$NF_RUN/observed"
     local observed=0; wait "$OBSERVER" || observed=$?
     [[ $observed == 0 ]] || fail "run $1: the worker observer ended $observed (workers it never saw end)"
@@ -150,7 +156,11 @@ one_run() {
   touch "$NF_RUN/release"
   finish_within 60 a; finish_within 60 c
   expect_eq "$RC_a $RC_c" "0 0" "a and c, the job re-formed without b ($(show a c))"
-  expect_in "$T/a.err" "was lost|lease in etcd expired"
+  if [[ $cut_kind == stopping_b ]]; then  # b was lost while the round stopped on a's failure
+    expect_in "$T/a.err" "failed: killed by SIGKILL"
+  else
+    expect_in "$T/a.err" "was lost|lease in etcd expired"
+  fi
   wait_for 30 no_leftovers
   [[ -n ${PARTITION_KEEP:-} ]] && cp "$T/a.err" "$PARTITION_KEEP.$1.a.err" && cp "$T/b.err" "$PARTITION_KEEP.$1.b.err"
 
@@ -165,7 +175,7 @@ one_run() {
     # b's workers of round 1 ended on the restart's SIGTERM; none of the next round's started.
     [[ $(grep -c '"restart":[1-9]' "$NF_RUN/rec.b") == 0 ]] \
       || fail "run $1: b started workers of the next round past its fence: $(grep '"start"' "$NF_RUN/rec.b")"
-  else
+  elif [[ $cut_kind != stopping_b ]]; then  # stopping_b: the coordinator's stop came first
     [[ $(grep -c '"end"' "$NF_RUN/rec.b") == 0 ]] || fail "run $1: a worker of b ran its SIGTERM handler: fenced workers get SIGKILL"
   fi
   python3 - "$NF_RUN" "$cut" "$check" >> "$T/figures" <<'PY'
@@ -179,7 +189,8 @@ b_stop = min(e["time"] for e in b if e["event"] in ("stop_requested", "exit"))
 gone = [json.loads(l)["real"] for l in open("%s/rec.b" % run) if '"gone"' in l]
 b_gone = max(gone) if gone else max(e["time"] for e in b if e["event"] == "worker_exited")
 b_exit = next(e["time"] for e in b if e["event"] == "exit")
-a_lost = next(e["time"] for e in a if e["event"] == "stop_requested")
+# stopping_b: a's own worker's failure stopped a, not b's loss (nan).
+a_lost = next((e["time"] for e in a if e["event"] == "stop_requested"), float("nan"))
 c_start = min(e["time"] for e in c if e["event"] == "worker_started")
 print("%s %.3f %.3f %.3f %.3f %.3f %.3f" % (check, b_stop - cut, b_gone - cut, b_exit - cut,
                                            a_lost - cut, c_start - cut, b_gone - c_start))
