@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -24,10 +27,21 @@ LaunchConfig resolve(const RawOptions& cli, const RawOptions& file = {}) {
   return resolve_config({{}, {}, file, cli}, {"train"}, context);
 }
 
+// The test's temporary folders, removed when the test program ends.
+struct TempFolders {
+  std::vector<std::string> made;
+  ~TempFolders() {
+    std::error_code ignored;
+    for (const auto& folder : made) std::filesystem::remove_all(folder, ignored);
+  }
+};
+
 // A file in a fresh temporary folder, with `text` in it.
 std::string temp_file(const std::string& name, const std::string& text) {
+  static TempFolders folders;
   char folder[] = "/tmp/ddprun-config-test.XXXXXX";
   REQUIRE(::mkdtemp(folder) != nullptr);
+  folders.made.emplace_back(folder);
   const std::string path = std::string(folder) + "/" + name;
   std::FILE* f = std::fopen(path.c_str(), "w");
   REQUIRE(f != nullptr);
