@@ -46,6 +46,7 @@ class Worker:
         self.gone = None       # the earliest an observer saw it dead
         self.last_life = None  # its own last record
         self.done = False
+        self.logged = False    # ddprun's worker_started seen
 
     def seen_alive(self, t):
         self.start = min(self.start, t)
@@ -93,7 +94,9 @@ def build(nodes):
     A pid is used again over a long run: the evidence of one pid on one node is taken in time
     order, and a new worker begins at a sign of a start (ddprun's worker_started, the worker's
     "start" record) that comes after a proof of the last one's end (its worker_exited, a "gone",
-    its own "end" or "done")."""
+    its own "end" or "done"). Except ddprun's worker_started for a worker that has none yet: ddprun
+    logs each worker it forks once, and its time ("forked", taken as fork() returned) is late when
+    ddprun was stopped in between, maybe past the worker's end."""
     workers, rounds, exits = {}, {}, []
     evidence = {}  # (node, pid) -> [(time, order, kind, item, round)]
 
@@ -119,13 +122,15 @@ def build(nodes):
     for (name, pid), items in evidence.items():
         instance, w, ended = 0, None, False
         for t, _, kind, item, round_number in sorted(items, key=lambda x: (x[0], x[1])):
-            if w is None or (kind in ("worker_started", "start") and ended):
+            logged_late = kind == "worker_started" and w is not None and not w.logged
+            if w is None or (kind in ("worker_started", "start") and ended and not logged_late):
                 instance += 1
                 w = workers[(name, pid, instance)] = Worker(name, pid)
                 ended = False
             w.rank = item["rank"] if w.rank is None else w.rank
             if kind == "worker_started":
                 w.round = round_number
+                w.logged = True
                 w.seen_alive(t)
             elif kind == "worker_exited":
                 w.seen_ended(t)

@@ -64,6 +64,18 @@ def stalled_launcher(gone_at, reaped_at=45.0):
     return nodes
 
 
+def stopped_after_fork(gone_at, logged_at):
+    """As stalled_launcher, but b's ddprun was stopped between its workers' forks and its
+    worker_started records: their time ("forked") is LOGGED_AT, after the observer saw them gone."""
+    nodes = stalled_launcher(gone_at, reaped_at=logged_at + 0.1)
+    for n in nodes:
+        if n[0] == "b":
+            for e in n[1]:
+                if e["event"] == "worker_started":
+                    e["time"] = e["forked"] = logged_at
+    return nodes
+
+
 def drop(nodes, name, what):
     for n in nodes:
         if n[0] == name:
@@ -81,6 +93,8 @@ CASES = [
      ["rank 2 held by two live workers for 9.990 s: b pid 200 (round 1) alive 10.010..never seen ending",
       "rank 3 held by two live workers for 9.990 s: b pid 201 (round 1) alive 10.010..never seen ending"]),
     ("b's workers seen gone before the spare's start, reaped after it", stalled_launcher(29.8), True, []),
+    ("b's workers logged started (stopped since their fork) after they were seen gone and the spare started",
+     stopped_after_fork(29.8, 35.0), True, []),
     ("b's workers seen gone only after the spare's start", stalled_launcher(30.3), True,
      ["rank 2 held by two live workers for 0.290 s", "rank 3 held by two live workers for 0.290 s"]),
     ("two nodes run the same ranks in one round",
