@@ -73,15 +73,17 @@ for line in open(sys.argv[1]):
         print(e.get(sys.argv[3]))" "$1" "$2" "$3"
 }
 
-# wait_for SECONDS COMMAND...: polls until COMMAND succeeds; fails after SECONDS.
-wait_for() {
+# poll_until SECONDS COMMAND...: polls until COMMAND succeeds (true), or SECONDS have passed (false).
+poll_until() {
   local limit=$1; shift
   local deadline=$((SECONDS + limit))
   until "$@"; do
-    (( SECONDS < deadline )) || fail "timed out after ${limit}s waiting for: $*"
+    (( SECONDS < deadline )) || return 1
     sleep 0.05
   done
 }
+# wait_for SECONDS COMMAND...: polls until COMMAND succeeds; fails after SECONDS.
+wait_for() { poll_until "$@" || fail "timed out after ${1}s waiting for: ${*:2}"; }
 
 # torch_workers: for a test of Python workers in TORCH_PYTHON's PyTorch: skips without its torch,
 # makes it the workers' interpreter (PYTHON_EXEC) with no PYTHONPATH, and puts the py-spy of the

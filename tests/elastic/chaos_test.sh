@@ -147,8 +147,7 @@ diagnose() {
   tail -n 15 "$RUN/${1}_${incarnation[$1]}.events" 2>/dev/null | cut -c1-300
 }
 for n in a b c d; do
-  wait_for_or() { local deadline=$((SECONDS + 120)); until ended "$1"; do (( SECONDS < deadline )) || return 1; sleep 0.1; done; }
-  wait_for_or $n || { show "${n}_${incarnation[$n]}"; diagnose $n; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
+  poll_until 120 ended $n || { show "${n}_${incarnation[$n]}"; diagnose $n; keep; fail "node ${n}_${incarnation[$n]} did not end within 120 s of the release"; }
   ended_as $n
 done
 # The node of the last fault may lose the rendezvous only now (a ddprun stopped past its fence

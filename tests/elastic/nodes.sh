@@ -16,11 +16,7 @@ finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"
 finish_within() {
   local pid; pid=$(eval echo "\$PID_$2")
   gone() { ! kill -0 "$pid" 2>/dev/null || [[ $(ps -o stat= -p "$pid") == Z* ]]; }
-  local deadline=$((SECONDS + $1))
-  until gone; do
-    (( SECONDS < deadline )) || { show "$2" >&2; fail "node $2 did not end within $1 s (its stderr above)"; }
-    sleep 0.05
-  done
+  poll_until "$1" gone || { show "$2" >&2; fail "node $2 did not end within $1 s (its stderr above)"; }
   finish "$2"
 }
 # show NAME...: the nodes' stderr, for a failure's message.
