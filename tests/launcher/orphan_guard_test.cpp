@@ -20,6 +20,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
 namespace ddprun::launcher {
@@ -50,48 +51,71 @@ bool killed_within(pid_t pid, std::chrono::milliseconds limit) {
   return false;
 }
 
+// One test case's guard. At the case's end its socket is closed, as at ddprun's end, and its exit
+// waited for: a guard still at work (a fence's scan of /proc for this test's children, which
+// comes after its kills) must not reach the next case's processes.
+class TestGuard {
+ public:
+  explicit TestGuard(const std::string& cgroup) : guard_(OrphanGuard::start(cgroup, "")), pid_(guard_->pid()) {}
+  ~TestGuard() {
+    reset();
+    ::waitpid(pid_, nullptr, 0);
+  }
+  OrphanGuard* operator->() { return &*guard_; }
+  void reset() { guard_.reset(); }  // as when ddprun is SIGKILLed; the guard carries on alone
+
+ private:
+  std::optional<OrphanGuard> guard_;
+  pid_t pid_;
+};
+
 void end(pid_t pid) {
   ::kill(-pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
 }
 
 TEST_CASE("the guard kills the watched groups once the fence's deadline passes, and not before") {
-  OrphanGuard guard = OrphanGuard::start("", "");
+  TestGuard guard("");
   const pid_t worker = sleeper();
-  guard.watch(worker);
+  guard->watch(worker);
   const auto deadline = Clock::now() + std::chrono::milliseconds(300);
-  guard.fence_at(deadline);
+  guard->fence_at(deadline);
   CHECK(killed_within(worker, std::chrono::seconds(20)));
   CHECK(Clock::now() >= deadline);
 }
 
 TEST_CASE("a deadline moved later and later never passes; a cleared one never comes") {
-  OrphanGuard guard = OrphanGuard::start("", "");
+  TestGuard guard("");
   const pid_t worker = sleeper();
-  guard.watch(worker);
-  const auto first = Clock::now() + std::chrono::milliseconds(200);
-  for (int i = 0; i < 8; ++i) {  // as ddprun does at each acknowledgement
-    guard.fence_at(Clock::now() + std::chrono::milliseconds(200));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  guard->watch(worker);
+  // Each deadline 1 s ahead, moved every 100 ms: only a stall of this test of over 0.9 s between
+  // two moves would let one pass (0.15 s did once, on the loaded 2-core machine).
+  constexpr auto kAhead = std::chrono::milliseconds(1000);
+  const auto first = Clock::now() + kAhead;
+  guard->fence_at(first);
+  while (Clock::now() <= first + std::chrono::milliseconds(100)) {  // as ddprun does at each acknowledgement
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    guard->fence_at(Clock::now() + kAhead);
   }
-  CHECK(Clock::now() > first);
-  guard.fence_at(std::nullopt);
+  guard->fence_at(std::nullopt);
   // Past every deadline given: still alive. (Waiting here only proves that nothing comes.)
-  CHECK_FALSE(killed_within(worker, std::chrono::milliseconds(600)));
+  CHECK_FALSE(killed_within(worker, kAhead + std::chrono::milliseconds(200)));
   CHECK(::kill(worker, 0) == 0);
   end(worker);
 }
 
-TEST_CASE("a group forgotten before the deadline is not killed") {
-  OrphanGuard guard = OrphanGuard::start("", "");
+// At ddprun's end, not at a fence: there the guard kills every child group of ddprun's, told of
+// or not (children_groups()).
+TEST_CASE("a group forgotten is not killed when ddprun is gone") {
+  std::optional<TestGuard> guard(std::in_place, "");
   const pid_t kept = sleeper();
   const pid_t forgotten = sleeper();
-  guard.watch(kept);
-  guard.watch(forgotten);
-  guard.forget(forgotten);
-  guard.fence_at(Clock::now() + std::chrono::milliseconds(100));
+  (*guard)->watch(kept);
+  (*guard)->watch(forgotten);
+  (*guard)->forget(forgotten);
+  guard.reset();  // its end waited for
   CHECK(killed_within(kept, std::chrono::seconds(20)));
-  CHECK(::kill(forgotten, 0) == 0);
+  CHECK(::waitpid(forgotten, nullptr, WNOHANG) == 0);  // neither ended nor a zombie
   end(forgotten);
 }
 
@@ -127,19 +151,19 @@ bool ended_within(int server, std::chrono::milliseconds limit) {
 }
 
 TEST_CASE("a connection the guard holds ends only when ddprun's copy and then the guard's are closed") {
-  OrphanGuard guard = OrphanGuard::start("", "");
+  TestGuard guard("");
   const Connection c = connect_loopback();
-  guard.hold_connection(c.client);
+  guard->hold_connection(c.client);
   ::close(c.client);  // ddprun's own close
   // The guard's copy keeps it open. (Waiting here only proves that nothing comes.)
   CHECK_FALSE(ended_within(c.server, std::chrono::milliseconds(300)));
-  guard.drop_connection(c.client);
+  guard->drop_connection(c.client);
   CHECK(ended_within(c.server, std::chrono::seconds(20)));
   ::close(c.server);
 }
 
 TEST_CASE("when ddprun is gone, its connection ends only after its workers were killed") {
-  std::optional<OrphanGuard> guard = OrphanGuard::start("", "");
+  TestGuard guard("");
   const pid_t worker = sleeper();
   guard->watch(worker);
   const Connection c = connect_loopback();
@@ -157,7 +181,7 @@ TEST_CASE("when ddprun is gone, its connection ends only after its workers were 
 // A worker that ddprun would have told the guard of after spawn_process() returned, had it not
 // been SIGKILLed first: the child told it itself before its exec.
 TEST_CASE("a worker whose ddprun is gone before it told the guard is killed before the connection ends") {
-  std::optional<OrphanGuard> guard = OrphanGuard::start("", "");
+  TestGuard guard("");
   SpawnRequest request;
   request.argv = {"sleep", "60"};
   request.environ = {"PATH=/usr/bin:/bin"};
@@ -178,7 +202,7 @@ TEST_CASE("a worker whose ddprun is gone before it told the guard is killed befo
 
 TEST_CASE("an exec that failed takes the child's registration back") {
   // The guard would otherwise kill that process group's id later, by then another's.
-  std::optional<OrphanGuard> guard = OrphanGuard::start("", "");
+  TestGuard guard("");
   SpawnRequest request;
   request.argv = {"/nonexistent/ddprun-test-program"};
   request.guard_fd = guard->socket();
@@ -204,7 +228,7 @@ TEST_CASE("with a cgroup, ddprun's connection ends only after the cgroup's proce
     return;
   }
   containment->prepare_round();
-  std::optional<OrphanGuard> guard = OrphanGuard::start(path, "");
+  TestGuard guard(path);
   SpawnRequest request;
   request.argv = {"sleep", "60"};
   request.environ = {"PATH=/usr/bin:/bin"};
