@@ -38,8 +38,9 @@ void RoundWorkers::start(int attempt, std::optional<std::chrono::steady_clock::t
     const std::string why =
         "this launcher ran past its fence's deadline (stopped or stalled) while it started its workers: " +
         (forked == 0 ? fmt::format("it started none of its {}", c_.config.nproc_per_node)
-                     : fmt::format("it started {} of {} (killed now) and not the others", forked,
-                                   c_.config.nproc_per_node));
+         : forked == static_cast<std::size_t>(c_.config.nproc_per_node)
+             ? fmt::format("it started all {} (killed now)", forked)
+             : fmt::format("it started {} of {} (killed now) and not the others", forked, c_.config.nproc_per_node));
     say("ddprun: " + why + "\n");
     return c_.dispatch(occurred::Fenced{why});  // the rendezvous fences as it runs next
   }

@@ -8,13 +8,17 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <system_error>
+#include <type_traits>
 
 #include "process/clone_vfork.hpp"
 #include "process/orphan_guard.hpp"
@@ -41,10 +45,17 @@ struct ChildSetup {
   pid_t parent;
   int status_fd;   // the status pipe's write end, closed by the exec
   bool in_cgroup;  // made in the cgroup (clone3), else it moves itself in
+  std::int64_t exec_by;  // request.exec_by in nanoseconds of CLOCK_MONOTONIC; 0: none
   bool vforked = false;  // by clone_vfork: it has exec'd (or died) when start_child returns
 };
 
 // The child could not become the program: errno to ddprun through the status pipe.
+DDPRUN_CHILD_STACK std::int64_t monotonic_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
 [[noreturn]] DDPRUN_CHILD_STACK void child_failed(int status_fd, int error) {
   ssize_t ignored = ::write(status_fd, &error, sizeof error);
   (void)ignored;
@@ -81,6 +92,11 @@ struct ChildSetup {
   if (files_raised && ::setrlimit(RLIMIT_NOFILE, &inherited_files) != 0) fail(errno);
   const pid_t own_group = ::getpid();
   if (request.guard_fd >= 0) OrphanGuard::watch_from_child(request.guard_fd, own_group);
+  // Last: ddprun checked the fence's deadline before the fork, but may have been stopped since.
+  if (setup.exec_by != 0 && monotonic_ns() >= setup.exec_by) {
+    if (request.guard_fd >= 0) OrphanGuard::forget_from_child(request.guard_fd, own_group);
+    fail(SpawnResult::kPastDeadline);
+  }
   ::execvpe(setup.argv[0], setup.argv, setup.envp);
   const int error = errno;
   if (request.guard_fd >= 0) OrphanGuard::forget_from_child(request.guard_fd, own_group);
@@ -168,12 +184,17 @@ SpawnResult spawn_process(const SpawnRequest& request) {
   auto argv = c_strings(request.argv);
   auto envp = c_strings(request.environ);
   const pid_t parent = ::getpid();
+  // steady_clock is CLOCK_MONOTONIC (libstdc++ and libc++ on Linux); 0 means none.
+  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
+  const std::int64_t exec_by = request.exec_by ? std::max<std::int64_t>(1, request.exec_by->time_since_epoch().count())
+                                               : 0;
   for (;;) {
     Pipe status = Pipe::create();
     // Any refusal of clone3 falls back to fork, and a child not made in the cgroup writes
     // its cgroup.procs, which reports its own error if the cgroup is unusable.
-    ChildSetup setup{&request, argv.data(), envp.data(), parent, status.write_end.get(),
-                     request.cgroup_dir_fd >= 0 && !clone3_kills};
+    ChildSetup setup{
+        &request, argv.data(), envp.data(), parent, status.write_end.get(), request.cgroup_dir_fd >= 0 && !clone3_kills,
+        exec_by};
     const pid_t pid = start_child(setup, request.cgroup_dir_fd);
     if (pid < 0) return SpawnResult{-1, errno};
     if (pid == 0) exec_child(setup);  // a fork's child

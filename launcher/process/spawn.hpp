@@ -5,7 +5,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +26,18 @@ struct SpawnRequest {
   const cpu_set_t* cpus = nullptr;    // --numa_binding: the CPUs it runs on; nullptr: ddprun's
   int guard_fd = -1;                  // the orphan guard's socket: the child registers its group there
                                       // before its exec (OrphanGuard::watch_from_child); -1: not
+  // The fence's deadline: the child does not exec at or after it (SpawnResult::kPastDeadline).
+  // It looks at the clock last, once it leads its group and told the guard of it: a program that
+  // runs was started before the deadline, so the guard's backstop, which fires after it, finds
+  // its group (orphan_guard.hpp). nullopt: none.
+  std::optional<std::chrono::steady_clock::time_point> exec_by;
 };
 
 struct SpawnResult {
+  // `error` when the child found SpawnRequest::exec_by passed and did not exec.
+  static constexpr int kPastDeadline = -1;
   pid_t pid = -1;     // > 0 once the program is running
-  int error = 0;      // errno from execve (or fork) when it could not start
+  int error = 0;      // errno from execve (or fork) when it could not start, or kPastDeadline
 };
 
 // Forks and execs. The child gets the default signal dispositions and an empty signal mask,

@@ -153,6 +153,11 @@ WorkerGroup::Started WorkerGroup::start(
   const Filtered filtered_err = open_filtered(attempt, 2);
   containment_.prepare_round();
   warm_->start_round();
+  const auto past_deadline = [&] { return start_by && std::chrono::steady_clock::now() >= *start_by; };
+  const auto stop_past_deadline = [&] {
+    containment_.remove_retired();
+    return Started{nullptr, 0, true};
+  };
   for (auto& w : prepared) {
     const std::string rank_dir = rank_folder(attempt, w->rank);
     WorkerFiles files;
@@ -179,10 +184,10 @@ WorkerGroup::Started WorkerGroup::start(
       request.stdout_fd = out_pipe.write_end.get();
       request.stderr_fd = err_pipe.write_end.get();
     }
-    if (start_by && std::chrono::steady_clock::now() >= *start_by) {
-      containment_.remove_retired();
-      return Started{nullptr, 0, true};
-    }
+    // Checked here and again by the worker itself just before it starts: ddprun may be stopped
+    // between the two (request.exec_by, ForkRequest::start_by).
+    if (past_deadline()) return stop_past_deadline();
+    request.exec_by = start_by;
     SpawnResult spawned;
     if (warm_->enabled()) {
       ForkRequest fork;
@@ -195,6 +200,7 @@ WorkerGroup::Started WorkerGroup::start(
       fork.stderr_fd = request.stderr_fd;
       fork.cgroup_procs_fd = containment_.procs_fd();
       fork.cpus = request.cpus;
+      fork.start_by = start_by;
       spawned.pid = warm_->fork(fork);
       // It is ddprun's child already (zygote.hpp) and may not have run yet: its group is made
       // here too, so that killpg reaches it at once, as spawn_process() does for a fork.
@@ -202,6 +208,7 @@ WorkerGroup::Started WorkerGroup::start(
     }
     const bool warm_forked = spawned.pid > 0;
     if (!warm_forked) spawned = spawn_process(request);
+    if (spawned.error == SpawnResult::kPastDeadline) return stop_past_deadline();
     w->forked = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     workers_.push_back(std::move(w));
     WorkerProcess& started = *workers_.back();
@@ -222,6 +229,11 @@ WorkerGroup::Started WorkerGroup::start(
       started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);
       started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log", filtered_err);
     }
+    // A forked worker looks at the deadline only after ddprun has its pid, and kills itself if it
+    // passed: ddprun, late too, tells the fence first, so that the worker's end is no failure.
+    // (Should the deadline pass between ddprun's look and the worker's, the last worker's end may
+    // be reported as a failure before the fence's timer runs; the node is fenced all the same.)
+    if (warm_forked && past_deadline()) return stop_past_deadline();
   }
   containment_.remove_retired();  // the last round's cgroup, off the restart's path
   return {};

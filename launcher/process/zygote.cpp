@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -106,6 +107,8 @@ std::string encode_fork_request(const ForkRequest& request, pid_t ddprun) {
     if (CPU_ISSET(cpu, request.cpus)) cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
   }
   field(cpus);
+  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
+  field(request.start_by ? std::to_string(request.start_by->time_since_epoch().count()) : "");
   field(std::to_string(request.argv.size()));
   for (const auto& arg : request.argv) field(arg);
   field(std::to_string(request.environ.size()));

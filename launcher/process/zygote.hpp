@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,11 +49,16 @@ struct ForkRequest {
   int stderr_fd = -1;
   int cgroup_procs_fd = -1;           // the round's cgroup.procs, which the worker writes itself into; -1: none
   const cpu_set_t* cpus = nullptr;    // --numa_binding; nullptr: the zygote's CPUs
+  // The fence's deadline: a worker that finds it passed once it leads its own group (ddprun was
+  // stopped since it asked) kills itself (SIGKILL) before the program's first line, as a spawned
+  // one does not exec (SpawnRequest::exec_by). nullopt: none.
+  std::optional<std::chrono::steady_clock::time_point> start_by;
 };
 
 // The request's bytes as the zygote reads them: NUL-separated fields
-// KIND ("script"|"module"), CWD, DDPRUN_PID, CPUS ("0,1,5" or ""), N, N argv entries, M, M
-// environment entries.
+// KIND ("script"|"module"), CWD, DDPRUN_PID, CPUS ("0,1,5" or ""), START_BY (nanoseconds of
+// CLOCK_MONOTONIC, as Python's time.monotonic_ns(), or ""), N, N argv entries, M, M environment
+// entries.
 std::string encode_fork_request(const ForkRequest& request, pid_t ddprun);
 
 class Zygote {

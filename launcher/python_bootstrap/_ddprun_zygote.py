@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 # What a fresh interpreter has, before anything imported here could change it.
 _START_SIGNALS = {s: signal.getsignal(s) for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP)}
@@ -72,6 +73,8 @@ def _parse(fields, fds):
     request = {"kind": next(it).decode(), "cwd": next(it), "ddprun": int(next(it))}
     cpus = next(it)
     request["cpus"] = {int(c) for c in cpus.split(b",")} if cpus else None
+    start_by = next(it)
+    request["start_by"] = int(start_by) if start_by else None
     request["argv"] = [next(it) for _ in range(int(next(it)))]
     request["environ"] = [next(it) for _ in range(int(next(it)))]
     request["stdio"] = fds[:3]
@@ -144,6 +147,10 @@ def _reparented_worker(request, go):
         _show_environment(request)
     except OSError:
         pass  # /proc/self/mem not writable here: ps shows the zygote's command line
+    # Last, in its own group (where the orphan guard's fence finds it): ddprun checked the
+    # fence's deadline before it asked, but may have been stopped since (zygote.hpp, start_by).
+    if request["start_by"] is not None and time.monotonic_ns() >= request["start_by"]:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _show_environment(request):

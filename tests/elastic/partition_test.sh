@@ -19,7 +19,9 @@
 # records when each of b's workers was seen dead, since b's own log says so only once resumed);
 # or stall_start_b: a's worker is killed, and b's ddprun is held (strace's delay on its first
 # pipe2, the first worker's pipes) as it starts the next round's workers until past its fence: it
-# must start none of them, though the rendezvous had let it start the round; or stopping_b: a's
+# must start none of them, though the rendezvous had let it start the round; or stall_fork_b: the
+# same, but b is held as it forks its first worker, after it checked the deadline: the child must
+# not exec (SpawnRequest::exec_by), since the orphan guard's backstop fired meanwhile; or stopping_b: a's
 # worker is killed, and b's ddprun is stopped (SIGSTOP) as soon as it begins to stop its workers on
 # the coordinator's word, until the job re-formed: its workers end meanwhile (STOP_SECONDS after
 # SIGTERM, or the orphan guard's SIGKILL), so that b, resumed past its fence, may hear of their end
@@ -36,10 +38,10 @@ case $backend in
   *) fail "BACKEND: tcp or etcd, not '$backend'" ;;
 esac
 for cut_kind in ${cut_kinds//,/ }; do
-  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b|stall_start_b|stopping_b)$ ]] \
-    || fail "CUT: both, from_b, to_b, stop_b, stall_start_b or stopping_b, not '$cut_kind'"
-  if [[ $cut_kind == stall_start_b ]]; then
-    command -v strace > /dev/null || skip "stall_start_b needs strace (scripts/install-deps.sh installs it)"
+  [[ $cut_kind =~ ^(both|from_b|to_b|stop_b|stall_start_b|stall_fork_b|stopping_b)$ ]] \
+    || fail "CUT: both, from_b, to_b, stop_b, stall_start_b, stall_fork_b or stopping_b, not '$cut_kind'"
+  if [[ $cut_kind == stall_*_b ]]; then
+    command -v strace > /dev/null || skip "$cut_kind needs strace (scripts/install-deps.sh installs it)"
   fi
 done
 cut() {
@@ -48,7 +50,8 @@ cut() {
     from_b) nf_cut_oneway 2 $coordinator ;;
     to_b) nf_cut_oneway $coordinator 2 ;;
     stop_b) observe_gone; wait_for 60 test -e "$NF_RUN/observer.ready"; kill -STOP "$PID_b" ;;
-    stall_start_b) stall_start_b ;;
+    stall_start_b) stall_b 1 ;;
+    stall_fork_b) stall_b 3 ;;
     stopping_b) observe_gone; wait_for 60 test -e "$NF_RUN/observer.ready"; kill_a_worker
                 wait_for 30 has_event "$NF_RUN/b.events" stop_requested; kill -STOP "$PID_b" ;;
   esac
@@ -59,16 +62,19 @@ heal() {
     from_b) nf_uncut_oneway 2 $coordinator ;;
     to_b) nf_uncut_oneway $coordinator 2 ;;
     stop_b|stopping_b) kill -CONT "$PID_b" ;;
-    stall_start_b) kill "$STRACE" 2> /dev/null || true; wait "$STRACE" || true ;;
+    stall_*_b) kill "$STRACE" 2> /dev/null || true; wait "$STRACE" || true ;;
   esac
 }
 
-# stall_start_b: b's ddprun is held, once a's worker failed, in its start of the next round's
-# workers (after the rendezvous let it start them) for heartbeat_timeout + 1.5 s: its fence passes
-# and the coordinator counts it lost meanwhile.
-stall_start_b() {
+# stall_b N: b's ddprun is held, once a's worker failed, in its start of the next round's workers
+# (after the rendezvous let it start them) for heartbeat_timeout + 1.5 s, at its Nth pipe2 from
+# there: the first worker's stdout pipe (1), before it checks the fence's deadline, or the pipe
+# that tells whether its exec worked (3), after, right before its fork (process/spawn.cpp). (Not
+# at a clone: a thread may be started first, while it stops the last round's workers.) Its fence
+# passes and the coordinator counts it lost meanwhile.
+stall_b() {
   strace -qq -o /dev/null -p "$PID_b" -e trace=pipe2 \
-    -e inject=pipe2:delay_enter=$((heartbeat_timeout * 1000000 + 1500000)):when=1 &
+    -e inject=pipe2:delay_enter=$((heartbeat_timeout * 1000000 + 1500000)):when="$1" &
   STRACE=$!
   wait_for 30 traced "$PID_b"
   kill_a_worker
@@ -171,8 +177,9 @@ one_run() {
     cat "$NF_RUN/check"
     fail "run $1: the checker found a broken invariant"
   fi
-  if [[ $cut_kind == stall_start_b ]]; then
+  if [[ $cut_kind == stall_*_b ]]; then
     # b's workers of round 1 ended on the restart's SIGTERM; none of the next round's started.
+    expect_in "$T/b.err" "ran past its fence's deadline .*: it started none of its 2"
     [[ $(grep -c '"restart":[1-9]' "$NF_RUN/rec.b") == 0 ]] \
       || fail "run $1: b started workers of the next round past its fence: $(grep '"start"' "$NF_RUN/rec.b")"
   elif [[ $cut_kind != stopping_b ]]; then  # stopping_b: the coordinator's stop came first

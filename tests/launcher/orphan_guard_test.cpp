@@ -1,8 +1,9 @@
 // The orphan guard (process/orphan_guard.hpp) as the fence's backstop: it SIGKILLs the watched
 // process groups when the deadline ddprun gave it passes, not while ddprun keeps moving it, and
 // not once it is cleared; and as the holder of ddprun's connection, which ends only after the
-// workers are dead, also those ddprun had no time to tell it of. Real processes: a guard forked from this test, and sleepers each in a
-// process group of its own.
+// workers are dead, also those ddprun had no time to tell it of. With it, spawn_process()'s child,
+// which does not exec past the fence's deadline (SpawnRequest::exec_by). Real processes: a guard
+// forked from this test, and sleepers each in a process group of its own.
 #include "process/orphan_guard.hpp"
 
 #include "process/containment.hpp"
@@ -37,6 +38,14 @@ pid_t sleeper() {
   }
   ::setpgid(pid, pid);  // before the guard is told of the group, whichever runs first
   return pid;
+}
+
+// What spawn_process() makes of `sleep 60`.
+SpawnRequest sleep_request() {
+  SpawnRequest request;
+  request.argv = {"sleep", "60"};
+  request.environ = {"PATH=/usr/bin:/bin"};
+  return request;
 }
 
 // Whether `pid` (a child of this test) ended by SIGKILL within `limit`; reaps it if so.
@@ -182,9 +191,7 @@ TEST_CASE("when ddprun is gone, its connection ends only after its workers were 
 // been SIGKILLed first: the child told it itself before its exec.
 TEST_CASE("a worker whose ddprun is gone before it told the guard is killed before the connection ends") {
   TestGuard guard("");
-  SpawnRequest request;
-  request.argv = {"sleep", "60"};
-  request.environ = {"PATH=/usr/bin:/bin"};
+  SpawnRequest request = sleep_request();
   request.guard_fd = guard->socket();
   const SpawnResult worker = spawn_process(request);
   REQUIRE(worker.pid > 0);
@@ -218,22 +225,64 @@ TEST_CASE("an exec that failed takes the child's registration back") {
   ::close(c.server);
 }
 
-// ddprun with a cgroup tells the guard of no group: the cgroup is emptied before the connection
-// ends.
-TEST_CASE("with a cgroup, ddprun's connection ends only after the cgroup's processes are gone") {
-  const std::string path = Containment::planned_path({});
+// ddprun's cgroup (made at `path`) with its round's folder ready; nullptr, said, where there is no
+// writable cgroup v2.
+std::unique_ptr<Containment> round_cgroup(std::string& path) {
+  path = Containment::planned_path({});
   std::unique_ptr<Containment> containment = path.empty() ? nullptr : Containment::create(path);
   if (!containment || !containment->has_cgroup()) {
     MESSAGE("skipped: no writable cgroup v2 here");
-    return;
+    return nullptr;
   }
   containment->prepare_round();
+  return containment;
+}
+
+// `sleep 60` made in the round's cgroup.
+SpawnRequest sleep_in(const Containment& containment) {
+  SpawnRequest request = sleep_request();
+  request.cgroup_dir_fd = containment.dir_fd();
+  request.cgroup_procs_fd = containment.procs_fd();
+  return request;
+}
+
+// ddprun checked the fence's deadline before the fork, and was stopped until past it: the child,
+// which looks last, does not exec, and takes its registration back as after a failed exec.
+TEST_CASE("a child that finds the fence's deadline passed does not exec; one before it does") {
+  TestGuard guard("");
+  SpawnRequest request = sleep_request();
+  request.guard_fd = guard->socket();
+  request.exec_by = Clock::now();
+  CHECK(spawn_process(request).error == SpawnResult::kPastDeadline);
+  request.exec_by = Clock::now() + std::chrono::seconds(60);
+  const SpawnResult started = spawn_process(request);
+  REQUIRE(started.pid > 0);
+  CHECK(started.error == 0);
+  const Connection c = connect_loopback();
+  guard->hold_connection(c.client);
+  ::close(c.client);
+  guard.reset();
+  REQUIRE(ended_within(c.server, std::chrono::seconds(20)));
+  CHECK(killed_within(started.pid, std::chrono::seconds(20)));
+  ::close(c.server);
+
+  // Made in a cgroup (clone3), the child first says that it runs, then that it did not exec.
+  std::string path;
+  const auto containment = round_cgroup(path);
+  if (!containment) return;
+  SpawnRequest in_cgroup = sleep_in(*containment);
+  in_cgroup.exec_by = Clock::now();
+  CHECK(spawn_process(in_cgroup).error == SpawnResult::kPastDeadline);
+}
+
+// ddprun with a cgroup tells the guard of no group: the cgroup is emptied before the connection
+// ends.
+TEST_CASE("with a cgroup, ddprun's connection ends only after the cgroup's processes are gone") {
+  std::string path;
+  const auto containment = round_cgroup(path);
+  if (!containment) return;
   TestGuard guard(path);
-  SpawnRequest request;
-  request.argv = {"sleep", "60"};
-  request.environ = {"PATH=/usr/bin:/bin"};
-  request.cgroup_dir_fd = containment->dir_fd();
-  request.cgroup_procs_fd = containment->procs_fd();
+  const SpawnRequest request = sleep_in(*containment);
   const SpawnResult worker = spawn_process(request);
   REQUIRE(worker.pid > 0);
   const Connection c = connect_loopback();

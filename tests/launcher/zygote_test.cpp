@@ -3,6 +3,7 @@
 // through the real ddprun (warm_start_test.sh).
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 
 #include "process/zygote.hpp"
@@ -20,13 +21,13 @@ std::string fields(std::initializer_list<std::string> parts) {
 
 }  // namespace
 
-TEST_CASE("a fork request: kind, cwd, ddprun's pid, CPUs, then counted argv and environment") {
+TEST_CASE("a fork request: kind, cwd, ddprun's pid, CPUs, start-by, then counted argv and environment") {
   ForkRequest script;
   script.argv = {"sub/train.py", "--lr", "0.1"};
   script.environ = {"RANK=0", "EMPTY=", "A=b=c"};
   script.cwd = "/work dir";
-  CHECK(encode_fork_request(script, 42) ==
-        fields({"script", "/work dir", "42", "", "3", "sub/train.py", "--lr", "0.1", "3", "RANK=0", "EMPTY=", "A=b=c"}));
+  CHECK(encode_fork_request(script, 42) == fields({"script", "/work dir", "42", "", "", "3", "sub/train.py", "--lr",
+                                                   "0.1", "3", "RANK=0", "EMPTY=", "A=b=c"}));
 
   ForkRequest module;
   module.module = true;
@@ -37,5 +38,7 @@ TEST_CASE("a fork request: kind, cwd, ddprun's pid, CPUs, then counted argv and 
   CPU_SET(0, &cpus);
   CPU_SET(5, &cpus);
   module.cpus = &cpus;
-  CHECK(encode_fork_request(module, 7) == fields({"module", "/", "7", "0,5", "2", "pkg.train", "", "0"}));
+  module.start_by = std::chrono::steady_clock::time_point(std::chrono::seconds(12) + std::chrono::nanoseconds(5));
+  CHECK(encode_fork_request(module, 7) ==
+        fields({"module", "/", "7", "0,5", "12000000005", "2", "pkg.train", "", "0"}));
 }
