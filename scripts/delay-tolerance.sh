@@ -30,7 +30,7 @@ for backend in $backends; do
       if (( rc == 0 )); then
         result="ran through"
       else
-        result=$(grep -m1 -o "fencing: killing[^:]*\|was lost[^;]*\|FAIL: .*" <<< "$out" | head -c 160)
+        result=$(grep -m1 -o "fencing: [^:]*\|was lost[^;]*\|FAIL: .*" <<< "$out" | head -c 160)
       fi
       printf '%-7s  %-17s  %-36s  %s\n' "$backend" "$timeout" "$ms" "${result:-exit $rc}"
     done

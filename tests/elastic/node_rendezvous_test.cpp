@@ -28,6 +28,7 @@ class RecordingRendezvous final : public NodeRendezvous {
   explicit RecordingRendezvous(asio::io_context& io) : NodeRendezvous(io) {}
 
   std::string told;                  // the launcher's handlers, in the order called
+  std::string said;                  // the lines said on the launcher's console
   std::vector<std::string> reports;  // the messages sent to the coordinator, by type
   std::vector<JobOutcome> outcomes;
 
@@ -39,7 +40,7 @@ class RecordingRendezvous final : public NodeRendezvous {
       tell("finish " + std::to_string(o.exit_code));
       outcomes.push_back(o);
     };
-    handlers.say = [](const std::string&) {};
+    handlers.say = [this](const std::string& line) { said += line; };
     RendezvousConfig config;
     config.nproc = 2;
     config.agent_store = false;
@@ -96,16 +97,20 @@ TEST_CASE("a report that comes past the fence's deadline fences, and the job end
     bool worker_failed;        // the report: a worker's failure; else that the workers stopped
     bool stopped_after;        // the launcher reports its workers stopped after what it was told
     std::string told;
+    std::string said;  // the fence's line
   };
   const std::vector<Row> rows{
       // The launcher was stopped across the deadline while its workers stopped on the coordinator's
       // word; they ended meanwhile, and their end was handled before the fence's timer. It has no
       // more to report: the job must end here on this report.
       {"the workers stopped, after the coordinator's stop", true, false, false,
-       "start round 1, stop round, fence, finish 69"},
+       "start round 1, stop round, fence, finish 69",
+       "ddprun: fencing: this node's workers have ended: the test's coordinator acknowledged nothing for 10.0 s\n"},
       // A worker failed here: the failure's report comes past the deadline; the launcher stops the
       // others and reports them stopped, as it does after any failure.
-      {"a worker's failure", false, true, true, "start round 1, fence, stop round, finish 69"},
+      {"a worker's failure", false, true, true, "start round 1, fence, stop round, finish 69",
+       "ddprun: fencing: killing this node's workers (SIGKILL): the test's coordinator acknowledged nothing for 10.0 "
+       "s\n"},
   };
   for (const Row& row : rows) {
     CAPTURE(row.when);
@@ -132,9 +137,27 @@ TEST_CASE("a report that comes past the fence's deadline fences, and the job end
       io.restart();
     }
     CHECK(rendezvous.told == row.told);
+    CHECK(rendezvous.said == row.said);
     CHECK(rendezvous.reports.empty());  // a fenced node tells the coordinator nothing more
     REQUIRE(rendezvous.outcomes.size() == 1);
     CHECK(rendezvous.outcomes[0].exit_code == ddprun::exit_code::kRendezvous);
     CHECK(rendezvous.outcomes[0].error.find("fenced") != std::string::npos);
   }
+}
+
+TEST_CASE("a round whose start comes past the fence's deadline starts no worker, and the job ends here") {
+  asio::io_context io;
+  RecordingRendezvous rendezvous(io);
+  rendezvous.join({});
+  // The round's start is handled once the launcher runs again (it was stopped or stalled), by
+  // then past the deadline, before the fence's timer.
+  rendezvous.coordinator_says(assign(1));
+  rendezvous.heard(10, 1);
+  io.run();
+  CHECK(rendezvous.told == "fence, stop round, finish 69");
+  CHECK(rendezvous.said ==
+        "ddprun: fencing: this node starts no workers: the test's coordinator acknowledged nothing for 10.0 s\n");
+  CHECK(rendezvous.reports.empty());
+  REQUIRE(rendezvous.outcomes.size() == 1);
+  CHECK(rendezvous.outcomes[0].exit_code == ddprun::exit_code::kRendezvous);
 }

@@ -40,7 +40,7 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
       // a stall) runs this only when it runs again, maybe past the fence.
       post([this, a](Handlers& h) {
         if (!fence_passed()) return h.start_round(a);
-        fence();
+        fence(Workers::kNoneStarted);
         apply(round_.workers_stopped(a.round, {}));
       });
     } else if (auto* stop = std::get_if<NodeRound::StopWorkers>(&action)) {
@@ -105,11 +105,13 @@ void NodeRendezvous::wait_for_fence() {
   });
 }
 
-void NodeRendezvous::fence() {
+void NodeRendezvous::fence(Workers workers) {
   const auto now = std::chrono::steady_clock::now();
   const double silent = std::chrono::duration<double>(now - heard_at_).count();
-  say(fmt::format("ddprun: fencing: killing this node's workers (SIGKILL): {} acknowledged nothing for {:.1f} s\n",
-                  fence_coordinator_, silent));
+  const char* what = workers == Workers::kEnded         ? "this node's workers have ended"
+                     : workers == Workers::kNoneStarted ? "this node starts no workers"
+                                                        : "killing this node's workers (SIGKILL)";
+  say(fmt::format("ddprun: fencing: {}: {} acknowledged nothing for {:.1f} s\n", what, fence_coordinator_, silent));
   const double left = fence_lifetime_ - silent;
   const std::string why = fmt::format(
       "lost {}: it acknowledged nothing this node sent for {:.1f} s and may {} (--rdzv_conf heartbeat_timeout={}); "
@@ -174,7 +176,7 @@ void NodeRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>
   // while it was cut off), the coordinator may have given this node's ranks away: fenced. The
   // workers have stopped all the same, and NodeRound must hear it: the launcher, which has no
   // workers left, reports it only this once, and the job's end waits for it.
-  if (fence_passed() && workers_may_run()) fence();
+  if (fence_passed() && workers_may_run()) fence(Workers::kEnded);
   apply(round_.workers_stopped(round, failures));
 }
 

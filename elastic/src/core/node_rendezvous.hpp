@@ -89,7 +89,9 @@ class NodeRendezvous : public Rendezvous {
   bool fence_passed() const;
   bool workers_may_run() const;
   void wait_for_fence();
-  void fence();
+  // What the fence finds of this node's workers, for the line it says.
+  enum class Workers { kMayRun, kEnded, kNoneStarted };
+  void fence(Workers workers = Workers::kMayRun);
 
   asio::steady_timer fence_timer_;
   std::optional<std::chrono::steady_clock::time_point> fence_at_;  // unset: no fence
