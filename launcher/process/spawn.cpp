@@ -49,13 +49,13 @@ struct ChildSetup {
   bool vforked = false;  // by clone_vfork: it has exec'd (or died) when start_child returns
 };
 
-// The child could not become the program: errno to ddprun through the status pipe.
 DDPRUN_CHILD_STACK std::int64_t monotonic_ns() {
   timespec now{};
   ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
   return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
+// The child could not become the program: errno to ddprun through the status pipe.
 [[noreturn]] DDPRUN_CHILD_STACK void child_failed(int status_fd, int error) {
   ssize_t ignored = ::write(status_fd, &error, sizeof error);
   (void)ignored;
