@@ -70,7 +70,7 @@ heal() {
 # (after the rendezvous let it start them) for heartbeat_timeout + 1.5 s, at its Nth pipe2 from
 # there: the first worker's stdout pipe (1), before it checks the fence's deadline, or the pipe
 # that tells whether its exec worked (3), after, right before its fork (process/spawn.cpp). (Not
-# at a clone: a thread may be started first, while it stops the last round's workers.) Its fence
+# at its first clone: that one came earlier, while it stopped the last round's workers.) Its fence
 # passes and the coordinator counts it lost meanwhile.
 stall_b() {
   strace -qq -o /dev/null -p "$PID_b" -e trace=pipe2 \
