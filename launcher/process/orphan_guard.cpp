@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
-#include <type_traits>
 #include <cstdlib>
 #include <chrono>
 #include <cstring>
@@ -26,6 +24,7 @@
 
 #include "process/clone_vfork.hpp"
 #include "process/containment.hpp"
+#include "process/monotonic_clock.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -122,16 +121,10 @@ DDPRUN_CHILD_STACK void send_message(int to_guard, Message m, int fd) {
   }
 }
 
-std::int64_t monotonic_now() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
-
 // Until the fence's deadline (rounded up to a millisecond), or forever without one.
 int wait_ms(std::int64_t deadline) {
   if (deadline == 0) return -1;
-  const std::int64_t left = deadline - monotonic_now();
+  const std::int64_t left = deadline - monotonic_ns();
   if (left <= 0) return 0;
   return static_cast<int>(std::min<std::int64_t>((left + 999'999) / 1'000'000, 1 << 30));
 }
@@ -255,10 +248,7 @@ void OrphanGuard::watch(pid_t process_group) { send('+', process_group); }
 void OrphanGuard::forget(pid_t process_group) { send('-', process_group); }
 
 void OrphanGuard::fence_at(std::optional<std::chrono::steady_clock::time_point> deadline) {
-  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
-  // steady_clock is CLOCK_MONOTONIC (libstdc++ and libc++ on Linux); 0 means none, so a
-  // deadline at 0 ns (never a real one) becomes 1.
-  send('F', 0, deadline ? std::max<std::int64_t>(1, deadline->time_since_epoch().count()) : 0);
+  send('F', 0, deadline_ns(deadline));
 }
 
 void OrphanGuard::hold_connection(int fd) { send('H', 0, 0, fd, fd); }

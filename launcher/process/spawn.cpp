@@ -8,19 +8,17 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <system_error>
-#include <type_traits>
 
 #include "process/clone_vfork.hpp"
+#include "process/monotonic_clock.hpp"
 #include "process/orphan_guard.hpp"
 
 namespace ddprun::launcher {
@@ -48,12 +46,6 @@ struct ChildSetup {
   std::int64_t exec_by;  // request.exec_by in nanoseconds of CLOCK_MONOTONIC; 0: none
   bool vforked = false;  // by clone_vfork: it has exec'd (or died) when start_child returns
 };
-
-DDPRUN_CHILD_STACK std::int64_t monotonic_ns() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
-  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-}
 
 // The child could not become the program: errno to ddprun through the status pipe.
 [[noreturn]] DDPRUN_CHILD_STACK void child_failed(int status_fd, int error) {
@@ -184,10 +176,7 @@ SpawnResult spawn_process(const SpawnRequest& request) {
   auto argv = c_strings(request.argv);
   auto envp = c_strings(request.environ);
   const pid_t parent = ::getpid();
-  // steady_clock is CLOCK_MONOTONIC (libstdc++ and libc++ on Linux); 0 means none.
-  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
-  const std::int64_t exec_by = request.exec_by ? std::max<std::int64_t>(1, request.exec_by->time_since_epoch().count())
-                                               : 0;
+  const std::int64_t exec_by = deadline_ns(request.exec_by);
   for (;;) {
     Pipe status = Pipe::create();
     // Any refusal of clone3 falls back to fork, and a child not made in the cgroup writes

@@ -11,11 +11,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "ddprun/system.hpp"
+#include "process/monotonic_clock.hpp"
 #include "process/spawn.hpp"
 
 namespace ddprun::launcher {
@@ -107,8 +107,8 @@ std::string encode_fork_request(const ForkRequest& request, pid_t ddprun) {
     if (CPU_ISSET(cpu, request.cpus)) cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
   }
   field(cpus);
-  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
-  field(request.start_by ? std::to_string(request.start_by->time_since_epoch().count()) : "");
+  const std::int64_t start_by = deadline_ns(request.start_by);
+  field(start_by != 0 ? std::to_string(start_by) : "");
   field(std::to_string(request.argv.size()));
   for (const auto& arg : request.argv) field(arg);
   field(std::to_string(request.environ.size()));
