@@ -17,6 +17,7 @@ namespace occurred {
 struct RoundStarted {
   elastic::RoundAssignment assignment;
 };
+struct WorkersStarted {};
 struct WorkerSucceeded {};
 struct WorkerFailed {
   elastic::WorkerFailure failure;
@@ -49,7 +50,7 @@ struct Fenced {
 }  // namespace occurred
 
 using Occurrence =
-    std::variant<occurred::RoundStarted, occurred::WorkerSucceeded, occurred::WorkerFailed, occurred::AllEnded,
+    std::variant<occurred::RoundStarted, occurred::WorkersStarted, occurred::WorkerSucceeded, occurred::WorkerFailed, occurred::AllEnded,
                  occurred::StopRequested, occurred::ShutdownSignal, occurred::GraceExpired, occurred::JobFinished,
                  occurred::Fenced>;
 
@@ -60,6 +61,7 @@ template <Event event, typename T>
 constexpr bool occurs_as = std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(event), Occurrence>, T>;
 static_assert(std::variant_size_v<Occurrence> == static_cast<std::size_t>(Event::kFenced) + 1);
 static_assert(occurs_as<Event::kRoundStarted, occurred::RoundStarted> &&
+              occurs_as<Event::kWorkersStarted, occurred::WorkersStarted> &&
               occurs_as<Event::kWorkerSucceeded, occurred::WorkerSucceeded> &&
               occurs_as<Event::kWorkerFailed, occurred::WorkerFailed> && occurs_as<Event::kAllEnded, occurred::AllEnded> &&
               occurs_as<Event::kStopRequested, occurred::StopRequested> &&

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -17,24 +18,57 @@
 
 namespace ddprun::launcher {
 
-void RoundWorkers::start(int attempt, std::optional<std::chrono::steady_clock::time_point> start_by) {
+RoundWorkers::RoundWorkers(Context context)
+    : c_(std::move(context)),
+      group_(c_.io, c_.config, c_.environ, c_.config.worker_argv(c_.python.program), c_.guard, c_.containment,
+             c_.paths),
+      grace_timer_(c_.io) {}
+
+void RoundWorkers::start(int attempt) {
+  grace_timer_.cancel();
   open_ = true;
+  all_ended_ = false;
+  starting_ = true;
+  // --warm_start: while the warm interpreter still imports, the workers wait for it rather than
+  // start cold beside it (warm_start.hpp says why); the loop goes on meanwhile.
+  group_.warm_start().when_ready(c_.io, [this, attempt] { start_now(attempt); });
+}
+
+void RoundWorkers::cancel_start() {
+  if (!std::exchange(starting_, false)) return;
+  group_.warm_start().cancel_wait();
+  check_all_ended();
+}
+
+void RoundWorkers::arm_grace(double seconds) {
+  grace_timer_.expires_after(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds)));
+  grace_timer_.async_wait([this, round = c_.node.round.round](std::error_code ec) {
+    if (!ec && open_ && round == c_.node.round.round) c_.dispatch(occurred::GraceExpired{});
+  });
+}
+
+void RoundWorkers::start_now(int attempt) {
+  starting_ = false;
   hangs_->response().start_round(attempt);
+  // No worker is forked at or after the fence's deadline: the rendezvous checked it when the
+  // round started, but a launcher stopped or stalled since then runs on past it, between two forks.
+  const auto start_by = fence_ ? std::optional(fence_->fence) : std::nullopt;
   // The heartbeat files are watched before any worker starts: a fast worker's first beats
   // would otherwise go unseen, and a rank that beat early and then stopped would look like
   // one still starting up (--hang_startup) while its waiting peers were judged hung.
-  const auto started = c_.group.start(
+  const auto started = group_.start(
       c_.node.round, attempt, hangs_->timer_file(),
       [this](const auto& files) {
         if (static_cast<int>(files.size()) == c_.config.nproc_per_node) hangs_->watchdog().start_round(files);
       },
       start_by);
   if (const auto memory = c_.containment.memory_events()) oom_kills_at_start_ = memory->oom_kills;
-  for (const auto& w : c_.group.workers()) {
+  for (const auto& w : group_.workers()) {
     if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
   }
   if (started.past_deadline) {
-    const std::size_t forked = c_.group.workers().size();  // those forked before the deadline, no others
+    const std::size_t forked = group_.workers().size();  // those forked before the deadline, no others
     const std::string why =
         "this launcher ran past its fence's deadline (stopped or stalled) while it started its workers: " +
         (forked == 0 ? fmt::format("it started none of its {}", c_.config.nproc_per_node)
@@ -42,22 +76,30 @@ void RoundWorkers::start(int attempt, std::optional<std::chrono::steady_clock::t
              ? fmt::format("it started all {} (killed now)", forked)
              : fmt::format("it started {} of {} (killed now) and not the others", forked, c_.config.nproc_per_node));
     say("ddprun: " + why + "\n");
-    return c_.dispatch(occurred::Fenced{why});  // the rendezvous fences as it runs next
+    c_.dispatch(occurred::Fenced{why});  // the rendezvous fences as it runs next
+  } else if (started.failed) {
+    const int error = started.error;
+    elastic::WorkerFailure f = identity(*started.failed);
+    f.exit_code = (error == ENOENT || error == ENOTDIR) ? exit_code::kNotFound : exit_code::kCannotExecute;
+    f.message = fmt::format("could not start {}: {}", c_.config.worker_argv(c_.python.program).front(),
+                            std::strerror(error));
+    add_kind(f, nullptr, false, is_stopping(c_.phase));
+    c_.dispatch(occurred::WorkerFailed{f, std::nullopt});  // stops the workers already started
   }
-  if (!started.failed) return;
-  const int error = started.error;
-  elastic::WorkerFailure f = identity(*started.failed);
-  f.exit_code = (error == ENOENT || error == ENOTDIR) ? exit_code::kNotFound : exit_code::kCannotExecute;
-  f.message = fmt::format("could not start {}: {}", c_.config.worker_argv(c_.python.program).front(),
-                          std::strerror(error));
-  add_kind(f, nullptr, false, c_.phase == Phase::kStopping);
-  c_.dispatch(occurred::WorkerFailed{f, std::nullopt});  // stops the workers already started
+  c_.dispatch(occurred::WorkersStarted{});
+  check_all_ended();
+}
+
+void RoundWorkers::check_all_ended() {
+  if (!open_ || starting_ || all_ended_ || group_.alive_count() > 0 || hangs_->response().collecting()) return;
+  all_ended_ = true;
+  c_.dispatch(occurred::AllEnded{});
 }
 
 void RoundWorkers::reap() {
   // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
   // subreaper) or the orphan guard.
-  auto ended_now = c_.group.reap([this](pid_t pid) { hangs_->response().child_exited(pid); });
+  auto ended_now = group_.reap([this](pid_t pid) { hangs_->response().child_exited(pid); });
   // What they printed last: the stderr tail tells the kind (and a traceback whether a worker
   // that ddprun had signalled failed on its own first), stdout may hold their last steps.
   for (const auto& [worker, status] : ended_now) {
@@ -75,11 +117,13 @@ void RoundWorkers::reap() {
     hangs_->watchdog().worker_ended(worker->local_rank);
     ended(*worker, status);
   }
+  check_all_ended();
 }
 
 void RoundWorkers::ended(WorkerProcess& w, int status) {
   elastic::WorkerFailure f = identity(w);
   WorkerEnd end{status, w.sent_signal, w.sent_kill};
+  end.past_fence_backstop = fence_ && std::chrono::steady_clock::now() >= fence_->backstop;
   if (status != 0) {  // what tells a failure from ddprun's stop taking effect
     // Error files outlive ddprun in a log folder; the private folder is deleted at exit.
     add_error_file(f, w.error_file, !c_.paths.logs_root.empty());
@@ -88,6 +132,13 @@ void RoundWorkers::ended(WorkerProcess& w, int status) {
   }
   const WorkerEndVerdict v = judge_worker_end(end);
   c_.events.write(records::worker_exited(w.rank, w.local_rank, w.pid, v.exit_code, v.signal, v.signalled_by_ddprun));
+  if (v.verdict == EndVerdict::kFencedByGuard) {
+    const std::string why =
+        "this launcher did not run (stopped or stalled) past its fence's deadline: its orphan guard killed the "
+        "workers for it";
+    say("ddprun: " + why + "\n");
+    return c_.dispatch(occurred::Fenced{why});
+  }
   if (v.verdict != EndVerdict::kFailed) return c_.dispatch(occurred::WorkerSucceeded{});
   if (w.err && w.err->watch_imports && !w.err->import_error().empty()) {
     const std::string path = find_program(c_.python.program, search_path(c_.environ)).path;
@@ -98,16 +149,18 @@ void RoundWorkers::ended(WorkerProcess& w, int status) {
   f.signal = v.signal;
   f.signal_from_outside = v.signal_from_outside;
   c_.dispatch(occurred::WorkerFailed{
-      f, occurred::WorkerFailed::KindEvidence{&w, v.signalled_by_ddprun, c_.phase == Phase::kStopping}});
+      f, occurred::WorkerFailed::KindEvidence{&w, v.signalled_by_ddprun, is_stopping(c_.phase)}});
 }
 
-bool RoundWorkers::end_round() {
-  if (!open_) return false;
+void RoundWorkers::end_round() {
+  if (!open_) return;
   open_ = false;
+  grace_timer_.cancel();
+  starting_ = false;
+  group_.warm_start().cancel_wait();
   hangs_->watchdog().end_round();
-  c_.group.end_round();
+  group_.end_round();
   c_.events.write(records::round_ended(c_.node.round.round));
-  return true;
 }
 
 elastic::WorkerFailure RoundWorkers::identity(const WorkerProcess& w) const {
@@ -121,9 +174,20 @@ elastic::WorkerFailure RoundWorkers::identity(const WorkerProcess& w) const {
   return f;
 }
 
+void RoundWorkers::answer_hangs(HangResponse::Handlers& h) {
+  h.identity = [this](const WorkerProcess& w) { return identity(w); };
+  h.running_round = [this]() -> std::optional<int> {
+    if (!is_up(c_.phase)) return std::nullopt;
+    return c_.node.round.round;
+  };
+  h.still_current = [this](int r) { return r == c_.node.round.round && c_.phase != Phase::kExiting; };
+  h.failed = [this](const elastic::WorkerFailure& f) { failed(f); };
+}
+
 void RoundWorkers::failed(elastic::WorkerFailure failure) {
-  add_kind(failure, c_.group.by_local_rank(failure.local_rank), false, c_.phase == Phase::kStopping);
+  add_kind(failure, group_.by_local_rank(failure.local_rank), false, is_stopping(c_.phase));
   c_.dispatch(occurred::WorkerFailed{failure, std::nullopt});
+  check_all_ended();  // the last hung rank's failure handed over: the round may be over
 }
 
 void RoundWorkers::classify(occurred::WorkerFailed& o) {

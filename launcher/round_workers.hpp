@@ -1,7 +1,9 @@
-// This node's workers through one round, for the agent (agent.hpp): their start, each end
-// judged (report/worker_end.hpp) and, for a failure, its identity, evidence and kind
+// This node's workers through one round, for the agent (agent.hpp): their start (after the warm
+// interpreter's imports, with --warm_start; none past the fence's deadline), each end judged
+// (report/worker_end.hpp) and, for a failure, its identity, evidence and kind
 // (report/failure_classifier.hpp), handed to the agent's loop as occurrences (occurrence.hpp);
-// then the round's end. The workers' records in the event log are written here.
+// then AllEnded once none is left, and the round's end. It owns the worker group; the workers'
+// records in the event log are written here.
 #pragma once
 
 #include <chrono>
@@ -10,7 +12,10 @@
 #include <optional>
 #include <string>
 
+#include <asio/steady_timer.hpp>
+
 #include "ddprun/launch_config.hpp"
+#include "ddprun/rendezvous.hpp"
 #include "hangs/hang_watch.hpp"
 #include "occurrence.hpp"
 #include "output/event_log.hpp"
@@ -24,6 +29,7 @@ class RoundWorkers {
  public:
   // What it reads of the agent's and writes to it; all outlive it.
   struct Context {
+    asio::io_context& io;
     const config::LaunchConfig& config;
     const std::map<std::string, std::string>& environ;
     const config::PythonInterpreter& python;  // for a Python worker's import error
@@ -31,41 +37,64 @@ class RoundWorkers {
     const NodeSettings& settings;
     const Phase& phase;          // the supervisor's: a failure while stopping is after another
     NodeRecord& node;            // its round; the last failure, set here
-    WorkerGroup& group;
+    OrphanGuard& guard;
     Containment& containment;
     EventLog& events;
     std::function<void(Occurrence)> dispatch;
   };
-  explicit RoundWorkers(Context context) : c_(std::move(context)) {}
+  explicit RoundWorkers(Context context);
 
+  WorkerGroup& group() { return group_; }
   // The hang watch, made after this (its hooks call identity() and failed()).
   void watch_hangs(HangWatch& hangs) { hangs_ = &hangs; }
+  // The rendezvous fence's deadlines, moved (Rendezvous::Handlers::fence_moved): no worker starts
+  // at or after `fence`, and a SIGKILL from outside past `backstop` is the orphan guard's fence.
+  void fence_moved(std::optional<elastic::FenceDeadlines> at) { fence_ = at; }
 
-  // Starts the workers of the node's round as its start `attempt`, none at or after `start_by`
-  // (the fence's deadline: then Fenced is dispatched); a worker that could not start is
-  // dispatched as a failure.
-  void start(int attempt, std::optional<std::chrono::steady_clock::time_point> start_by);
-  // Children ended (SIGCHLD): each worker's end is dispatched, a success or a failure.
+  // Starts the workers of the node's round as its start `attempt`, once the warm interpreter is
+  // ready (WarmStart::when_ready); then dispatches WorkersStarted. None starts at or after the
+  // fence's deadline (then Fenced is dispatched); a worker that could not start is dispatched as
+  // a failure.
+  void start(int attempt);
+  // No worker starts any more: a start that waits for the warm interpreter is given up.
+  void cancel_start();
+  // The workers were told to stop: GraceExpired is dispatched if this round is still open in
+  // `seconds` (--shutdown_timeout).
+  void arm_grace(double seconds);
+  // Children ended (SIGCHLD): each worker's end is dispatched, a success or a failure (or the
+  // orphan guard's fence).
   void reap();
   // The workers are gone: what is left in their pipes is taken and their files cleared. Once a
-  // round; true when the round was still open.
-  bool end_round();
+  // round: the report of its end and an exit right after it both ask for it.
+  void end_round();
 
-  // A worker's failure before its end is known: who, where, when.
-  elastic::WorkerFailure identity(const WorkerProcess& w) const;
-  // A failure found outside a worker's end (a hung rank), its kind still to find: dispatched.
-  void failed(elastic::WorkerFailure failure);
+  // What a hang's response asks of the round (hangs/hang_response.hpp): a worker's identity,
+  // the round whose workers run, whether a round still matters, and where its failures go.
+  void answer_hangs(HangResponse::Handlers& h);
   // Finds `failure`'s kind, once the other workers were told to stop (occurrence.hpp).
   void classify(occurred::WorkerFailed& failure);
 
  private:
+  void start_now(int attempt);
+  // A worker's failure before its end is known: who, where, when.
+  elastic::WorkerFailure identity(const WorkerProcess& w) const;
+  // A failure found outside a worker's end (a hung rank), its kind still to find: dispatched.
+  void failed(elastic::WorkerFailure failure);
   void ended(WorkerProcess& w, int status);
+  // AllEnded, once a round: when no worker is left, none is still to start, and no hung rank's
+  // failure waits for its stacks (hangs/hang_response.hpp's collecting()).
+  void check_all_ended();
   void add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, bool stopped_by_ddprun,
                 bool after_another_failure);
 
   Context c_;
+  WorkerGroup group_;
+  asio::steady_timer grace_timer_;
   HangWatch* hangs_ = nullptr;
+  std::optional<elastic::FenceDeadlines> fence_;
   bool open_ = false;                 // workers were started and their round has not ended yet
+  bool starting_ = false;             // waiting for the warm interpreter to start them
+  bool all_ended_ = false;            // AllEnded was dispatched for this round
   long long oom_kills_at_start_ = 0;  // the cgroup's memory_events() when the round's workers started
 };
 

@@ -5,8 +5,11 @@ namespace ddprun::launcher {
 const char* to_string(Phase phase) {
   switch (phase) {
     case Phase::kWaitingForRound: return "WaitingForRound";
+    case Phase::kStarting: return "Starting";
     case Phase::kRunning: return "Running";
     case Phase::kStopping: return "Stopping";
+    case Phase::kStoppingToExit: return "StoppingToExit";
+    case Phase::kStoppingToLeave: return "StoppingToLeave";
     case Phase::kExiting: return "Exiting";
   }
   return "?";
@@ -15,6 +18,7 @@ const char* to_string(Phase phase) {
 const char* to_string(Event event) {
   switch (event) {
     case Event::kRoundStarted: return "RoundStarted";
+    case Event::kWorkersStarted: return "WorkersStarted";
     case Event::kWorkerSucceeded: return "WorkerSucceeded";
     case Event::kWorkerFailed: return "WorkerFailed";
     case Event::kAllEnded: return "AllEnded";
@@ -30,8 +34,10 @@ const char* to_string(Event event) {
 const char* to_string(Action action) {
   switch (action) {
     case Action::kStartWorkers: return "StartWorkers";
+    case Action::kCancelStart: return "CancelStart";
     case Action::kReportFirstFailure: return "ReportFirstFailure";
     case Action::kRecordFailure: return "RecordFailure";
+    case Action::kNoteFailure: return "NoteFailure";
     case Action::kTerminateWorkers: return "TerminateWorkers";
     case Action::kArmGraceTimer: return "ArmGraceTimer";
     case Action::kKillWorkers: return "KillWorkers";
@@ -43,50 +49,82 @@ const char* to_string(Action action) {
   return "?";
 }
 
-Transition next_transition(Phase phase, Event event, bool shutting_down, bool job_finished) {
-  using A = Action;
-  using E = Event;
-  using P = Phase;
-  const Transition stop{P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}};
+bool is_up(Phase phase) { return phase == Phase::kStarting || phase == Phase::kRunning; }
+
+bool is_stopping(Phase phase) {
+  return phase == Phase::kStopping || phase == Phase::kStoppingToExit || phase == Phase::kStoppingToLeave;
+}
+
+namespace {
+
+using A = Action;
+using E = Event;
+using P = Phase;
+
+// Starting and Running: the workers start or run.
+Transition while_up(P phase, E event) {
+  // A start still under way is cancelled first: nothing may start once the workers are stopped.
+  const auto stop = [phase](P next, std::vector<A> actions) {
+    if (phase == P::kStarting) actions.insert(actions.begin(), A::kCancelStart);
+    return Transition{next, std::move(actions)};
+  };
+  switch (event) {
+    case E::kWorkersStarted: return {P::kRunning, {}};
+    case E::kWorkerFailed:
+      // The others are told first: what the failure was is found after (0.5 ms for the first
+      // one), off the path from a worker's exit to its restart.
+      return stop(P::kStopping, {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer});
+    case E::kAllEnded:
+      // Every worker succeeded. A start ends with its WorkersStarted before its AllEnded.
+      return phase == P::kRunning ? Transition{P::kWaitingForRound, {A::kReportSucceeded}} : Transition{phase, {}};
+    case E::kStopRequested: return stop(P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer});
+    case E::kJobFinished: return stop(P::kStoppingToExit, {A::kTerminateWorkers, A::kArmGraceTimer});
+    case E::kShutdownSignal: return stop(P::kStoppingToLeave, {A::kTerminateWorkers, A::kArmGraceTimer});
+    case E::kFenced: return stop(P::kStopping, {A::kKillWorkers});
+    default: return {phase, {}};
+  }
+}
+
+// Stopping, StoppingToExit, StoppingToLeave: the workers were told to stop.
+Transition while_stopping(P phase, E event) {
+  switch (event) {
+    case E::kWorkerFailed: return {phase, {A::kRecordFailure}};
+    case E::kGraceExpired:
+    case E::kFenced: return {phase, {A::kKillWorkers}};
+    case E::kAllEnded:
+      if (phase == P::kStoppingToLeave) return {P::kExiting, {A::kLeaveRendezvous, A::kExit}};
+      if (phase == P::kStoppingToExit) return {P::kExiting, {A::kExit}};
+      return {P::kWaitingForRound, {A::kReportStopped}};
+    case E::kShutdownSignal:
+      // A second signal means "now": do not wait out the grace period.
+      if (phase == P::kStoppingToLeave) return {phase, {A::kKillWorkers}};
+      return {P::kStoppingToLeave, {}};
+    case E::kJobFinished:
+      // A signal's leave still comes first; the job's end needs no further stop.
+      return {phase == P::kStoppingToLeave ? phase : P::kStoppingToExit, {}};
+    default: return {phase, {}};  // a stop request: already stopping
+  }
+}
+
+}  // namespace
+
+Transition next_transition(Phase phase, Event event) {
   switch (phase) {
     case P::kWaitingForRound:
       switch (event) {
-        case E::kRoundStarted: return {P::kRunning, {A::kStartWorkers}};
+        case E::kRoundStarted: return {P::kStarting, {A::kStartWorkers}};
         case E::kStopRequested: return {P::kWaitingForRound, {A::kReportStopped}};
         case E::kShutdownSignal: return {P::kExiting, {A::kLeaveRendezvous, A::kExit}};
         case E::kJobFinished: return {P::kExiting, {A::kExit}};
+        case E::kWorkerFailed: return {phase, {A::kNoteFailure}};
         default: return {phase, {}};
       }
-    case P::kRunning:
-      switch (event) {
-        case E::kWorkerSucceeded: return {P::kRunning, {}};
-        case E::kWorkerFailed:
-          // The others are told first: what the failure was is found after (0.5 ms for the
-          // first one), off the path from a worker's exit to its restart.
-          return {P::kStopping, {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}};
-        case E::kAllEnded: return {P::kWaitingForRound, {A::kReportSucceeded}};
-        case E::kStopRequested:
-        case E::kShutdownSignal:
-        case E::kJobFinished: return stop;
-        case E::kFenced: return {P::kStopping, {A::kKillWorkers}};
-        default: return {phase, {}};
-      }
+    case P::kStarting:
+    case P::kRunning: return while_up(phase, event);
     case P::kStopping:
-      switch (event) {
-        case E::kWorkerFailed: return {P::kStopping, {A::kRecordFailure}};
-        case E::kGraceExpired:
-        case E::kFenced: return {P::kStopping, {A::kKillWorkers}};
-        case E::kAllEnded:
-          if (shutting_down) return {P::kExiting, {A::kLeaveRendezvous, A::kExit}};
-          if (job_finished) return {P::kExiting, {A::kExit}};
-          return {P::kWaitingForRound, {A::kReportStopped}};
-        case E::kShutdownSignal:
-          // A second signal means "now": do not wait out the grace period.
-          if (shutting_down) return {P::kStopping, {A::kKillWorkers}};
-          return {P::kStopping, {}};
-        default: return {phase, {}};  // a stop request or job end: already stopping
-      }
-    case P::kExiting: return {phase, {}};
+    case P::kStoppingToExit:
+    case P::kStoppingToLeave: return while_stopping(phase, event);
+    case P::kExiting: return {phase, event == E::kWorkerFailed ? std::vector{A::kNoteFailure} : std::vector<A>{}};
   }
   return {phase, {}};
 }

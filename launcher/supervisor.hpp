@@ -1,27 +1,48 @@
 // The supervisor's decisions, as a pure state machine: given the phase of this node's worker
 // group and what just happened, the next phase and what to do. The agent (agent.hpp) performs
-// the actions; tests check this table directly.
+// the actions; tests check this table directly (tests/launcher/supervisor_test.cpp). What the
+// node is to do once its workers have stopped is a phase of its own, not a flag beside one (as
+// s6-supervise keeps "last up" and "last finish" as states):
 //
-//   WaitingForRound --RoundStarted--> Running --WorkerFailed / StopRequested / Shutdown--> Stopping
+//   WaitingForRound --RoundStarted--> Starting --WorkersStarted--> Running
+//   Starting: the round's workers start; with --warm_start, maybe after the warm interpreter's
+//     imports (a stop meanwhile cancels the start: CancelStart)
 //   Running --AllEnded (all succeeded)--> WaitingForRound (exit barrier: the rendezvous decides)
-//   Stopping --AllEnded--> WaitingForRound (the rendezvous restarts or finishes the job)
-//                      or  Exiting (when a shutdown signal was received)
-//   any --JobFinished--> Exiting (after stopping workers that still run)
-//   Running or Stopping --Fenced--> Stopping, the workers SIGKILLed at once (elastic's fence:
-//   the job may re-form without this node; the rendezvous's finish follows)
+//   Starting or Running --WorkerFailed / StopRequested--> Stopping --AllEnded--> WaitingForRound
+//     (the rendezvous restarts or finishes the job)
+//   Starting or Running --JobFinished--> StoppingToExit --AllEnded--> Exiting
+//   Starting or Running --ShutdownSignal--> StoppingToLeave --AllEnded--> Exiting (leaving the
+//     rendezvous); a second signal while stopping kills the workers at once
+//   Starting, Running or any Stopping --Fenced--> the workers SIGKILLed at once (elastic's fence:
+//     the job may re-form without this node; the rendezvous's finish follows)
+//   WaitingForRound --JobFinished / ShutdownSignal--> Exiting
 #pragma once
 
 #include <vector>
 
 namespace ddprun::launcher {
 
-enum class Phase { kWaitingForRound, kRunning, kStopping, kExiting };
+enum class Phase {
+  kWaitingForRound,
+  kStarting,         // the round's workers are being started (or wait for the warm interpreter)
+  kRunning,
+  kStopping,         // then the rendezvous is told, and decides
+  kStoppingToExit,   // the job finished: then ddprun exits with its outcome
+  kStoppingToLeave,  // a shutdown signal came: then ddprun leaves the rendezvous and exits
+  kExiting,
+};
+
+// Whether the round's workers start or run in `phase` (/status shows it as running).
+bool is_up(Phase phase);
+// Whether `phase` stops the workers, whatever follows (a failure now comes after another).
+bool is_stopping(Phase phase);
 
 enum class Event {
   kRoundStarted,     // the rendezvous assigned this node a round
+  kWorkersStarted,   // the round's start is over: every worker forked, or the start ended early
   kWorkerSucceeded,  // a worker exited 0
   kWorkerFailed,     // a worker failed: non-zero exit or a signal not sent by ddprun
-  kAllEnded,         // no worker of the round is left
+  kAllEnded,         // no worker of the round is left, and none is to start or to be reported
   kStopRequested,    // the rendezvous asked to stop the round (a failure or change elsewhere)
   kShutdownSignal,   // SIGINT, SIGTERM, SIGHUP or SIGQUIT reached ddprun
   kGraceExpired,     // workers ignored SIGTERM for the whole grace period
@@ -31,8 +52,10 @@ enum class Event {
 
 enum class Action {
   kStartWorkers,
+  kCancelStart,          // no further worker starts (the wait for the warm interpreter ends)
   kReportFirstFailure,   // tell the rendezvous, right after the others were told to stop
   kRecordFailure,        // a further failure while stopping: goes into workers_stopped()
+  kNoteFailure,          // a failure nothing reports: its kind is found, logged and counted
   kTerminateWorkers,     // SIGTERM (or the received signal) to every worker's process group
   kArmGraceTimer,
   kKillWorkers,          // SIGKILL to every worker's process group
@@ -51,9 +74,6 @@ struct Transition {
   std::vector<Action> actions;
 };
 
-// `shutting_down`: a shutdown signal was received before this event (the exit follows the
-// stop; a second signal while stopping kills the workers at once).
-// `job_finished`: the rendezvous already ended the job (the exit follows the stop).
-Transition next_transition(Phase phase, Event event, bool shutting_down, bool job_finished);
+Transition next_transition(Phase phase, Event event);
 
 }  // namespace ddprun::launcher

@@ -1,5 +1,10 @@
 #include "process/warm_start.hpp"
 
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "output/output_writer.hpp"
@@ -26,6 +31,16 @@ WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std
   enabled_ = true;
 }
 
+struct WarmStart::Wait {
+  Wait(asio::io_context& io, int importing, std::function<void()> ready)
+      : socket(io, ::dup(importing)), timer(io, kZygoteImportWait), ready(std::move(ready)) {}
+  asio::posix::stream_descriptor socket;  // a dup of the zygote's: readable when it is ready or gone
+  asio::steady_timer timer;
+  std::function<void()> ready;
+};
+
+WarmStart::~WarmStart() = default;
+
 void WarmStart::begin() {
   if (enabled_) replace();
 }
@@ -42,6 +57,29 @@ void WarmStart::replace() {
 int WarmStart::importing_fd() {
   if (!enabled_ || !zygote_) return -1;
   return zygote_->poll() == Zygote::State::kImporting ? zygote_->fd() : -1;
+}
+
+void WarmStart::when_ready(asio::io_context& io, std::function<void()> ready) {
+  cancel_wait();
+  const int importing = importing_fd();
+  if (importing < 0) return ready();
+  wait_ = std::make_unique<Wait>(io, importing, std::move(ready));
+  // The first of the two ends the wait; the other's handler finds it gone, or another's.
+  const auto done = [this, wait = ++waits_](std::error_code ec) {
+    if (ec || !wait_ || wait != waits_) return;
+    const std::function<void()> go = std::move(wait_->ready);
+    cancel_wait();
+    go();
+  };
+  wait_->socket.async_wait(asio::posix::stream_descriptor::wait_read, done);
+  wait_->timer.async_wait(done);
+}
+
+void WarmStart::cancel_wait() {
+  if (!wait_) return;
+  wait_->timer.cancel();
+  wait_->socket.cancel();
+  wait_.reset();
 }
 
 void WarmStart::cold(const std::string& why) {

@@ -8,8 +8,8 @@
 // foreground of the terminal. Whenever a start of Python workers is cold with warm start on,
 // one line says why, once per start of the workers; other programs start as always, silently.
 //
-// While the zygote imports, the agent waits for it rather than starting cold (agent.cpp), for at
-// most kZygoteImportWait: a cold worker would import the same modules from the beginning, on the
+// While the zygote imports, a start of the workers waits for it rather than starting cold
+// (when_ready()), for at most kZygoteImportWait: a cold worker would import the same modules from the beginning, on the
 // same CPUs, while the zygote is some way through, so waiting is never slower than starting cold,
 // and it leaves the CPUs to the import that will serve every later restart.
 #pragma once
@@ -17,12 +17,17 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ddprun/launch_config.hpp"
 #include "process/zygote.hpp"
+
+namespace asio {
+class io_context;
+}
 
 namespace ddprun::launcher {
 
@@ -39,12 +44,20 @@ class WarmStart {
   // it was asked for and cannot apply.
   WarmStart(const config::LaunchConfig& config, std::string python, std::vector<std::string> environ,
             std::string script);
+  ~WarmStart();
 
   bool enabled() const { return enabled_; }
   // Starts the zygote (call before any thread starts: ddprun's start).
   void begin();
   // The zygote's socket while it imports (readable when it is ready or gone), else -1.
   int importing_fd();
+  // Calls `ready` when the workers may start: at once, unless the zygote still imports; then on
+  // `io`'s loop once it is ready or gone, or kZygoteImportWait has passed. The loop goes on
+  // meanwhile. A new wait replaces one still pending.
+  void when_ready(asio::io_context& io, std::function<void()> ready);
+  // Ends a wait of when_ready() without calling its `ready` (the workers are stopped before they
+  // started); nothing when none is pending.
+  void cancel_wait();
   // A new start of the workers: the next cold start says why again.
   void start_round() { said_this_round_ = false; }
   // A worker forked from the zygote: its pid; -1: start it cold (said once a start).
@@ -57,6 +70,8 @@ class WarmStart {
   void cold(const std::string& why);
   void replace();
 
+  struct Wait;  // when_ready()'s: the zygote's socket and a timer, on the loop
+
   const config::LaunchConfig& config_;
   std::string python_;
   std::vector<std::string> environ_;
@@ -65,6 +80,8 @@ class WarmStart {
   std::unique_ptr<Zygote> zygote_;
   int replacements_ = 0;
   bool said_this_round_ = false;
+  std::unique_ptr<Wait> wait_;
+  int waits_ = 0;  // a wait's handlers act only for their own wait
 };
 
 }  // namespace ddprun::launcher

@@ -4,7 +4,9 @@
 
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/system.hpp"
+#include "report/event_records.hpp"
 #include "report/failure_report.hpp"
+#include "report/result_file.hpp"
 
 namespace ddprun::launcher {
 
@@ -27,6 +29,15 @@ JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const 
     e.console += fmt::format("ddprun: quarantined during the job: {}: {}\n", q.node, q.why);
   }
   return e;
+}
+
+std::string record_exit(EventLog& events, const config::LaunchConfig& config, const elastic::JobOutcome& outcome,
+                        int exit_code, int shutdown_signal, int attempt) {
+  if (!outcome.stop_reason.empty()) events.write(records::restart_stopped(outcome.stop_reason, outcome.restarts));
+  events.write(records::exit(outcome, exit_code, shutdown_signal));
+  if (config.result_file.empty()) return "";
+  return write_result_file(config.result_file,
+                           job_result(outcome, exit_code, shutdown_signal, attempt, config.max_restarts));
 }
 
 FailureView failure_view(const elastic::WorkerFailure& f) {

@@ -1,12 +1,14 @@
 // How ddprun ends: its exit code and what it says last, from the job's outcome and the shutdown
-// signal that stopped it, if one did. Pure; tested as a table. The agent writes the exit record
-// (event_records.hpp) and --result_file (result_file.hpp) from the same code.
+// signal that stopped it, if one did. Pure; tested as a table. record_exit() writes the exit
+// record (event_records.hpp) and --result_file (result_file.hpp) from the same code.
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
+#include "output/event_log.hpp"
 #include "report/status_view.hpp"
 
 namespace ddprun::launcher {
@@ -21,6 +23,12 @@ struct JobExit {
 // and why, so that the scheduler drains the host. Otherwise the outcome's code, with the
 // failure summary when it is not 0, and the nodes quarantined during the job.
 JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program);
+
+// What ddprun leaves besides its last lines: the event log's restart_stopped (when the restart
+// policy ended the job) and exit records, and --result_file, with this node's last start
+// `attempt`. Returns why the result file could not be written, "" when it was (or none is asked for).
+std::string record_exit(EventLog& events, const config::LaunchConfig& config, const elastic::JobOutcome& outcome,
+                 int exit_code, int shutdown_signal, int attempt);
 
 // The live view's account of a failure.
 FailureView failure_view(const elastic::WorkerFailure& failure);

@@ -13,8 +13,11 @@ namespace ddprun::launcher {
 const char* phase_name(Phase phase) {
   switch (phase) {
     case Phase::kWaitingForRound: return "waiting";
+    case Phase::kStarting:
     case Phase::kRunning: return "running";
-    case Phase::kStopping: return "stopping";
+    case Phase::kStopping:
+    case Phase::kStoppingToExit:
+    case Phase::kStoppingToLeave: return "stopping";
     case Phase::kExiting: return "exiting";
   }
   return "?";

@@ -17,6 +17,8 @@ WorkerEndVerdict judge_worker_end(const WorkerEnd& end) {
   v.signal_from_outside = v.signal != 0 && !our_signal;
   if (v.exit_code == 0) {
     v.verdict = EndVerdict::kSucceeded;
+  } else if (end.past_fence_backstop && v.signal == SIGKILL && v.signal_from_outside) {
+    v.verdict = EndVerdict::kFencedByGuard;
   } else if (v.signalled_by_ddprun && !end.left_message && !(v.signal == 0 && end.raised_on_its_own) &&
              (v.signal == 0 || our_signal)) {
     v.verdict = EndVerdict::kStoppedByDdprun;

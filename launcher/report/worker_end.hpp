@@ -1,5 +1,5 @@
-// The verdict on how a worker ended: a success, ddprun's own stop taking effect, or a failure
-// (and whether the signal that killed it came from outside). Pure: the agent passes what it
+// The verdict on how a worker ended: a success, ddprun's own stop taking effect, the orphan
+// guard's fence, or a failure (and whether the signal that killed it came from outside). Pure: the agent passes what it
 // knows of the worker; tested as a table.
 #pragma once
 
@@ -16,11 +16,18 @@ struct WorkerEnd {
   bool left_message = false; // it left an error message (its error file)
   // Its standard error ends in an exception of its own (raised_on_its_own()).
   bool raised_on_its_own = false;
+  // The rendezvous fence's backstop deadline had passed when its end was handled: the orphan
+  // guard fences this node's workers then (process/orphan_guard.hpp).
+  bool past_fence_backstop = false;
 };
 
 enum class EndVerdict {
   kSucceeded,        // exit code 0
   kStoppedByDdprun,  // the stop ddprun sent taking effect: not a failure
+  // SIGKILLed from outside past the fence's backstop: the orphan guard fenced for a launcher
+  // that ran too late (stopped or stalled) to do it itself. Not a failure to report: the node is
+  // fenced, and the rendezvous's own fence comes next and ends the job here.
+  kFencedByGuard,
   kFailed,
 };
 
@@ -34,7 +41,8 @@ struct WorkerEndVerdict {
 
 // After ddprun's own stop signal, an exit is the stop taking effect, not a failure, unless the
 // worker left an error message of its own, exited by itself with an exception of its own (a
-// SyntaxError on every rank at once), or was killed by a signal ddprun did not send.
+// SyntaxError on every rank at once), or was killed by a signal ddprun did not send. A SIGKILL
+// from outside once the fence's backstop has passed is the guard's fence, not a failure.
 WorkerEndVerdict judge_worker_end(const WorkerEnd& end);
 
 // Whether a worker's standard error (its last lines, oldest first) ends in an exception of its

@@ -34,8 +34,11 @@ TEST_CASE("the phase as /status names it, and when the job counts as hung") {
   };
   const std::vector<Row> table = {
       {Phase::kWaitingForRound, "waiting", ""},
+      {Phase::kStarting, "running", "a worker hung; the job is stopping"},
       {Phase::kRunning, "running", "a worker hung; the job is stopping"},
       {Phase::kStopping, "stopping", "a worker hung; the job is stopping"},
+      {Phase::kStoppingToExit, "stopping", "a worker hung; the job is stopping"},
+      {Phase::kStoppingToLeave, "stopping", "a worker hung; the job is stopping"},
       {Phase::kExiting, "exiting", "a worker hung; the job is stopping"},
   };
   for (const auto& row : table) {

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "supervisor.hpp"
 
 using namespace ddprun::launcher;
@@ -11,45 +13,112 @@ TEST_CASE("supervisor transitions") {
   struct Row {
     P phase;
     E event;
-    bool shutting_down;
-    bool job_finished;
     P next;
     std::vector<A> actions;
   };
+  const std::vector<A> stop = {A::kTerminateWorkers, A::kArmGraceTimer};
+  const std::vector<A> cancel_and_stop = {A::kCancelStart, A::kTerminateWorkers, A::kArmGraceTimer};
   const std::vector<Row> table = {
-      {P::kWaitingForRound, E::kRoundStarted, false, false, P::kRunning, {A::kStartWorkers}},
-      {P::kWaitingForRound, E::kJobFinished, false, true, P::kExiting, {A::kExit}},
-      {P::kWaitingForRound, E::kShutdownSignal, false, false, P::kExiting, {A::kLeaveRendezvous, A::kExit}},
-      {P::kWaitingForRound, E::kStopRequested, false, false, P::kWaitingForRound, {A::kReportStopped}},
-      {P::kRunning, E::kWorkerSucceeded, false, false, P::kRunning, {}},
-      {P::kRunning, E::kAllEnded, false, false, P::kWaitingForRound, {A::kReportSucceeded}},
-      {P::kRunning, E::kWorkerFailed, false, false, P::kStopping,
-       {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}},
-      {P::kRunning, E::kStopRequested, false, false, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
-      {P::kRunning, E::kShutdownSignal, false, false, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
-      {P::kRunning, E::kJobFinished, false, true, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
-      {P::kStopping, E::kWorkerFailed, false, false, P::kStopping, {A::kRecordFailure}},
-      {P::kStopping, E::kWorkerSucceeded, false, false, P::kStopping, {}},
-      {P::kStopping, E::kGraceExpired, false, false, P::kStopping, {A::kKillWorkers}},
-      {P::kStopping, E::kAllEnded, false, false, P::kWaitingForRound, {A::kReportStopped}},
-      {P::kStopping, E::kAllEnded, true, false, P::kExiting, {A::kLeaveRendezvous, A::kExit}},
-      {P::kStopping, E::kAllEnded, false, true, P::kExiting, {A::kExit}},
-      {P::kStopping, E::kShutdownSignal, false, false, P::kStopping, {}},
-      {P::kStopping, E::kShutdownSignal, true, false, P::kStopping, {A::kKillWorkers}},
-      {P::kStopping, E::kStopRequested, false, false, P::kStopping, {}},
-      {P::kExiting, E::kWorkerFailed, false, false, P::kExiting, {}},
+      {P::kWaitingForRound, E::kRoundStarted, P::kStarting, {A::kStartWorkers}},
+      {P::kWaitingForRound, E::kJobFinished, P::kExiting, {A::kExit}},
+      {P::kWaitingForRound, E::kShutdownSignal, P::kExiting, {A::kLeaveRendezvous, A::kExit}},
+      {P::kWaitingForRound, E::kStopRequested, P::kWaitingForRound, {A::kReportStopped}},
+      // A failure nothing reports (a worker of a round already over) is still classified and counted.
+      {P::kWaitingForRound, E::kWorkerFailed, P::kWaitingForRound, {A::kNoteFailure}},
+      {P::kExiting, E::kWorkerFailed, P::kExiting, {A::kNoteFailure}},
+
+      // Starting: every worker forked, or (--warm_start) waiting for the warm interpreter's imports.
+      {P::kStarting, E::kWorkersStarted, P::kRunning, {}},
+      // A worker that could not start: the others stop; its WorkersStarted then changes nothing.
+      {P::kStarting, E::kWorkerFailed, P::kStopping,
+       {A::kCancelStart, A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}},
+      {P::kStopping, E::kWorkersStarted, P::kStopping, {}},
+      // Warm start: a stop, the job's end, a signal or a fence while the workers wait for the warm
+      // interpreter ends the wait; none of them starts (then the round's AllEnded follows).
+      {P::kStarting, E::kStopRequested, P::kStopping, cancel_and_stop},
+      {P::kStarting, E::kJobFinished, P::kStoppingToExit, cancel_and_stop},
+      {P::kStarting, E::kShutdownSignal, P::kStoppingToLeave, cancel_and_stop},
+      {P::kStarting, E::kFenced, P::kStopping, {A::kCancelStart, A::kKillWorkers}},
+      {P::kStarting, E::kWorkerSucceeded, P::kStarting, {}},
+      {P::kStarting, E::kGraceExpired, P::kStarting, {}},
+      {P::kStarting, E::kRoundStarted, P::kStarting, {}},
+      // Its WorkersStarted comes before its AllEnded: a start's own end is no success.
+      {P::kStarting, E::kAllEnded, P::kStarting, {}},
+
+      {P::kRunning, E::kWorkerSucceeded, P::kRunning, {}},
+      {P::kRunning, E::kAllEnded, P::kWaitingForRound, {A::kReportSucceeded}},
+      {P::kRunning, E::kWorkerFailed, P::kStopping, {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}},
+      {P::kRunning, E::kStopRequested, P::kStopping, stop},
+      {P::kRunning, E::kShutdownSignal, P::kStoppingToLeave, stop},
+      {P::kRunning, E::kJobFinished, P::kStoppingToExit, stop},
+      {P::kRunning, E::kWorkersStarted, P::kRunning, {}},
+
+      {P::kStopping, E::kWorkerFailed, P::kStopping, {A::kRecordFailure}},
+      {P::kStoppingToExit, E::kWorkerFailed, P::kStoppingToExit, {A::kRecordFailure}},
+      {P::kStoppingToLeave, E::kWorkerFailed, P::kStoppingToLeave, {A::kRecordFailure}},
+      {P::kStopping, E::kWorkerSucceeded, P::kStopping, {}},
+      {P::kStopping, E::kGraceExpired, P::kStopping, {A::kKillWorkers}},
+      {P::kStoppingToExit, E::kGraceExpired, P::kStoppingToExit, {A::kKillWorkers}},
+      {P::kStoppingToLeave, E::kGraceExpired, P::kStoppingToLeave, {A::kKillWorkers}},
+      {P::kStopping, E::kAllEnded, P::kWaitingForRound, {A::kReportStopped}},
+      {P::kStoppingToLeave, E::kAllEnded, P::kExiting, {A::kLeaveRendezvous, A::kExit}},
+      {P::kStoppingToExit, E::kAllEnded, P::kExiting, {A::kExit}},
+      // A signal while stopping: leave once stopped; a second one means "now".
+      {P::kStopping, E::kShutdownSignal, P::kStoppingToLeave, {}},
+      {P::kStoppingToExit, E::kShutdownSignal, P::kStoppingToLeave, {}},
+      {P::kStoppingToLeave, E::kShutdownSignal, P::kStoppingToLeave, {A::kKillWorkers}},
+      // The job's end while stopping: exit once stopped, unless a signal's leave comes first.
+      {P::kStopping, E::kJobFinished, P::kStoppingToExit, {}},
+      {P::kStoppingToLeave, E::kJobFinished, P::kStoppingToLeave, {}},
+      {P::kStopping, E::kStopRequested, P::kStopping, {}},
+      {P::kStoppingToExit, E::kStopRequested, P::kStoppingToExit, {}},
+      {P::kExiting, E::kAllEnded, P::kExiting, {}},
+
       // Fenced: the job may re-form without this node at any moment; no grace, no report.
-      {P::kRunning, E::kFenced, false, false, P::kStopping, {A::kKillWorkers}},
-      {P::kStopping, E::kFenced, false, false, P::kStopping, {A::kKillWorkers}},
-      {P::kWaitingForRound, E::kFenced, false, false, P::kWaitingForRound, {}},
-      {P::kExiting, E::kFenced, false, false, P::kExiting, {}},
+      {P::kRunning, E::kFenced, P::kStopping, {A::kKillWorkers}},
+      {P::kStopping, E::kFenced, P::kStopping, {A::kKillWorkers}},
+      {P::kStoppingToExit, E::kFenced, P::kStoppingToExit, {A::kKillWorkers}},
+      {P::kStoppingToLeave, E::kFenced, P::kStoppingToLeave, {A::kKillWorkers}},
+      {P::kWaitingForRound, E::kFenced, P::kWaitingForRound, {}},
+      {P::kExiting, E::kFenced, P::kExiting, {}},
   };
   for (const auto& row : table) {
     CAPTURE(to_string(row.phase));
     CAPTURE(to_string(row.event));
-    CAPTURE(row.shutting_down);
-    const Transition t = next_transition(row.phase, row.event, row.shutting_down, row.job_finished);
+    const Transition t = next_transition(row.phase, row.event);
     CHECK(t.next == row.next);
     CHECK(t.actions == row.actions);
+  }
+}
+
+TEST_CASE("every failure, in every phase, is classified and counted once") {
+  // ReportFirstFailure and RecordFailure find its kind too; NoteFailure only that.
+  for (P phase : {P::kWaitingForRound, P::kStarting, P::kRunning, P::kStopping, P::kStoppingToExit,
+                  P::kStoppingToLeave, P::kExiting}) {
+    CAPTURE(to_string(phase));
+    const auto actions = next_transition(phase, E::kWorkerFailed).actions;
+    const auto count = std::count_if(actions.begin(), actions.end(), [](A a) {
+      return a == A::kReportFirstFailure || a == A::kRecordFailure || a == A::kNoteFailure;
+    });
+    CHECK(count == 1);
+  }
+}
+
+TEST_CASE("no worker starts once a stop began, and a start under way is cancelled by every stop") {
+  const P all[] = {P::kWaitingForRound, P::kStarting, P::kRunning, P::kStopping, P::kStoppingToExit,
+                   P::kStoppingToLeave, P::kExiting};
+  for (P phase : all) {
+    for (int e = 0; e <= static_cast<int>(E::kFenced); ++e) {
+      const E event = static_cast<E>(e);
+      CAPTURE(to_string(phase));
+      CAPTURE(to_string(event));
+      const Transition t = next_transition(phase, event);
+      const bool starts = std::count(t.actions.begin(), t.actions.end(), A::kStartWorkers) > 0;
+      CHECK((!starts || (phase == P::kWaitingForRound && event == E::kRoundStarted)));
+      if (phase == P::kStarting && t.next != P::kStarting && t.next != P::kRunning) {
+        REQUIRE_FALSE(t.actions.empty());
+        CHECK(t.actions.front() == A::kCancelStart);
+      }
+    }
   }
 }

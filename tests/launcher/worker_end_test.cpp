@@ -34,6 +34,16 @@ TEST_CASE("the verdict on a worker's end, as a table") {
       {"SIGKILL from outside while we sent SIGTERM", {killed, SIGTERM, false, false, false}, EndVerdict::kFailed, 137, true},
       {"SIGSEGV while stopping", {segv, SIGTERM, false, false, false}, EndVerdict::kFailed, 139, true},
       {"SIGTERM killed it, we sent SIGINT", {terminated, SIGINT, false, false, false}, EndVerdict::kFailed, 143, true},
+      // The fence's backstop passed: a SIGKILL from outside is the orphan guard's fence.
+      {"SIGKILL from outside past the fence's backstop", {killed, 0, false, false, false, true},
+       EndVerdict::kFencedByGuard, 137, true},
+      {"SIGKILL from outside past the backstop, while we sent SIGTERM", {killed, SIGTERM, false, false, false, true},
+       EndVerdict::kFencedByGuard, 137, true},
+      {"our own SIGKILL past the backstop is our stop", {killed, SIGTERM, true, false, false, true},
+       EndVerdict::kStoppedByDdprun, 137, false},
+      {"SIGSEGV past the backstop is a failure", {segv, 0, false, false, false, true}, EndVerdict::kFailed, 139, true},
+      {"exit 1 past the backstop is a failure", {exited_1, 0, false, false, false, true}, EndVerdict::kFailed, 1, false},
+      {"exit 0 past the backstop", {W_EXITCODE(0, 0), 0, false, false, false, true}, EndVerdict::kSucceeded, 0, false},
   };
   for (const Row& row : rows) {
     CAPTURE(row.name);
