@@ -18,7 +18,7 @@
 #include "ddprun/worker_env.hpp"
 #include "hangs/python_stacks.hpp"
 #include "process/spawn.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -22,9 +22,9 @@
 #include <system_error>
 #include <utility>
 
+#include "ddprun/clocks.hpp"
 #include "process/clone_vfork.hpp"
 #include "process/containment.hpp"
-#include "process/monotonic_clock.hpp"
 
 namespace ddprun::launcher {
 namespace {

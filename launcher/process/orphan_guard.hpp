@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -17,17 +17,12 @@
 #include <sstream>
 #include <system_error>
 
+#include "ddprun/clocks.hpp"
+#include "ddprun/unique_fd.hpp"
 #include "process/clone_vfork.hpp"
-#include "process/monotonic_clock.hpp"
 #include "process/orphan_guard.hpp"
 
 namespace ddprun::launcher {
-
-Pipe Pipe::create() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
-  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
 
 namespace {
 

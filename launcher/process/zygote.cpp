@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "ddprun/system.hpp"
-#include "process/monotonic_clock.hpp"
+#include "ddprun/clocks.hpp"
 #include "process/spawn.hpp"
 
 namespace ddprun::launcher {
