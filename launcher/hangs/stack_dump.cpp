@@ -191,7 +191,7 @@ bool StackDumper::dump(const std::vector<Target>& targets, std::function<void()>
       script += fmt::format("echo \"== {} ==\"; {} 2>&1; echo; ", command, command);
     }
     if (script.empty()) continue;
-    SpawnRequest request;
+    StartRequest request;
     request.argv = {"/bin/sh", "-c", script};
     request.environ = environ_;
     request.stdout_fd = file.get();

@@ -1,5 +1,8 @@
 #include "process/warm_start.hpp"
 
+#include <filesystem>
+#include <system_error>
+
 #include <fmt/format.h>
 
 #include "output/output_writer.hpp"
@@ -24,6 +27,8 @@ WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std
     return;
   }
   enabled_ = true;
+  std::error_code ec;
+  cwd_ = std::filesystem::current_path(ec).string();
 }
 
 void WarmStart::begin() {
@@ -49,11 +54,11 @@ void WarmStart::cold(const std::string& why) {
   said_this_round_ = true;
 }
 
-pid_t WarmStart::fork(const ForkRequest& request) {
+pid_t WarmStart::fork(const StartRequest& request) {
   if (!enabled_) return -1;
   Zygote::State state = zygote_->poll();
   if (state == Zygote::State::kReady) {
-    const pid_t pid = zygote_->fork_worker(request);
+    const pid_t pid = zygote_->fork_worker(request, cwd_);
     if (pid > 0) return pid;
     state = zygote_->state();
   }

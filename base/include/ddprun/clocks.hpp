@@ -2,7 +2,7 @@
 // machines' times (event log, error files, failure timestamps) and the monotonic clock for
 // deadlines and intervals (pure state machines take `now` in it); and CLOCK_MONOTONIC as
 // nanoseconds in an int64, the form of a deadline that crosses a process boundary or that a child
-// reads before its exec (the orphan guard's fence, spawn_process()'s exec_by, the zygote's
+// reads before its exec (the orphan guard's fence, a worker's StartRequest::start_by, the zygote's
 // START_BY, read there with Python's time.monotonic_ns()). steady_clock is CLOCK_MONOTONIC on
 // Linux (libstdc++ and libc++), so the two monotonic forms compare.
 #pragma once
