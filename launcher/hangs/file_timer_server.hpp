@@ -18,7 +18,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "output/line_splitter.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

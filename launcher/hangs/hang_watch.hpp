@@ -17,7 +17,7 @@
 #include "hangs/hang_response.hpp"
 #include "hangs/watchdog.hpp"
 #include "report/event_records.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 #include "process/worker_group.hpp"
 #include "report/status_view.hpp"
 

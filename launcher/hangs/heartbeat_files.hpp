@@ -9,7 +9,7 @@
 
 #include <asio/posix/stream_descriptor.hpp>
 
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ddprun/progress_record.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -18,7 +18,7 @@
 #include "ddprun/worker_env.hpp"
 #include "hangs/python_stacks.hpp"
 #include "process/spawn.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -191,7 +191,7 @@ bool StackDumper::dump(const std::vector<Target>& targets, std::function<void()>
       script += fmt::format("echo \"== {} ==\"; {} 2>&1; echo; ", command, command);
     }
     if (script.empty()) continue;
-    SpawnRequest request;
+    StartRequest request;
     request.argv = {"/bin/sh", "-c", script};
     request.environ = environ_;
     request.stdout_fd = file.get();

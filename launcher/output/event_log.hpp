@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -19,7 +19,7 @@
 
 #include "ddprun/progress_pattern.hpp"
 #include "output/line_splitter.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -4,14 +4,7 @@
 
 #include <sys/types.h>
 
-// For the functions that a child of clone_vfork runs on its own stack: AddressSanitizer, which
-// does not know that stack, would warn at each call that does not return ("ignoring requested
-// __asan_handle_no_return") and might report false errors after it.
-#if defined(__GNUC__) || defined(__clang__)
-#define DDPRUN_CHILD_STACK __attribute__((no_sanitize("address")))
-#else
-#define DDPRUN_CHILD_STACK
-#endif
+#include "ddprun/child_stack.hpp"  // DDPRUN_CHILD_STACK, for what the child runs
 
 namespace ddprun::launcher {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -10,21 +10,19 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
 
 #include "process/clone_vfork.hpp"
+#include "ddprun/clocks.hpp"
 #include "process/containment.hpp"
-#include "process/monotonic_clock.hpp"
+#include "process/process_tree.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -41,19 +39,8 @@ struct Message {
 // code). Read from /proc, since the guard is no parent of the workers.
 bool any_alive(const std::set<pid_t>& groups) {
   if (groups.empty()) return false;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(line.substr(close + 2));
-    char state = 0;
-    pid_t parent = 0, group = 0;
-    if (fields >> state >> parent >> group && state != 'Z' && state != 'X' && groups.count(group)) return true;
+  for (const ProcStat& p : all_proc_stats()) {
+    if (p.state != 'Z' && p.state != 'X' && groups.count(p.process_group)) return true;
   }
   return false;
 }
@@ -63,20 +50,9 @@ bool any_alive(const std::set<pid_t>& groups) {
 std::set<pid_t> children_groups(pid_t parent) {
   std::set<pid_t> groups;
   const pid_t own = ::getpgid(parent);
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(line.substr(close + 2));
-    char state = 0;
-    pid_t ppid = 0, group = 0;
-    if (fields >> state >> ppid >> group && ppid == parent && group != own && group != ::getpgrp() && group > 0) {
-      groups.insert(group);  // not ddprun's group, nor the guard's own
+  for (const ProcStat& p : all_proc_stats()) {
+    if (p.parent == parent && p.process_group != own && p.process_group != ::getpgrp() && p.process_group > 0) {
+      groups.insert(p.process_group);  // not ddprun's group, nor the guard's own
     }
   }
   return groups;
@@ -135,22 +111,11 @@ int wait_ms(std::int64_t deadline) {
 // behind. The arguments' memory, whose bounds the kernel gives in /proc/self/stat, is
 // overwritten in place, as setproctitle does; it is the guard's own copy since the fork.
 void rename_process() {
-  std::ifstream stat("/proc/self/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return;
-  const auto close = line.rfind(')');  // the name, in parentheses, may hold spaces
-  if (close == std::string::npos) return;
-  std::istringstream fields(line.substr(close + 2));
-  std::string field;
-  unsigned long long arg_start = 0, arg_end = 0;
-  for (int index = 3; fields >> field && index <= 49; ++index) {  // state is field 3
-    if (index == 48) arg_start = std::strtoull(field.c_str(), nullptr, 10);
-    if (index == 49) arg_end = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  if (arg_start == 0 || arg_end <= arg_start) return;
+  const auto self = proc_stat(::getpid());
+  if (!self || self->arg_start == 0 || self->arg_end <= self->arg_start) return;
   const std::string title = "ddprun: orphan guard of " + std::to_string(::getppid());
-  char* const args = reinterpret_cast<char*>(arg_start);
-  const std::size_t size = arg_end - arg_start;
+  char* const args = reinterpret_cast<char*>(self->arg_start);
+  const std::size_t size = self->arg_end - self->arg_start;
   std::memset(args, 0, size);  // the last byte stays '\0', so the kernel reads no further
   std::memcpy(args, title.data(), std::min(title.size(), size - 1));
   ::prctl(PR_SET_NAME, "ddprun-guard");

@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 
 namespace ddprun::launcher {
 
@@ -41,7 +41,7 @@ class OrphanGuard {
   // A worker's process group to kill if ddprun dies.
   void watch(pid_t process_group);
   // The same, from a child of ddprun between its fork and its exec, through the guard's socket
-  // (socket(), SpawnRequest::guard_fd), which the child holds until its exec: the guard sees
+  // (socket(), StartRequest::guard_fd), which the child holds until its exec: the guard sees
   // ddprun's end only once every such copy is closed, so a worker whose ddprun is SIGKILLed
   // before it called watch() is known to the guard, and waited for, all the same.
   // Async-signal-safe. forget_from_child() takes it back when the exec failed.

@@ -1,6 +1,7 @@
 #include "process/process_tree.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -18,33 +18,85 @@
 namespace ddprun::launcher {
 namespace {
 
-// Every live process with its parent, from /proc/PID/stat. One pass over /proc: the
-// children files (/proc/PID/task/TID/children) would need one read per thread and are missing
-// on kernels without CONFIG_PROC_CHILDREN.
+// The live (not zombie) processes, each with its parent.
 std::vector<std::pair<pid_t, pid_t>> live_processes() {
   std::vector<std::pair<pid_t, pid_t>> out;
+  for (const ProcStat& p : all_proc_stats()) {
+    if (p.state != 'Z') out.emplace_back(p.pid, p.parent);
+  }
+  return out;
+}
+
+// The number at the start of `text`, which it skips, and the blanks after it; nullopt if none.
+std::optional<unsigned long long> next_number(std::string_view& text) {
+  unsigned long long value = 0;
+  std::size_t used = 0;
+  const bool negative = !text.empty() && text[0] == '-';  // a process with no controlling tty: tty_pgrp -1
+  for (used = negative; used < text.size() && text[used] >= '0' && text[used] <= '9'; ++used) {
+    value = value * 10 + static_cast<unsigned long long>(text[used] - '0');
+  }
+  if (used == static_cast<std::size_t>(negative)) return std::nullopt;
+  text.remove_prefix(used);
+  while (!text.empty() && text[0] == ' ') text.remove_prefix(1);
+  return negative ? 0 : value;
+}
+
+}  // namespace
+
+std::optional<ProcStat> parse_proc_stat(std::string_view text) {
+  ProcStat stat;
+  const auto pid = next_number(text);
+  const auto close = text.rfind(')');
+  if (!pid || close == std::string_view::npos || close + 3 > text.size() || text[close + 1] != ' ') {
+    return std::nullopt;
+  }
+  stat.pid = static_cast<pid_t>(*pid);
+  text.remove_prefix(close + 2);
+  stat.state = text[0];
+  text.remove_prefix(1);
+  while (!text.empty() && text[0] == ' ') text.remove_prefix(1);
+  const auto parent = next_number(text);
+  const auto group = next_number(text);
+  if (!parent || !group) return std::nullopt;
+  stat.parent = static_cast<pid_t>(*parent);
+  stat.process_group = static_cast<pid_t>(*group);
+  // Fields 6 to 47, then arg_start and arg_end.
+  for (int field = 6; field <= 49; ++field) {
+    const auto value = next_number(text);
+    if (!value) break;
+    if (field == 48) stat.arg_start = *value;
+    if (field == 49) stat.arg_end = *value;
+  }
+  return stat;
+}
+
+std::optional<ProcStat> proc_stat(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char text[4096];  // a line of 52 numbers and a name of at most 16 bytes
+  ssize_t n;
+  do {
+    n = ::read(fd, text, sizeof text);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  return parse_proc_stat(std::string_view(text, static_cast<std::size_t>(n)));
+}
+
+std::vector<ProcStat> all_proc_stats() {
+  std::vector<ProcStat> out;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return out;
   while (const dirent* entry = ::readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
     if (*end != '\0' || pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-    std::string text;
-    std::getline(stat, text);
-    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so read after the last ')'.
-    const auto close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 1));
-    char state;
-    long ppid;
-    if (rest >> state >> ppid && state != 'Z') out.emplace_back(static_cast<pid_t>(pid), static_cast<pid_t>(ppid));
+    if (auto stat = proc_stat(static_cast<pid_t>(pid))) out.push_back(*stat);
   }
   ::closedir(proc);
   return out;
 }
-
-}  // namespace
 
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> out;

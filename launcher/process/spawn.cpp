@@ -17,17 +17,12 @@
 #include <sstream>
 #include <system_error>
 
+#include "ddprun/clocks.hpp"
+#include "ddprun/unique_fd.hpp"
 #include "process/clone_vfork.hpp"
-#include "process/monotonic_clock.hpp"
 #include "process/orphan_guard.hpp"
 
 namespace ddprun::launcher {
-
-Pipe Pipe::create() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
-  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
-}
 
 namespace {
 
@@ -37,13 +32,13 @@ bool files_raised = false;
 
 // What the child needs between its birth and exec, all made before: it must not allocate.
 struct ChildSetup {
-  const SpawnRequest* request;
+  const StartRequest* request;
   char* const* argv;
   char* const* envp;
   pid_t parent;
   int status_fd;   // the status pipe's write end, closed by the exec
   bool in_cgroup;  // made in the cgroup (clone3), else it moves itself in
-  std::int64_t exec_by;  // request.exec_by in nanoseconds of CLOCK_MONOTONIC; 0: none
+  std::int64_t start_by;  // request.start_by in nanoseconds of CLOCK_MONOTONIC; 0: none
   bool vforked = false;  // by clone_vfork: it has exec'd (or died) when start_child returns
 };
 
@@ -57,7 +52,7 @@ struct ChildSetup {
 // Runs in the child between its birth and exec: only async-signal-safe calls, and nothing
 // that writes ddprun's memory, which a child of clone_vfork shares until it execs.
 [[noreturn]] DDPRUN_CHILD_STACK void exec_child(const ChildSetup& setup) {
-  const SpawnRequest& request = *setup.request;
+  const StartRequest& request = *setup.request;
   const int status_fd = setup.status_fd;
   const auto fail = [status_fd](int error) { child_failed(status_fd, error); };
   if (setup.in_cgroup) {
@@ -85,7 +80,7 @@ struct ChildSetup {
   const pid_t own_group = ::getpid();
   if (request.guard_fd >= 0) OrphanGuard::watch_from_child(request.guard_fd, own_group);
   // Last: ddprun checked the fence's deadline before the fork, but may have been stopped since.
-  if (setup.exec_by != 0 && monotonic_ns() >= setup.exec_by) {
+  if (setup.start_by != 0 && monotonic_ns() >= setup.start_by) {
     if (request.guard_fd >= 0) OrphanGuard::forget_from_child(request.guard_fd, own_group);
     fail(SpawnResult::kPastDeadline);
   }
@@ -171,19 +166,19 @@ void raise_file_limit() {
   files_raised = ::setrlimit(RLIMIT_NOFILE, &files) == 0;
 }
 
-SpawnResult spawn_process(const SpawnRequest& request) {
+SpawnResult spawn_process(const StartRequest& request) {
   // Everything the child touches is prepared before fork: it must not allocate.
   auto argv = c_strings(request.argv);
   auto envp = c_strings(request.environ);
   const pid_t parent = ::getpid();
-  const std::int64_t exec_by = deadline_ns(request.exec_by);
+  const std::int64_t start_by = deadline_ns(request.start_by);
   for (;;) {
     Pipe status = Pipe::create();
     // Any refusal of clone3 falls back to fork, and a child not made in the cgroup writes
     // its cgroup.procs, which reports its own error if the cgroup is unusable.
     ChildSetup setup{
         &request, argv.data(), envp.data(), parent, status.write_end.get(), request.cgroup_dir_fd >= 0 && !clone3_kills,
-        exec_by};
+        start_by};
     const pid_t pid = start_child(setup, request.cgroup_dir_fd);
     if (pid < 0) return SpawnResult{-1, errno};
     if (pid == 0) exec_child(setup);  // a fork's child

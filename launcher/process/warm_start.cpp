@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include <asio/io_context.hpp>
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/steady_timer.hpp>
@@ -29,6 +32,8 @@ WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std
     return;
   }
   enabled_ = true;
+  std::error_code ec;
+  cwd_ = std::filesystem::current_path(ec).string();
 }
 
 struct WarmStart::Wait {
@@ -87,11 +92,11 @@ void WarmStart::cold(const std::string& why) {
   said_this_round_ = true;
 }
 
-pid_t WarmStart::fork(const ForkRequest& request) {
+pid_t WarmStart::fork(const StartRequest& request) {
   if (!enabled_) return -1;
   Zygote::State state = zygote_->poll();
   if (state == Zygote::State::kReady) {
-    const pid_t pid = zygote_->fork_worker(request);
+    const pid_t pid = zygote_->fork_worker(request, cwd_);
     if (pid > 0) return pid;
     state = zygote_->state();
   }

@@ -60,8 +60,9 @@ class WarmStart {
   void cancel_wait();
   // A new start of the workers: the next cold start says why again.
   void start_round() { said_this_round_ = false; }
-  // A worker forked from the zygote: its pid; -1: start it cold (said once a start).
-  pid_t fork(const ForkRequest& request);
+  // A worker forked from the zygote, in ddprun's folder: its pid; -1: start it cold (said once a
+  // start).
+  pid_t fork(const StartRequest& request);
   // True when `pid`, which ddprun reaped with `status`, was the zygote.
   bool reaped(pid_t pid, int status);
   pid_t zygote_pid() const { return zygote_ ? zygote_->pid() : -1; }
@@ -76,6 +77,7 @@ class WarmStart {
   std::string python_;
   std::vector<std::string> environ_;
   std::string script_;
+  std::string cwd_;  // ddprun's, which a cold worker inherits and a forked one is given
   bool enabled_ = false;
   std::unique_ptr<Zygote> zygote_;
   int replacements_ = 0;

@@ -12,10 +12,10 @@
 
 #include <fmt/format.h>
 
-#include "output/output_writer.hpp"
+#include "ddprun/clocks.hpp"
 #include "ddprun/worker_env.hpp"
+#include "output/output_writer.hpp"
 #include "process/numa_binding.hpp"
-#include "process/spawn.hpp"
 #include "process/worker_environment.hpp"
 
 namespace ddprun::launcher {
@@ -51,7 +51,6 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
   }
   if (!config_.numa_binding.empty()) plan_numa_binding();
   std::error_code ec;
-  cwd_ = fs::current_path(ec).string();
   std::string zygote_script;
   if (const std::string folder = python_bootstrap_folder(); !folder.empty() && fs::exists(folder + "/_ddprun_zygote.py", ec)) {
     zygote_script = folder + "/_ddprun_zygote.py";
@@ -123,13 +122,9 @@ std::string worker_files_prefix(const RunPaths& paths, int attempt, int rank) {
 
 }  // namespace
 
-WorkerGroup::Started WorkerGroup::start(
-    const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
-    const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready,
-    std::optional<std::chrono::steady_clock::time_point> start_by) {
-  workers_.clear();
-  std::vector<std::unique_ptr<WorkerProcess>> prepared;
-  std::vector<std::string> heartbeat_files;
+std::vector<WorkerGroup::Planned> WorkerGroup::plan(const elastic::RoundAssignment& round, int attempt,
+                                                    const std::string& timer_file) const {
+  std::vector<Planned> planned;
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto w = std::make_unique<WorkerProcess>();
     w->local_rank = local_rank;
@@ -139,104 +134,112 @@ WorkerGroup::Started WorkerGroup::start(
       w->error_file = prefix + kErrorFileName;
       w->heartbeat_file = prefix + kHeartbeatFileName;
       w->stacks_file = prefix + kStacksFileName;
-      heartbeat_files.push_back(w->heartbeat_file);
     }
     if (!python_bootstrap_.empty() && !paths_.private_root.empty()) {
       // Opened by the worker for appending: the answers of an earlier attempt's worker go.
       w->python_stacks_file = fmt::format("{}/rank_{}.python_stacks", paths_.private_root, w->rank);
       ::unlink(w->python_stacks_file.c_str());
     }
-    prepared.push_back(std::move(w));
-  }
-  files_ready(heartbeat_files);
-  const Filtered filtered_out = open_filtered(attempt, 1);
-  const Filtered filtered_err = open_filtered(attempt, 2);
-  containment_.prepare_round();
-  warm_->start_round();
-  const auto past_deadline = [&] { return start_by && std::chrono::steady_clock::now() >= *start_by; };
-  const auto stop_past_deadline = [&] {
-    containment_.remove_retired();
-    return Started{nullptr, 0, true};
-  };
-  for (auto& w : prepared) {
-    const std::string rank_dir = rank_folder(attempt, w->rank);
     WorkerFiles files;
     files.error_file = w->error_file;
     files.heartbeat_file = w->heartbeat_file;
     files.timer_file = timer_file;
     files.python_bootstrap = python_bootstrap_;
     files.python_stacks = w->python_stacks_file;
-    const int local_rank = w->local_rank;
-    SpawnRequest request;
-    request.argv = argv_;
-    request.environ = worker_environment(environ_, config_, round, local_rank, files);
-    request.own_process_group = !config_.debug;
-    request.cgroup_dir_fd = containment_.dir_fd();
-    request.cgroup_procs_fd = containment_.procs_fd();
-    if (!numa_cpus_.empty()) request.cpus = &numa_cpus_[local_rank];
-    // Told by the child itself before its exec, so that ddprun's death right after the fork
-    // leaves no worker the guard does not wait for (see below for the cgroup).
-    if (!config_.debug && !containment_.has_cgroup()) request.guard_fd = guard_.socket();
-    Pipe out_pipe, err_pipe;
-    if (!config_.debug) {
-      out_pipe = Pipe::create();
-      err_pipe = Pipe::create();
-      request.stdout_fd = out_pipe.write_end.get();
-      request.stderr_fd = err_pipe.write_end.get();
-    }
-    // Checked here and again by the worker itself just before it starts: ddprun may be stopped
-    // between the two (request.exec_by, ForkRequest::start_by).
-    if (past_deadline()) return stop_past_deadline();
-    request.exec_by = start_by;
-    SpawnResult spawned;
-    if (warm_->enabled()) {
-      ForkRequest fork;
-      fork.module = config_.module;
-      fork.argv = {config_.program};
-      fork.argv.insert(fork.argv.end(), config_.program_args.begin(), config_.program_args.end());
-      fork.environ = request.environ;
-      fork.cwd = cwd_;
-      fork.stdout_fd = request.stdout_fd;
-      fork.stderr_fd = request.stderr_fd;
-      fork.cgroup_procs_fd = containment_.procs_fd();
-      fork.cpus = request.cpus;
-      fork.start_by = start_by;
-      spawned.pid = warm_->fork(fork);
-      // It is ddprun's child already (zygote.hpp) and may not have run yet: its group is made
-      // here too, so that killpg reaches it at once, as spawn_process() does for a fork.
-      if (spawned.pid > 0 && request.own_process_group) ::setpgid(spawned.pid, spawned.pid);
-    }
-    const bool warm_forked = spawned.pid > 0;
-    if (!warm_forked) spawned = spawn_process(request);
-    if (spawned.error == SpawnResult::kPastDeadline) return stop_past_deadline();
-    w->forked = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    workers_.push_back(std::move(w));
-    WorkerProcess& started = *workers_.back();
-    if (spawned.pid < 0) {
-      containment_.remove_retired();
-      return Started{&started, spawned.error, false};
-    }
-    started.pid = spawned.pid;
-    started.alive = true;
-    if (!config_.debug) {
-      // With a cgroup the guard kills the whole cgroup if ddprun dies: telling it each group
-      // too would wake it twice a worker for nothing. A spawned worker told it itself
-      // (request.guard_fd); a worker forked by the warm interpreter is told of here.
-      const bool told_by_itself = !warm_forked && request.guard_fd >= 0;
-      if (!containment_.has_cgroup() && !told_by_itself) guard_.watch(started.pid);
-      out_pipe.write_end.reset();
-      err_pipe.write_end.reset();
-      started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);
-      started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log", filtered_err);
-    }
-    // A forked worker looks at the deadline only after ddprun has its pid, and kills itself if it
-    // passed: ddprun, late too, tells the fence first, so that the worker's end is no failure.
-    // (Should the deadline pass between ddprun's look and the worker's, the last worker's end may
-    // be reported as a failure before the fence's timer runs; the node is fenced all the same.)
-    if (warm_forked && past_deadline()) return stop_past_deadline();
+    std::vector<std::string> environ = worker_environment(environ_, config_, round, local_rank, files);
+    planned.push_back(Planned{std::move(w), std::move(environ)});
+  }
+  return planned;
+}
+
+WorkerGroup::Started WorkerGroup::start(
+    const elastic::RoundAssignment& round, int attempt, const std::string& timer_file,
+    const std::function<void(const std::vector<std::string>& heartbeat_files)>& files_ready,
+    std::optional<std::chrono::steady_clock::time_point> start_by) {
+  workers_.clear();
+  std::vector<Planned> planned = plan(round, attempt, timer_file);
+  std::vector<std::string> heartbeat_files;
+  for (const Planned& p : planned) {
+    if (!p.worker->heartbeat_file.empty()) heartbeat_files.push_back(p.worker->heartbeat_file);
+  }
+  files_ready(heartbeat_files);
+  const Filtered filtered_out = open_filtered(attempt, 1);
+  const Filtered filtered_err = open_filtered(attempt, 2);
+  containment_.prepare_round();
+  warm_->start_round();
+  Started started;
+  for (Planned& p : planned) {
+    started = start_worker(p, attempt, filtered_out, filtered_err, start_by);
+    if (started.failed != nullptr || started.past_deadline) break;
   }
   containment_.remove_retired();  // the last round's cgroup, off the restart's path
+  return started;
+}
+
+WorkerGroup::Started WorkerGroup::start_worker(Planned& planned, int attempt, const Filtered& filtered_out,
+                                               const Filtered& filtered_err,
+                                               std::optional<std::chrono::steady_clock::time_point> start_by) {
+  const auto past_deadline = [&] { return start_by && std::chrono::steady_clock::now() >= *start_by; };
+  std::unique_ptr<WorkerProcess>& w = planned.worker;
+  StartRequest request;
+  request.argv = argv_;
+  request.environ = std::move(planned.environ);
+  request.own_process_group = !config_.debug;
+  request.cgroup_dir_fd = containment_.dir_fd();
+  request.cgroup_procs_fd = containment_.procs_fd();
+  if (!numa_cpus_.empty()) request.cpus = &numa_cpus_[w->local_rank];
+  // Told by the child itself before its exec, so that ddprun's death right after the fork
+  // leaves no worker the guard does not wait for (see below for the cgroup).
+  if (!config_.debug && !containment_.has_cgroup()) request.guard_fd = guard_.socket();
+  Pipe out_pipe, err_pipe;
+  if (!config_.debug) {
+    out_pipe = Pipe::create();
+    err_pipe = Pipe::create();
+    request.stdout_fd = out_pipe.write_end.get();
+    request.stderr_fd = err_pipe.write_end.get();
+  }
+  // Checked here and again by the worker itself just before it starts: ddprun may be stopped
+  // between the two (StartRequest::start_by).
+  if (past_deadline()) return Started{nullptr, 0, true};
+  request.start_by = start_by;
+  const StartedProcess process = start_process(request);
+  if (process.spawned.error == SpawnResult::kPastDeadline) return Started{nullptr, 0, true};
+  w->forked = wall_seconds();
+  workers_.push_back(std::move(w));
+  WorkerProcess& started = *workers_.back();
+  if (process.spawned.pid < 0) return Started{&started, process.spawned.error, false};
+  started.pid = process.spawned.pid;
+  started.alive = true;
+  if (!config_.debug) {
+    // With a cgroup the guard kills the whole cgroup if ddprun dies: telling it each group
+    // too would wake it twice a worker for nothing. A spawned worker told it itself
+    // (request.guard_fd); a worker forked by the warm interpreter is told of here.
+    const bool told_by_itself = !process.forked && request.guard_fd >= 0;
+    if (!containment_.has_cgroup() && !told_by_itself) guard_.watch(started.pid);
+    out_pipe.write_end.reset();
+    err_pipe.write_end.reset();
+    const std::string rank_dir = rank_folder(attempt, started.rank);
+    started.out = open_stream(out_pipe.read_end.release(), started, 1, rank_dir + "/stdout.log", filtered_out);
+    started.err = open_stream(err_pipe.read_end.release(), started, 2, rank_dir + "/stderr.log", filtered_err);
+  }
+  // A forked worker looks at the deadline only after ddprun has its pid, and kills itself if it
+  // passed: ddprun, late too, tells the fence first, so that the worker's end is no failure.
+  // (Should the deadline pass between ddprun's look and the worker's, the last worker's end may
+  // be reported as a failure before the fence's timer runs; the node is fenced all the same.)
+  if (process.forked && past_deadline()) return Started{nullptr, 0, true};
   return {};
+}
+
+WorkerGroup::StartedProcess WorkerGroup::start_process(const StartRequest& request) {
+  // Forked from the warm interpreter where warm start applies to this worker and the
+  // interpreter can fork it (WarmStart::fork says why not, once a start), else cold.
+  if (const pid_t pid = warm_->fork(request); pid > 0) {
+    // It is ddprun's child already (zygote.hpp) and may not have run yet: its group is made
+    // here too, so that killpg reaches it at once, as spawn_process() does for a fork.
+    if (request.own_process_group) ::setpgid(pid, pid);
+    return StartedProcess{SpawnResult{pid, 0}, true};
+  }
+  return StartedProcess{spawn_process(request), false};
 }
 
 WorkerGroup::Filtered WorkerGroup::open_filtered(int attempt, int stream_bit) const {

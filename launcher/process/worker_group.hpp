@@ -20,6 +20,8 @@
 #include "output/output_stream.hpp"
 #include "process/containment.hpp"
 #include "process/orphan_guard.hpp"
+#include "process/spawn.hpp"
+#include "process/start_request.hpp"
 #include "process/warm_start.hpp"
 
 namespace asio {
@@ -113,6 +115,26 @@ class WorkerGroup {
     std::shared_ptr<UniqueFd> file;
   };
   Filtered open_filtered(int attempt, int stream_bit) const;
+  // One worker of a start, planned: its files named (its folder made, an earlier attempt's files
+  // removed) and its environment.
+  struct Planned {
+    std::unique_ptr<WorkerProcess> worker;
+    std::vector<std::string> environ;
+  };
+  // This node's workers of `round`, in local rank order; nothing started.
+  std::vector<Planned> plan(const elastic::RoundAssignment& round, int attempt, const std::string& timer_file) const;
+  // Starts one planned worker, its output streams and the guard's watch: Started{} when it runs,
+  // else why the start stops there (start()'s contract). It joins workers_ once it runs or could
+  // not start, not when the deadline stopped it first.
+  Started start_worker(Planned& planned, int attempt, const Filtered& filtered_out, const Filtered& filtered_err,
+                       std::optional<std::chrono::steady_clock::time_point> start_by);
+  // The one place that chooses warm or cold: forked from the warm interpreter (WarmStart::fork)
+  // where it can, else spawned (spawn_process()).
+  struct StartedProcess {
+    SpawnResult spawned;
+    bool forked = false;  // by the warm interpreter
+  };
+  StartedProcess start_process(const StartRequest& request);
   // --numa_binding: numa_cpus_, or one line saying why binding is skipped.
   void plan_numa_binding();
   std::shared_ptr<OutputStream> open_stream(int read_fd, const WorkerProcess& w, int stream_bit,
@@ -127,7 +149,6 @@ class WorkerGroup {
   std::shared_ptr<const std::vector<std::string>> stdout_filters_, stderr_filters_;
   std::vector<cpu_set_t> numa_cpus_;  // --numa_binding: by local rank; empty: no binding
   std::unique_ptr<WarmStart> warm_;
-  std::string cwd_;  // ddprun's, which a cold worker inherits and a forked one is given
   OrphanGuard& guard_;
   Containment& containment_;
   const RunPaths& paths_;

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "ddprun/system.hpp"
-#include "process/monotonic_clock.hpp"
+#include "ddprun/clocks.hpp"
 #include "process/spawn.hpp"
 
 namespace ddprun::launcher {
@@ -93,14 +93,17 @@ std::string wait_status_text(int status) {
 
 }  // namespace
 
-std::string encode_fork_request(const ForkRequest& request, pid_t ddprun) {
+std::string encode_fork_request(const StartRequest& request, const std::string& cwd, pid_t ddprun) {
   std::string out;
   const auto field = [&out](const std::string& value) {
     out += value;
     out += '\0';
   };
-  field(request.module ? "module" : "script");
-  field(request.cwd);
+  // PYTHON -u [-m] PROGRAM ARGS: the zygote is PYTHON.
+  const bool module = request.argv.size() > 2 && request.argv[2] == "-m";
+  const auto program = request.argv.begin() + std::min<std::size_t>(request.argv.size(), module ? 3 : 2);
+  field(module ? "module" : "script");
+  field(cwd);
   field(std::to_string(ddprun));
   std::string cpus;
   for (int cpu = 0; request.cpus != nullptr && cpu < CPU_SETSIZE; ++cpu) {
@@ -109,8 +112,8 @@ std::string encode_fork_request(const ForkRequest& request, pid_t ddprun) {
   field(cpus);
   const std::int64_t start_by = deadline_ns(request.start_by);
   field(start_by != 0 ? std::to_string(start_by) : "");
-  field(std::to_string(request.argv.size()));
-  for (const auto& arg : request.argv) field(arg);
+  field(std::to_string(request.argv.end() - program));
+  for (auto arg = program; arg != request.argv.end(); ++arg) field(*arg);
   field(std::to_string(request.environ.size()));
   for (const auto& entry : request.environ) field(entry);
   out.pop_back();  // fields are separated, not terminated
@@ -129,7 +132,7 @@ std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::stri
   UniqueFd theirs(pair[1]);
   // Inherited by the zygote only: ddprun starts no other process while this runs.
   ::fcntl(theirs.get(), F_SETFD, 0);
-  SpawnRequest request;
+  StartRequest request;
   // The last argument is room for a worker's command line, which it writes over the zygote's
   // arguments (_ddprun_zygote.py: _show_command_line), so that ps and pgrep -f show its own.
   request.argv = {python,       "-u",          script, std::to_string(theirs.get()), preload,
@@ -192,8 +195,8 @@ Zygote::State Zygote::poll() {
   return state_;
 }
 
-pid_t Zygote::fork_worker(const ForkRequest& request) {
-  const std::string payload = encode_fork_request(request, ::getpid());
+pid_t Zygote::fork_worker(const StartRequest& request, const std::string& cwd) {
+  const std::string payload = encode_fork_request(request, cwd, ::getpid());
   std::vector<int> fds = {STDIN_FILENO, request.stdout_fd, request.stderr_fd};
   if (request.cgroup_procs_fd >= 0) fds.push_back(request.cgroup_procs_fd);
   const int error = send_with_fds(socket_.get(), length_prefix(payload.size()) + payload, fds);

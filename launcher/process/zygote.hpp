@@ -12,7 +12,7 @@
 //
 // The protocol, messages framed as a 4-byte little-endian length and that many bytes:
 //   zygote -> ddprun, once: "ready", or "failed WHY" (then it exits).
-//   ddprun -> zygote: a fork request (encode_fork_request()), with the worker's stdin, stdout,
+//   ddprun -> zygote: a fork request (encode_fork_request() of a StartRequest), with the worker's stdin, stdout,
 //     stderr and the round's cgroup.procs (when there is one) as SCM_RIGHTS on its first bytes.
 //   zygote -> ddprun: "pid N", or "refused WHY" (CUDA was initialised or it has a thread: it
 //     exits, poisoned), or "error WHY".
@@ -22,16 +22,15 @@
 // fork_worker() returned: a worker that ends at once is reaped after its pid is known.
 #pragma once
 
-#include <sched.h>
 #include <sys/types.h>
 
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
+#include "process/start_request.hpp"
 
 namespace ddprun::launcher {
 
@@ -39,27 +38,12 @@ namespace ddprun::launcher {
 // torch takes 5 to 15 ms here; a zygote that takes longer is stuck, and is replaced.
 inline constexpr std::chrono::seconds kZygoteAnswerLimit{5};
 
-// One worker to fork: as `python -u SCRIPT ARGS` (module false) or `python -u -m MODULE ARGS`.
-struct ForkRequest {
-  bool module = false;
-  std::vector<std::string> argv;      // the script's path or the module's name, then its arguments
-  std::vector<std::string> environ;   // the worker's whole environment, "NAME=value"
-  std::string cwd;
-  int stdout_fd = -1;
-  int stderr_fd = -1;
-  int cgroup_procs_fd = -1;           // the round's cgroup.procs, which the worker writes itself into; -1: none
-  const cpu_set_t* cpus = nullptr;    // --numa_binding; nullptr: the zygote's CPUs
-  // The fence's deadline: a worker that finds it passed once it leads its own group (ddprun was
-  // stopped since it asked) kills itself (SIGKILL) before the program's first line, as a spawned
-  // one does not exec (SpawnRequest::exec_by). nullopt: none.
-  std::optional<std::chrono::steady_clock::time_point> start_by;
-};
-
 // The request's bytes as the zygote reads them: NUL-separated fields
 // KIND ("script"|"module"), CWD, DDPRUN_PID, CPUS ("0,1,5" or ""), START_BY (nanoseconds of
 // CLOCK_MONOTONIC, as Python's time.monotonic_ns(), or ""), N, N argv entries, M, M environment
-// entries.
-std::string encode_fork_request(const ForkRequest& request, pid_t ddprun);
+// entries. `request.argv` is worker_argv()'s `PYTHON -u [-m] PROGRAM ARGS` (start_request.hpp):
+// KIND is "module" with -m, and the argv entries are PROGRAM ARGS. `cwd` is the worker's folder.
+std::string encode_fork_request(const StartRequest& request, const std::string& cwd, pid_t ddprun);
 
 class Zygote {
  public:
@@ -88,9 +72,10 @@ class Zygote {
   // Takes its first message if it came, without waiting: kImporting until then.
   State poll();
 
-  // Forks a worker: its pid, or -1 when it could not (the zygote is then gone, why_gone() says
-  // why). Waits at most kZygoteAnswerLimit. Call only in kReady.
-  pid_t fork_worker(const ForkRequest& request);
+  // Forks a worker of `request` in the folder `cwd`, with the request's stdout, stderr,
+  // cgroup_procs_fd and ddprun's stdin: its pid, or -1 when it could not (the zygote is then
+  // gone, why_gone() says why). Waits at most kZygoteAnswerLimit. Call only in kReady.
+  pid_t fork_worker(const StartRequest& request, const std::string& cwd);
   // ddprun reaped it, with this wait status.
   void exited(int status);
 

@@ -21,7 +21,7 @@
 # pipe2, the first worker's pipes) as it starts the next round's workers until past its fence: it
 # must start none of them, though the rendezvous had let it start the round; or stall_fork_b: the
 # same, but b is held as it forks its first worker, after it checked the deadline: the child must
-# not exec (SpawnRequest::exec_by), since the orphan guard's backstop fired meanwhile; or stopping_b: a's
+# not exec (StartRequest::start_by), since the orphan guard's backstop fired meanwhile; or stopping_b: a's
 # worker is killed, and b's ddprun is stopped (SIGSTOP) as soon as it begins to stop its workers on
 # the coordinator's word, until the job re-formed: its workers end meanwhile (STOP_SECONDS after
 # SIGTERM, or the orphan guard's SIGKILL), so that b, resumed past its fence, may hear of their end

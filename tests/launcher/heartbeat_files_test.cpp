@@ -22,6 +22,7 @@
 #include "temp_dir.hpp"
 
 using namespace ddprun::launcher;
+using ddprun::UniqueFd;
 using ddprun::launcher::testing::run_until;
 using ddprun::launcher::testing::temp_dir;
 

@@ -2,7 +2,7 @@
 // process groups when the deadline ddprun gave it passes, not while ddprun keeps moving it, and
 // not once it is cleared; and as the holder of ddprun's connection, which ends only after the
 // workers are dead, also those ddprun had no time to tell it of. With it, spawn_process()'s child,
-// which does not exec past the fence's deadline (SpawnRequest::exec_by). Real processes: a guard
+// which does not exec past the fence's deadline (StartRequest::start_by). Real processes: a guard
 // forked from this test, and sleepers each in a process group of its own.
 #include "process/orphan_guard.hpp"
 
@@ -41,8 +41,8 @@ pid_t sleeper() {
 }
 
 // What spawn_process() makes of `sleep 60`.
-SpawnRequest sleep_request() {
-  SpawnRequest request;
+StartRequest sleep_request() {
+  StartRequest request;
   request.argv = {"sleep", "60"};
   request.environ = {"PATH=/usr/bin:/bin"};
   return request;
@@ -191,7 +191,7 @@ TEST_CASE("when ddprun is gone, its connection ends only after its workers were 
 // been SIGKILLed first: the child told it itself before its exec.
 TEST_CASE("a worker whose ddprun is gone before it told the guard is killed before the connection ends") {
   TestGuard guard("");
-  SpawnRequest request = sleep_request();
+  StartRequest request = sleep_request();
   request.guard_fd = guard->socket();
   const SpawnResult worker = spawn_process(request);
   REQUIRE(worker.pid > 0);
@@ -210,7 +210,7 @@ TEST_CASE("a worker whose ddprun is gone before it told the guard is killed befo
 TEST_CASE("an exec that failed takes the child's registration back") {
   // The guard would otherwise kill that process group's id later, by then another's.
   TestGuard guard("");
-  SpawnRequest request;
+  StartRequest request;
   request.argv = {"/nonexistent/ddprun-test-program"};
   request.guard_fd = guard->socket();
   CHECK(spawn_process(request).error == ENOENT);
@@ -239,8 +239,8 @@ std::unique_ptr<Containment> round_cgroup(std::string& path) {
 }
 
 // `sleep 60` made in the round's cgroup.
-SpawnRequest sleep_in(const Containment& containment) {
-  SpawnRequest request = sleep_request();
+StartRequest sleep_in(const Containment& containment) {
+  StartRequest request = sleep_request();
   request.cgroup_dir_fd = containment.dir_fd();
   request.cgroup_procs_fd = containment.procs_fd();
   return request;
@@ -250,11 +250,11 @@ SpawnRequest sleep_in(const Containment& containment) {
 // which looks last, does not exec, and takes its registration back as after a failed exec.
 TEST_CASE("a child that finds the fence's deadline passed does not exec; one before it does") {
   TestGuard guard("");
-  SpawnRequest request = sleep_request();
+  StartRequest request = sleep_request();
   request.guard_fd = guard->socket();
-  request.exec_by = Clock::now();
+  request.start_by = Clock::now();
   CHECK(spawn_process(request).error == SpawnResult::kPastDeadline);
-  request.exec_by = Clock::now() + std::chrono::seconds(60);
+  request.start_by = Clock::now() + std::chrono::seconds(60);
   const SpawnResult started = spawn_process(request);
   REQUIRE(started.pid > 0);
   CHECK(started.error == 0);
@@ -270,8 +270,8 @@ TEST_CASE("a child that finds the fence's deadline passed does not exec; one bef
   std::string path;
   const auto containment = round_cgroup(path);
   if (!containment) return;
-  SpawnRequest in_cgroup = sleep_in(*containment);
-  in_cgroup.exec_by = Clock::now();
+  StartRequest in_cgroup = sleep_in(*containment);
+  in_cgroup.start_by = Clock::now();
   CHECK(spawn_process(in_cgroup).error == SpawnResult::kPastDeadline);
 }
 
@@ -282,7 +282,7 @@ TEST_CASE("with a cgroup, ddprun's connection ends only after the cgroup's proce
   const auto containment = round_cgroup(path);
   if (!containment) return;
   TestGuard guard(path);
-  const SpawnRequest request = sleep_in(*containment);
+  const StartRequest request = sleep_in(*containment);
   const SpawnResult worker = spawn_process(request);
   REQUIRE(worker.pid > 0);
   const Connection c = connect_loopback();

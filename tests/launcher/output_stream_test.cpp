@@ -20,10 +20,12 @@
 
 #include "output/output_stream.hpp"
 #include "output/output_writer.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 #include "read_all.hpp"
 
 using namespace ddprun::launcher;
+using ddprun::Pipe;
+using ddprun::UniqueFd;
 
 TEST_CASE("an output stream prefixes whole lines for the console and keeps the file as written") {
   asio::io_context io;

@@ -23,10 +23,12 @@
 #include <asio/io_context.hpp>
 
 #include "output/output_writer.hpp"
-#include "process/unique_fd.hpp"
+#include "ddprun/unique_fd.hpp"
 #include "read_all.hpp"
 
 using namespace ddprun::launcher;
+using ddprun::Pipe;
+using ddprun::UniqueFd;
 
 namespace {
 

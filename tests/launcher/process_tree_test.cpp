@@ -110,3 +110,47 @@ TEST_CASE("what a gone ddprun left: its pid in the name, when no process has tha
   }
   CHECK(pid_namespace().find_first_not_of("0123456789") == std::string::npos);
 }
+
+TEST_CASE("/proc/PID/stat: state, parent, group and the arguments' bounds, whatever the name holds") {
+  const std::string tail =
+      " 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 26107 3133440 415 18446744073709551615 94862519242752 "
+      "94862519262633 140721108752880 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 94862519278640 94862519280256 "
+      "94862814568448 140721108757116 140721108757136 140721108757136 140721108758507 0\n";
+  const auto stat = parse_proc_stat("11277 (cat) R 11273 11270 6079" + tail);
+  REQUIRE(stat);
+  CHECK(stat->pid == 11277);
+  CHECK(stat->state == 'R');
+  CHECK(stat->parent == 11273);
+  CHECK(stat->process_group == 11270);
+  CHECK(stat->arg_start == 140721108757116ULL);
+  CHECK(stat->arg_end == 140721108757136ULL);
+
+  // A name may hold spaces, parentheses and a newline: the fields start after the last ')'.
+  const auto odd = parse_proc_stat("42 (a) Z (b\n) Z 1 42 6079" + tail);
+  REQUIRE(odd);
+  CHECK(odd->state == 'Z');
+  CHECK(odd->parent == 1);
+  CHECK(odd->process_group == 42);
+
+  // Before Linux 3.5, no arguments' bounds.
+  const auto old = parse_proc_stat("7 (sh) S 1 7 7 0 -1 4194304");
+  REQUIRE(old);
+  CHECK(old->arg_start == 0);
+  CHECK(old->arg_end == 0);
+
+  CHECK_FALSE(parse_proc_stat(""));
+  CHECK_FALSE(parse_proc_stat("12 (cut short"));
+  CHECK_FALSE(parse_proc_stat("12 (x) S"));
+}
+
+TEST_CASE("this process's own /proc/PID/stat, and among every process's") {
+  const auto self = proc_stat(::getpid());
+  REQUIRE(self);
+  CHECK(self->pid == ::getpid());
+  CHECK(self->parent == ::getppid());
+  CHECK(self->process_group == ::getpgrp());
+  CHECK(self->arg_start > 0);
+  CHECK(self->arg_end > self->arg_start);
+  const auto all = all_proc_stats();
+  CHECK(std::any_of(all.begin(), all.end(), [](const ProcStat& p) { return p.pid == ::getpid(); }));
+}

@@ -1,8 +1,9 @@
-"""The warm interpreter's last look at the fence's deadline (zygote.hpp: ForkRequest::start_by), with
-the real _ddprun_zygote.py and this test in ddprun's place: a worker whose START_BY has passed when
-it is made is killed (SIGKILL) before the program's first line; one before it, or without one, runs
-the program. (ddprun checks the deadline before it asks, but may be stopped between its check and
-the fork: the end-to-end case for a spawned worker is partition_test.sh's stall_fork_b.)
+"""The warm interpreter's last look at the fence's deadline (start_request.hpp:
+StartRequest::start_by, sent as START_BY), with the real _ddprun_zygote.py and this test in ddprun's
+place: a worker whose START_BY has passed when it is made is killed (SIGKILL) before the program's
+first line; one before it, or without one, runs the program. (ddprun checks the deadline before it
+asks, but may be stopped between its check and the fork: the end-to-end case for a spawned worker
+is partition_test.sh's stall_fork_b.)
 
 usage: zygote_start_by_test.py PYTHON BOOTSTRAP_FOLDER. Skipped (77) where PYTHON has no torch.
 """

@@ -1,12 +1,17 @@
-// A move-only owner of one file descriptor; closes it on destruction.
+// A move-only owner of one file descriptor, and a close-on-exec pipe of two: what every part that
+// holds a descriptor uses (the launcher's processes, output and hang watch; elastic/ may too).
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <system_error>
 #include <utility>
 
-namespace ddprun::launcher {
+namespace ddprun {
 
+// Closes its descriptor on destruction.
 class UniqueFd {
  public:
   UniqueFd() = default;
@@ -32,11 +37,16 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// A pipe whose both ends are close-on-exec. Throws std::system_error.
+// A pipe whose both ends are close-on-exec.
 struct Pipe {
   UniqueFd read_end;
   UniqueFd write_end;
-  static Pipe create();
+  // Throws std::system_error.
+  static Pipe create() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe2");
+    return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  }
 };
 
-}  // namespace ddprun::launcher
+}  // namespace ddprun
