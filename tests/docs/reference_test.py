@@ -77,7 +77,9 @@ for event in sorted(events):
         missing.append(f"event {event}: not a row of docs/reference/event-log.md")
 
 failures_page = (docs / "guides" / "failures.md").read_text()
-kinds = re.findall(r'\{FailureKind::k\w+, "([a-z_]+)"', (root / "config/include/ddprun/failure_kind.hpp").read_text())
+kinds = re.findall(r'X\(k\w+, "([a-z_]+)"', (root / "config/include/ddprun/failure_kind.hpp").read_text())
+if not kinds:
+    missing.append("failure kinds: none found in config/include/ddprun/failure_kind.hpp's DDPRUN_FAILURE_KINDS")
 for kind in kinds:
     if f"`{kind}`" not in failures_page:
         missing.append(f"failure kind {kind}: not in docs/guides/failures.md")

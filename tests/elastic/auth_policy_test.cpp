@@ -6,13 +6,14 @@
 #include <vector>
 
 #include "auth/auth_policy.hpp"
+#include "backends.hpp"
 
 namespace ddprun::elastic {
 namespace {
 
 struct Row {
   const char* name;
-  Backend backend;
+  AuthStance stance;
   AuthMode requested;
   bool secret;
   const char* slurm_job;
@@ -26,7 +27,8 @@ struct Row {
 
 TEST_CASE("choose_auth: the rules as a table") {
   using A = AuthMode;
-  const Backend tcp = Backend::kC10d, st = Backend::kStatic, etcd = Backend::kEtcd;
+  const AuthStance tcp = backend_entry(Backend::kC10d).auth, st = backend_entry(Backend::kStatic).auth,
+                   etcd = backend_entry(Backend::kEtcd).auth;
   const std::vector<Row> rows = {
       {"etcd, nothing asked", etcd, A::kAuto, false, "42", "", false, "", A::kNone, ""},
       {"etcd with a secret: said to have no effect", etcd, A::kAuto, true, "", "", false, "", A::kNone,
@@ -57,7 +59,7 @@ TEST_CASE("choose_auth: the rules as a table") {
   for (const Row& row : rows) {
     CAPTURE(row.name);
     AuthInputs in;
-    in.backend = row.backend;
+    in.stance = row.stance;
     in.requested = row.requested;
     in.has_secret = row.secret;
     in.secret_source = "secret_file";

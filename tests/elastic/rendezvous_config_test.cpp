@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "core/node_identity.hpp"
+#include "etcd/etcd_backend.hpp"
+#include "tcp/tcp_backends.hpp"
 #include <unistd.h>
 
 #include <cstdio>
@@ -181,22 +183,22 @@ TEST_CASE("--rdzv_backend=etcd: members, TLS and user from --rdzv_conf, and what
   CHECK_NOTHROW(validate(c));
 
   apply_rdzv_conf("protocol=https,cacert=/ca.pem,cert=/c.pem,key=/k.pem,user=u,password=p", c);
-  CHECK(c.etcd.protocol == "https");
-  CHECK(c.etcd.cacert == "/ca.pem");
-  CHECK(c.etcd.cert == "/c.pem");
-  CHECK(c.etcd.key == "/k.pem");
-  CHECK(c.etcd.user == "u");
-  CHECK(c.etcd.password == "p");
+  CHECK(etcd_settings(c).protocol == "https");
+  CHECK(etcd_settings(c).cacert == "/ca.pem");
+  CHECK(etcd_settings(c).cert == "/c.pem");
+  CHECK(etcd_settings(c).key == "/k.pem");
+  CHECK(etcd_settings(c).user == "u");
+  CHECK(etcd_settings(c).password == "p");
   CHECK_NOTHROW(validate(c));
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("protocol=ftp", c), "--rdzv_conf protocol=ftp: expected http or https",
                        RendezvousConfigError);
 
   RendezvousConfig half = c;
-  half.etcd.key.clear();
+  half.backend_conf.erase("key");
   CHECK_THROWS_WITH_AS(validate(half), "--rdzv_conf cert= and key= go together: the client certificate and its key",
                        RendezvousConfigError);
   half = c;
-  half.etcd.password.clear();
+  half.backend_conf.erase("password");
   CHECK_THROWS_WITH_AS(validate(half), "--rdzv_conf user= and password= go together", RendezvousConfigError);
 
   // password_file: the password out of `ps`; one source only; a small regular file.
@@ -209,7 +211,7 @@ TEST_CASE("--rdzv_backend=etcd: members, TLS and user from --rdzv_conf, and what
     RendezvousConfig from_file;
     apply_rdzv_conf(std::string("user=u,password_file=") + path, from_file);
     load_secret(from_file, nullptr);
-    CHECK(from_file.etcd.password == "s3cret");
+    CHECK(etcd_settings(from_file).password == "s3cret");
     RendezvousConfig both;
     apply_rdzv_conf(std::string("user=u,password=p,password_file=") + path, both);
     CHECK_THROWS_WITH_AS(load_secret(both, nullptr), doctest::Contains("two sources of one password"),

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,22 +15,42 @@
 
 namespace ddprun {
 
-enum class FailureKind {
-  kSyntaxError,        // SyntaxError, IndentationError, TabError: not retryable
-  kImportError,        // ModuleNotFoundError, ImportError: not retryable
-  kPythonException,    // any other Python exception, with its type
-  kCudaOom,            // torch's OutOfMemoryError, "CUDA out of memory"
-  kHostOom,            // the kernel's out-of-memory killer
-  kNcclError,          // NCCL errors, DistBackendError, the NCCL watchdog's collective timeouts
-  kCudaError,          // a CUDA error other than out of memory: an illegal access, a launch failure, ECC
-  kCollectiveTimeout,  // gloo's and the worker library's collective timeouts
-  kSegfault,           // SIGSEGV, SIGBUS, SIGILL, SIGFPE
-  kAbort,              // SIGABRT
-  kKilled,             // SIGKILL, SIGTERM or another signal sent from outside ddprun
-  kHang,               // no progress within --hang_timeout
-  kExitCode,           // a plain non-zero exit
-  kConsequence,        // failed only because another rank did (its peer closed the connection)
-};
+// The kinds, each once with all it means, in one list that makes both the enum and the table of
+// its rows (below), so that a kind cannot be added without its row.
+//   X(enumerator, name, retryable, hardware_like, consequence)
+//   syntax_error: SyntaxError, IndentationError, TabError: not retryable
+//   import_error: ModuleNotFoundError, ImportError: not retryable
+//   python_exception: any other Python exception, with its type
+//   cuda_oom: torch's OutOfMemoryError, "CUDA out of memory"
+//   host_oom: the kernel's out-of-memory killer
+//   nccl_error: NCCL errors, DistBackendError, the NCCL watchdog's collective timeouts
+//   cuda_error: a CUDA error other than out of memory: an illegal access, a launch failure, ECC
+//   collective_timeout: gloo's and the worker library's collective timeouts
+//   segfault: SIGSEGV, SIGBUS, SIGILL, SIGFPE
+//   abort: SIGABRT
+//   killed: SIGKILL, SIGTERM or another signal sent from outside ddprun
+//   hang: no progress within --hang_timeout
+//   exit_code: a plain non-zero exit
+//   consequence: failed only because another rank did (its peer closed the connection)
+#define DDPRUN_FAILURE_KINDS(X)                                   \
+  X(kSyntaxError, "syntax_error", false, false, false)            \
+  X(kImportError, "import_error", false, false, false)            \
+  X(kPythonException, "python_exception", true, false, false)     \
+  X(kCudaOom, "cuda_oom", true, false, false)                     \
+  X(kHostOom, "host_oom", true, true, false)                      \
+  X(kNcclError, "nccl_error", true, true, false)                  \
+  X(kCudaError, "cuda_error", true, true, false)                  \
+  X(kCollectiveTimeout, "collective_timeout", true, false, false) \
+  X(kSegfault, "segfault", true, true, false)                     \
+  X(kAbort, "abort", true, true, false)                           \
+  X(kKilled, "killed", true, false, false)                        \
+  X(kHang, "hang", true, true, false)                             \
+  X(kExitCode, "exit_code", true, false, false)                   \
+  X(kConsequence, "consequence", true, false, true)
+
+#define DDPRUN_FAILURE_KIND_ENUMERATOR(kind, name, retryable, hardware_like, consequence) kind,
+enum class FailureKind { DDPRUN_FAILURE_KINDS(DDPRUN_FAILURE_KIND_ENUMERATOR) };
+#undef DDPRUN_FAILURE_KIND_ENUMERATOR
 
 namespace failure_kind_detail {
 
@@ -42,32 +62,11 @@ struct KindRow {
   bool consequence;
 };
 
-// The vocabulary: every kind once, in the enum's order, with all it means.
-inline constexpr std::array<KindRow, 14> kKinds = {{
-    //                                 name                retryable hardware consequence
-    {FailureKind::kSyntaxError, "syntax_error", false, false, false},
-    {FailureKind::kImportError, "import_error", false, false, false},
-    {FailureKind::kPythonException, "python_exception", true, false, false},
-    {FailureKind::kCudaOom, "cuda_oom", true, false, false},
-    {FailureKind::kHostOom, "host_oom", true, true, false},
-    {FailureKind::kNcclError, "nccl_error", true, true, false},
-    {FailureKind::kCudaError, "cuda_error", true, true, false},
-    {FailureKind::kCollectiveTimeout, "collective_timeout", true, false, false},
-    {FailureKind::kSegfault, "segfault", true, true, false},
-    {FailureKind::kAbort, "abort", true, true, false},
-    {FailureKind::kKilled, "killed", true, false, false},
-    {FailureKind::kHang, "hang", true, true, false},
-    {FailureKind::kExitCode, "exit_code", true, false, false},
-    {FailureKind::kConsequence, "consequence", true, false, true},
-}};
-
-constexpr bool in_enum_order() {
-  for (std::size_t i = 0; i < kKinds.size(); ++i) {
-    if (static_cast<std::size_t>(kKinds[i].kind) != i) return false;
-  }
-  return true;
-}
-static_assert(in_enum_order(), "kKinds holds every kind at its enum's value");
+#define DDPRUN_FAILURE_KIND_ROW(kind, name, retryable, hardware_like, consequence) \
+  KindRow{FailureKind::kind, name, retryable, hardware_like, consequence},
+// Every kind once, at its enum's value (both come from the one list above).
+inline constexpr KindRow kKinds[] = {DDPRUN_FAILURE_KINDS(DDPRUN_FAILURE_KIND_ROW)};
+#undef DDPRUN_FAILURE_KIND_ROW
 
 constexpr const KindRow& row(FailureKind kind) { return kKinds[static_cast<std::size_t>(kind)]; }
 

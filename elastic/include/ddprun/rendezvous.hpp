@@ -176,7 +176,8 @@ class Rendezvous {
     // spares or quarantined nodes changed. Unset: nothing is said.
     std::function<void(const JobMembership&)> membership;
     // A line of ddprun's own about the rendezvous (ending in '\n'), for the launcher's
-    // console; called at once, on the loop. Unset: standard error.
+    // console; called at once, on the loop. Unset: nothing is said (elastic/ writes nowhere of
+    // its own).
     std::function<void(const std::string& line)> say;
   };
   virtual ~Rendezvous() = default;

@@ -4,6 +4,7 @@
 // validate() before make_rendezvous() uses it.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,26 +20,12 @@ namespace ddprun::elastic {
 // source shares (config/include/ddprun/parse.hpp).
 using RendezvousConfigError = config::UsageError;
 
-// torchrun's backend names (config/include/ddprun/rdzv_backend.hpp parses them). static and
-// c10d are served by ddprun's own TCP rendezvous; they differ in who hosts it (see
-// RendezvousConfig::hosts) and in that static needs a fixed node count. etcd keeps the job's
-// state in an etcd cluster, through etcd's v3 API.
+// torchrun's backend names (config/include/ddprun/rdzv_backend.hpp parses them). What each one
+// is, reads and checks is its row in the table of backends (src/backends.cpp).
 using Backend = config::RdzvBackend;
 
 inline constexpr int kDefaultEndpointPort = 29400;  // torchrun's c10d default
 inline constexpr int kDefaultMasterPort = 29500;    // torchrun's --master_port default
-inline constexpr int kDefaultEtcdPort = 2379;       // etcd's client port
-
-// How to reach etcd (--rdzv_backend=etcd), from --rdzv_conf.
-struct EtcdSettings {
-  std::string protocol = "http";  // protocol=http|https
-  std::string cacert;             // cacert=PATH: CA bundle that signed the members' certificates
-  std::string cert;               // cert=PATH, key=PATH: this node's client certificate (mutual TLS)
-  std::string key;
-  std::string user;               // user=NAME, password=TEXT: etcd's own authentication
-  std::string password;
-  std::string password_file;      // password_file=PATH: the password from a file (not in `ps`)
-};
 
 // Every time limit of the rendezvous, in seconds, each settable as --rdzv_conf KEY=VALUE.
 struct RendezvousTimeouts {
@@ -133,7 +120,10 @@ struct RendezvousConfig {
   // when it can go on without it (core/quarantine.hpp). 0 (either): never.
   int quarantine_after = 2;
   double quarantine_window = 600;
-  EtcdSettings etcd;  // --rdzv_backend=etcd only
+  // The --rdzv_conf keys a backend's row adds (src/backends.cpp lists the rows), by name, as
+  // given once their row has checked them (a password_file's password as "password"); the
+  // backend reads its own into its settings when it is made.
+  std::map<std::string, std::string> backend_conf;
 };
 
 // "host[:port]" split; "[v6addr]:port" accepted.
@@ -144,12 +134,11 @@ struct Endpoint {
 // Throws RendezvousConfigError, naming --rdzv_endpoint, on an empty host or a bad port.
 Endpoint parse_endpoint(std::string_view text, int default_port);
 
-// --rdzv_endpoint of the etcd backend: "HOST[:PORT][,HOST[:PORT]...]", one per etcd member
-// (2379 when no port). Throws RendezvousConfigError on an empty list or a bad member.
-std::vector<Endpoint> etcd_endpoints(const RendezvousConfig& config);
+// The functions below that depend on the backend are defined in src/backends.cpp, which consults
+// the backend's row.
 
-// Where the nodes meet: --rdzv_endpoint, or for the static backend without one,
-// --master_addr:--master_port (as torchrun does).
+// Where the nodes meet: --rdzv_endpoint (the etcd backend: its first member), or for the static
+// backend without one, --master_addr:--master_port (as torchrun does).
 Endpoint rendezvous_endpoint(const RendezvousConfig& config);
 
 // MASTER_ADDR and MASTER_PORT of a single-node job; port 0: a free port, picked and held by
@@ -162,24 +151,25 @@ Endpoint single_node_master(const RendezvousConfig& config);
 // Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
 // close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
 // (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
-// max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, the etcd backend's protocol (http|https), cacert,
-// cert, key (paths), user and password (or password_file, a path), and
-// torchrun's `timeout` as another name for join_timeout. torchrun's keys that configure its own
+// max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, then
+// every backend row's own (the etcd backend's protocol (http|https), cacert, cert, key (paths),
+// user and password (or password_file, a path)), and torchrun's `timeout` as another name for
+// join_timeout. torchrun's keys that configure its own
 // store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
 // and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on
 // any other key or a bad value.
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config);
 
 // Fills config.secret from config.secret_file when set (trailing newlines dropped), else from
-// `env_secret` (DDPRUN_RDZV_SECRET; null when unset), and etcd's password from password_file
-// when set. Throws RendezvousConfigError when a file is not a regular file of at most 64 KiB,
+// `env_secret` (DDPRUN_RDZV_SECRET; null when unset), and the files the backends' keys name
+// (etcd's password from password_file) when set. Throws RendezvousConfigError when a file is not a regular file of at most 64 KiB,
 // cannot be read or is empty, or when both password and password_file are given.
 void load_secret(RendezvousConfig& config, const char* env_secret);
 
 // Decides how this node authenticates (config.auth; the rules: choose_auth() in
-// src/auth/auth_policy.hpp) and fills in munge_scope and munge_socket when it is MUNGE
-// (checking that munged answers). For the etcd backend: refuses auth=, and says that a secret
-// has no effect. `slurm_job_id`: SLURM_JOB_ID,
+// src/auth/auth_policy.hpp, the backend's stance from its row) and fills in munge_scope and
+// munge_socket when it is MUNGE (checking that munged answers). For a backend that its service
+// guards (etcd): refuses auth=, and says that a secret has no effect. `slurm_job_id`: SLURM_JOB_ID,
 // empty outside SLURM; `slurm_conf`: the path of slurm.conf, read for its AuthInfo socket when no
 // munge_socket is given (a file that cannot be read names none). Returns the line to print for the
 // user: the rendezvous is authenticated with MUNGE, or a warning that it is open and why. Throws
@@ -194,13 +184,5 @@ int connection_limit(const RendezvousConfig& config, long fd_limit);
 
 // Throws RendezvousConfigError naming the flag when the configuration cannot work.
 void validate(const RendezvousConfig& config);
-
-// Whether this node hosts the rendezvous server: as is_host says when given; for the static
-// backend, node_rank 0 does; otherwise a node hosts if it can when one of the endpoint's
-// addresses is this host's (an interface address, or --local_addr's). Such a node that finds
-// the port taken joins as a client instead: another launcher on the same machine got there first.
-enum class Hosting { kNo, kIfPortFree, kYes };
-Hosting hosts_rendezvous(const RendezvousConfig& config, const std::vector<std::string>& endpoint_addrs,
-                         const std::vector<std::string>& own_addrs);
 
 }  // namespace ddprun::elastic

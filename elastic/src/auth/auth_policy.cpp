@@ -27,16 +27,10 @@ AuthDecision open(std::string_view why) {
 }  // namespace
 
 AuthDecision choose_auth(const AuthInputs& in, const std::function<std::string()>& munge_problem) {
-  if (in.backend == Backend::kEtcd) {
-    if (in.requested != AuthMode::kAuto) {
-      throw RendezvousConfigError(
-          "--rdzv_conf auth= applies to the static and c10d backends; the etcd backend is guarded by etcd's "
-          "TLS and users (--rdzv_conf protocol=https,cacert=...,cert=...,key=..., user=..., password=...)");
-    }
+  if (!in.stance.ddprun_guards()) {
+    if (in.requested != AuthMode::kAuto) throw RendezvousConfigError(std::string(in.stance.auth_refused));
     AuthDecision d;
-    if (in.has_secret) {
-      d.line = "ddprun: the rendezvous secret has no effect with the etcd backend, which etcd's TLS and users guard";
-    }
+    if (in.has_secret) d.line = in.stance.secret_unused;
     return d;
   }
   if (in.has_secret) {
@@ -66,9 +60,10 @@ AuthDecision choose_auth(const AuthInputs& in, const std::function<std::string()
   return d;
 }
 
-std::string decide_auth(RendezvousConfig& config, const std::string& slurm_job_id, const std::string& slurm_conf) {
+std::string decide_auth(RendezvousConfig& config, const AuthStance& stance, const std::string& slurm_job_id,
+                        const std::string& slurm_conf) {
   AuthInputs in;
-  in.backend = config.backend;
+  in.stance = stance;
   in.requested = config.auth;
   in.has_secret = !config.secret.empty();
   in.secret_source = config.secret_file.empty() ? "DDPRUN_RDZV_SECRET" : "secret_file";

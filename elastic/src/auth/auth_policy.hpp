@@ -7,12 +7,14 @@
 #include <functional>
 #include <string>
 
+#include "core/backend_entry.hpp"
 #include "ddprun/rendezvous_config.hpp"
 
 namespace ddprun::elastic {
 
 struct AuthInputs {
-  Backend backend = Backend::kC10d;
+  // The backend's (its row's); by default ddprun's authentication guards it.
+  AuthStance stance;
   AuthMode requested = AuthMode::kAuto;  // --rdzv_conf auth
   bool has_secret = false;
   std::string secret_source;  // "secret_file" or "DDPRUN_RDZV_SECRET", for messages
@@ -27,8 +29,8 @@ struct AuthDecision {
 };
 
 // The multi-node rendezvous's authentication:
-//   etcd       none of ddprun's (etcd's TLS and users guard it): auth= is refused, a secret is
-//              said to have no effect
+//   a backend its service guards (its stance says so: etcd's TLS and users)
+//              none of ddprun's: auth= is refused, a secret is said to have no effect
 //   a secret   the secret, unless auth=munge or auth=none contradicts it (refused)
 //   auth=secret without a secret: refused
 //   auth=none  open, with a warning
@@ -38,5 +40,10 @@ struct AuthDecision {
 // `munge_problem` is called only where MUNGE is a candidate: "" when munged answers, else why it
 // cannot be used. Throws RendezvousConfigError when the choice cannot work.
 AuthDecision choose_auth(const AuthInputs& in, const std::function<std::string()>& munge_problem);
+
+// decide_auth (ddprun/rendezvous_config.hpp) for a backend of `stance`; src/backends.cpp passes
+// the chosen row's.
+std::string decide_auth(RendezvousConfig& config, const AuthStance& stance, const std::string& slurm_job_id,
+                        const std::string& slurm_conf);
 
 }  // namespace ddprun::elastic

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <iostream>
 
 #include "core/fence.hpp"
 #include "core/node_identity.hpp"
@@ -162,8 +161,7 @@ void NodeRendezvous::handle_message(const nlohmann::json& message, const std::fu
 }
 
 void NodeRendezvous::say(const std::string& line) const {
-  if (handlers_.say) return handlers_.say(line);
-  std::cerr << line;
+  if (handlers_.say) handlers_.say(line);
 }
 
 void NodeRendezvous::worker_failed(int round, const WorkerFailure& failure) {

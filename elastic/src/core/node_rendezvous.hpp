@@ -66,7 +66,7 @@ class NodeRendezvous : public Rendezvous {
     });
   }
 
-  // A line of ddprun's own (ending in '\n') on the launcher's console.
+  // A line of ddprun's own (ending in '\n'), through Handlers::say; nothing when it is unset.
   void say(const std::string& line) const;
 
   // Sends `message` (the wire protocol's, from this node) to the coordinator.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include "core/backend_entry.hpp"
 #include "ddprun/input_limits.hpp"
 #include "ddprun/parse.hpp"
 #include "ddprun/text.hpp"
@@ -15,15 +16,14 @@
 
 namespace ddprun::elastic {
 
-namespace {
-
-// One line naming the flag, what is wrong and what is accepted.
 RendezvousConfigError bad_endpoint(std::string_view endpoint, std::string_view problem) {
   return RendezvousConfigError(fmt::format(
       "--rdzv_endpoint={}: {}; expected HOST[:PORT] with PORT in 0..65535, an IPv6 address in brackets "
       "([::1]:29400)",
       shown(endpoint), problem));
 }
+
+namespace {
 
 int parse_port(std::string_view text, std::string_view endpoint) {
   const auto port = config::to_integer(text);
@@ -44,18 +44,19 @@ int conf_count(std::string_view key, std::string_view value) {
 
 bool conf_bool(std::string_view key, std::string_view value) { return config::parse_bool(conf_name(key), value); }
 
+}  // namespace
+
 std::string conf_path(std::string_view key, std::string_view value) {
   if (value.empty()) throw RendezvousConfigError(fmt::format("--rdzv_conf {}=: expected a path", key));
   return std::string(value);
 }
 
-}  // namespace
+void conf_choice(std::string_view key, std::string_view value, std::initializer_list<std::string_view> choices) {
+  config::parse_choice(conf_name(key), value, choices);
+}
 
-namespace {
-
-// The text of a small file the user names in --rdzv_conf KEY=PATH (a secret, a password), its
-// trailing newlines dropped. A regular file of at most 64 KiB: /dev/zero, a FIFO nobody writes
-// or a huge file would otherwise hang ddprun or fill its memory.
+// A regular file of at most 64 KiB: /dev/zero, a FIFO nobody writes or a huge file would
+// otherwise hang ddprun or fill its memory.
 std::string read_secret_file(const char* key, const std::string& path, const char* what) {
   constexpr std::size_t kMaxBytes = 64 * 1024;
   const auto fail = [&](const std::string& problem) {
@@ -76,14 +77,9 @@ std::string read_secret_file(const char* key, const std::string& path, const cha
   return text;
 }
 
-}  // namespace
-
-void load_secret(RendezvousConfig& config, const char* env_secret) {
-  if (!config.etcd.password_file.empty()) {
-    if (!config.etcd.password.empty()) {
-      throw RendezvousConfigError("--rdzv_conf password= and password_file= are two sources of one password; give one");
-    }
-    config.etcd.password = read_secret_file("password_file", config.etcd.password_file, "etcd's password");
+void load_secret(RendezvousConfig& config, const char* env_secret, const std::vector<BackendEntry>& backends) {
+  for (const BackendEntry& backend : backends) {
+    if (backend.load_files) backend.load_files(config);
   }
   if (config.secret_file.empty()) {
     config.secret = env_secret ? env_secret : "";
@@ -131,54 +127,15 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
   return e;
 }
 
-namespace {
-int static_master_port(const RendezvousConfig& config) {
-  return config.master_port > 0 ? config.master_port : kDefaultMasterPort;
-}
-}  // namespace
-
-std::vector<Endpoint> etcd_endpoints(const RendezvousConfig& config) {
-  std::vector<Endpoint> members;
-  std::string_view list = config.endpoint;
-  while (!list.empty()) {
-    const auto comma = list.find(',');
-    const std::string_view item = trim(list.substr(0, comma), " \t");
-    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-    if (!item.empty()) members.push_back(parse_endpoint(item, kDefaultEtcdPort));
-  }
-  if (members.empty()) {
-    throw RendezvousConfigError(
-        "the etcd rendezvous backend needs --rdzv_endpoint=HOST[:PORT][,HOST[:PORT]...], the etcd members' client "
-        "addresses");
-  }
-  return members;
-}
-
-Endpoint rendezvous_endpoint(const RendezvousConfig& config) {
-  if (config.backend == Backend::kEtcd) return etcd_endpoints(config).front();
-  if (!config.endpoint.empty()) {
-    return parse_endpoint(config.endpoint, config.backend == Backend::kStatic ? static_master_port(config)
-                                                                             : kDefaultEndpointPort);
-  }
-  if (config.backend == Backend::kStatic) return Endpoint{config.master_addr, static_master_port(config)};
-  throw RendezvousConfigError("the c10d rendezvous backend needs --rdzv_endpoint=HOST[:PORT]");
-}
-
-Endpoint single_node_master(const RendezvousConfig& config) {
-  if (config.backend == Backend::kStatic && !config.endpoint.empty()) {
-    return parse_endpoint(config.endpoint, config.master_port);
-  }
-  return Endpoint{config.master_addr, config.master_port};
+OneNodeMaster one_node_master(const RendezvousConfig& config, const BackendEntry& backend) {
+  if (backend.one_node_master) return backend.one_node_master(config);
+  return {Endpoint{config.master_addr, config.master_port}, false};
 }
 
 namespace {
 
-// --rdzv_conf's keys, in the order the message for an unknown key lists them.
-struct ConfKey {
-  const char* name;
-  const char* alias;  // torchrun's other name for it, or nullptr
-  void (*apply)(std::string_view key, std::string_view value, RendezvousConfig& config);
-};
+// The job's --rdzv_conf keys, whatever its backend, in the order the message for an unknown key
+// lists them (the backends' rows follow).
 using K = std::string_view;
 using C = RendezvousConfig&;
 const ConfKey kConfKeys[] = {
@@ -202,22 +159,12 @@ const ConfKey kConfKeys[] = {
     {"quarantine_after", nullptr, [](K k, K v, C c) { c.quarantine_after = conf_count(k, v); }},
     {"quarantine_window", nullptr,
      [](K k, K v, C c) { c.quarantine_window = conf_seconds(k, v, config::Zero::kAllowed); }},
-    {"protocol", nullptr,
-     [](K k, K v, C c) {
-       config::parse_choice(conf_name(k), v, {"http", "https"});
-       c.etcd.protocol = v;
-     }},
-    {"cacert", nullptr, [](K k, K v, C c) { c.etcd.cacert = conf_path(k, v); }},
-    {"cert", nullptr, [](K k, K v, C c) { c.etcd.cert = conf_path(k, v); }},
-    {"key", nullptr, [](K k, K v, C c) { c.etcd.key = conf_path(k, v); }},
-    {"user", nullptr, [](K, K v, C c) { c.etcd.user = v; }},
-    {"password", nullptr, [](K, K v, C c) { c.etcd.password = v; }},
-    {"password_file", nullptr, [](K k, K v, C c) { c.etcd.password_file = conf_path(k, v); }},
 };
 
 }  // namespace
 
-std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config) {
+std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config,
+                                         const std::vector<BackendEntry>& backends) {
   std::vector<std::string> ignored;
   while (!conf.empty()) {
     const auto comma = conf.find(',');
@@ -235,28 +182,28 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
       ignored.emplace_back(key);
       continue;
     }
-    const auto* setting = std::find_if(std::begin(kConfKeys), std::end(kConfKeys), [&](const ConfKey& k) {
-      return key == k.name || (k.alias != nullptr && key == k.alias);
+    std::vector<const ConfKey*> keys;
+    for (const ConfKey& k : kConfKeys) keys.push_back(&k);
+    for (const BackendEntry& backend : backends) {
+      for (const ConfKey& k : backend.keys) keys.push_back(&k);
+    }
+    const auto setting = std::find_if(keys.begin(), keys.end(), [&](const ConfKey* k) {
+      return key == k->name || (k->alias != nullptr && key == k->alias);
     });
-    if (setting == std::end(kConfKeys)) {
+    if (setting == keys.end()) {
       std::string known;
-      for (const ConfKey& k : kConfKeys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k.name);
+      for (const ConfKey* k : keys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k->name);
       throw RendezvousConfigError(fmt::format("--rdzv_conf: unknown key '{}'; known keys: {}", shown(key), known));
     }
-    setting->apply(key, value, config);
+    (*setting)->apply(key, value, config);
   }
   return ignored;
 }
 
-void validate(const RendezvousConfig& c) {
+void validate(const RendezvousConfig& c, const BackendEntry& backend) {
   if (c.min_nodes < 1 || c.min_nodes > c.max_nodes) {
     throw RendezvousConfigError(
         fmt::format("--nnodes={}:{} needs 0 < MIN <= MAX", c.min_nodes, c.max_nodes));
-  }
-  if (c.backend == Backend::kStatic && c.min_nodes != c.max_nodes) {
-    throw RendezvousConfigError(fmt::format(
-        "--nnodes={}:{} needs --rdzv_backend=c10d; the static backend takes a fixed --nnodes=N", c.min_nodes,
-        c.max_nodes));
   }
   if (c.node_rank < -1 || c.node_rank >= c.max_nodes) {
     throw RendezvousConfigError(
@@ -268,12 +215,7 @@ void validate(const RendezvousConfig& c) {
         "--rdzv_conf spares={} needs --nnodes of 2 or more: a job of one node has no rendezvous to keep spares in",
         c.spares));
   }
-  if (c.spares > 0 && c.backend == Backend::kStatic) {
-    throw RendezvousConfigError(fmt::format(
-        "--rdzv_conf spares={} needs --rdzv_backend=c10d or etcd: the static backend gives every node a --node_rank "
-        "below --nnodes, and a spare has none",
-        c.spares));
-  }
+  if (backend.check_job) backend.check_job(c);
   if (c.max_restarts < 0) {
     throw RendezvousConfigError(fmt::format("--max_restarts={} must not be negative", c.max_restarts));
   }
@@ -299,52 +241,8 @@ void validate(const RendezvousConfig& c) {
         "--rdzv_conf heartbeat_interval={} must be at most half of heartbeat_timeout={}", t.heartbeat_interval,
         t.heartbeat_timeout));
   }
-  if (c.backend == Backend::kEtcd) {
-    if (c.max_nodes == 1) return;  // one node: in-process, etcd is not asked
-    if (!DDPRUN_ETCD) {
-      throw RendezvousConfigError(
-          "--rdzv_backend=etcd: this ddprun was built without the etcd rendezvous (DDPRUN_ETCD=OFF); use "
-          "--rdzv_backend=c10d or static, or a ddprun built with -DDDPRUN_ETCD=ON");
-    }
-    for (const Endpoint& e : etcd_endpoints(c)) {
-      if (e.port == 0) throw bad_endpoint(c.endpoint, "port 0 is no etcd member's port");
-    }
-    if (c.run_id.empty()) {
-      throw RendezvousConfigError("the etcd rendezvous needs --rdzv_id: it names the job's keys in etcd");
-    }
-    if ((c.etcd.cert.empty()) != (c.etcd.key.empty())) {
-      throw RendezvousConfigError("--rdzv_conf cert= and key= go together: the client certificate and its key");
-    }
-    if (c.etcd.user.empty() != c.etcd.password.empty()) {
-      throw RendezvousConfigError("--rdzv_conf user= and password= go together");
-    }
-    return;
-  }
-  if (!c.endpoint.empty()) parse_endpoint(c.endpoint, 0);  // throws for a bad one, on one node too
-  if (c.max_nodes == 1) return;  // a single node meets nobody: no endpoint, id or rank needed
-  const Endpoint endpoint = rendezvous_endpoint(c);
-  if (endpoint.port == 0) {
-    throw RendezvousConfigError(fmt::format(
-        "rendezvous endpoint {}:0: a multi-node job needs a fixed port that every node knows", endpoint.host));
-  }
-  if (c.backend == Backend::kC10d && c.run_id.empty()) {
-    throw RendezvousConfigError(
-        "a multi-node c10d rendezvous needs --rdzv_id, so that jobs sharing an endpoint stay apart");
-  }
-  if (c.backend == Backend::kStatic && c.node_rank < 0) {
-    throw RendezvousConfigError(fmt::format(
-        "the static rendezvous backend needs --node_rank (0 to {}) on every node", c.max_nodes - 1));
-  }
-}
-
-Hosting hosts_rendezvous(const RendezvousConfig& config, const std::vector<std::string>& endpoint_addrs,
-                         const std::vector<std::string>& own_addrs) {
-  if (config.is_host) return *config.is_host ? Hosting::kYes : Hosting::kNo;
-  if (config.backend == Backend::kStatic) return config.node_rank == 0 ? Hosting::kYes : Hosting::kNo;
-  const bool local = std::any_of(endpoint_addrs.begin(), endpoint_addrs.end(), [&](const std::string& addr) {
-    return std::find(own_addrs.begin(), own_addrs.end(), addr) != own_addrs.end();
-  });
-  return local ? Hosting::kIfPortFree : Hosting::kNo;
+  if (c.max_nodes > 1 && !backend.make) throw RendezvousConfigError(std::string(backend.unbuilt));
+  backend.check(c);
 }
 
 }  // namespace ddprun::elastic

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "ddprun/rendezvous_config.hpp"
+#include "etcd/etcd_backend.hpp"
 
 namespace ddprun::elastic::etcd {
 

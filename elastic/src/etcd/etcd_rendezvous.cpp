@@ -36,13 +36,17 @@ std::string random_node_id() {
 
 }  // namespace
 
+std::unique_ptr<Rendezvous> make_etcd_rendezvous(asio::io_context& io, const RendezvousConfig& config) {
+  return std::make_unique<EtcdRendezvous>(io, config);
+}
+
 EtcdRendezvous::EtcdRendezvous(asio::io_context& io, RendezvousConfig config)
     : NodeRendezvous(io),
       config_(std::move(config)),
       keys_(config_.run_id),
       id_(random_node_id()),
       ttl_(std::max(2, static_cast<int>(std::ceil(config_.timeouts.heartbeat_timeout)))),
-      client_(std::make_unique<etcd::EtcdClient>(etcd_endpoints(config_), config_.etcd)),
+      client_(std::make_unique<etcd::EtcdClient>(etcd_endpoints(config_), etcd_settings(config_))),
       join_timer_(io),
       retry_timer_(io),
       join_try_(kJoinTry),

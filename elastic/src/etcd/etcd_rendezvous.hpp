@@ -133,4 +133,7 @@ class EtcdRendezvous final : public NodeRendezvous, private CoordinatorTransport
   std::unique_ptr<etcd::LeaseKeeper> keeper_;  // from the lease's grant on
 };
 
+// An EtcdRendezvous, as the etcd row of src/backends.cpp makes it.
+std::unique_ptr<Rendezvous> make_etcd_rendezvous(asio::io_context& io, const RendezvousConfig& config);
+
 }  // namespace ddprun::elastic

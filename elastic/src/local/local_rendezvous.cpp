@@ -6,23 +6,22 @@
 
 namespace ddprun::elastic {
 
-LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config)
+LocalRendezvous::LocalRendezvous(asio::io_context& io, RendezvousConfig config, OneNodeMaster master)
     : io_(io),
       config_(std::move(config)),
+      master_(std::move(master)),
       host_(io, job_settings(config_), *this, CoordinatorHost::Deadlines::kRestartBackoff) {}
 
 void LocalRendezvous::join(Handlers handlers) {
   handlers_ = std::move(handlers);
   // One node: MASTER_ADDR is the static endpoint's host or --master_addr (127.0.0.1 unless
   // given), as with torchrun.
-  const Endpoint master = single_node_master(config_);
+  const Endpoint& master = master_.at;
   try {
     master_port_.emplace(io_, master.port, config_.agent_store);
   } catch (const std::system_error& e) {
-    const bool endpoint_has_port = config_.backend == Backend::kStatic && !config_.endpoint.empty() &&
-                                   parse_endpoint(config_.endpoint, -1).port >= 0;
     std::string why = fmt::format("could not reserve a free port for MASTER_PORT: {}", e.what());
-    if (master.port > 0 && endpoint_has_port) {
+    if (master.port > 0 && master_.port_from_endpoint) {
       why = fmt::format("--rdzv_endpoint={}: port {} is in use by another program ({}); pick another port",
                         config_.endpoint, master.port, e.what());
     } else if (master.port > 0) {

@@ -6,6 +6,7 @@
 #include <asio.hpp>
 #include <optional>
 
+#include "core/backend_entry.hpp"
 #include "core/coordinator_host.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "core/event_loop.hpp"
@@ -15,8 +16,9 @@ namespace ddprun::elastic {
 
 class LocalRendezvous final : public Rendezvous, private CoordinatorTransport {
  public:
-  // `config` must have passed validate() and have max_nodes == 1.
-  LocalRendezvous(asio::io_context& io, RendezvousConfig config);
+  // `config` must have passed validate() and have max_nodes == 1; `master`: its backend's
+  // MASTER_ADDR and MASTER_PORT for one node (core/backend_entry.hpp).
+  LocalRendezvous(asio::io_context& io, RendezvousConfig config, OneNodeMaster master);
 
   void join(Handlers handlers) override;
   void worker_failed(int round, const WorkerFailure& failure) override;
@@ -30,6 +32,7 @@ class LocalRendezvous final : public Rendezvous, private CoordinatorTransport {
   static constexpr NodeId kThisNode = 1;
   asio::io_context& io_;
   RendezvousConfig config_;
+  OneNodeMaster master_;
   Handlers handlers_;
   // The round starts as this node joins, and the launcher reporting its workers stopped is in
   // this process: only a restart's backoff is ever due.

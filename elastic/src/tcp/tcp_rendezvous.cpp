@@ -12,6 +12,7 @@
 #include "core/rendezvous_protocol.hpp"
 #include "ddprun/system.hpp"
 #include "store/tcpstore_greeting.hpp"
+#include "tcp/tcp_backends.hpp"
 
 namespace ddprun::elastic {
 
@@ -32,7 +33,7 @@ std::string describe(const asio::ip::tcp::endpoint& endpoint) {
 TcpRendezvous::TcpRendezvous(asio::io_context& io, RendezvousConfig config)
     : NodeRendezvous(io),
       config_(std::move(config)),
-      endpoint_(rendezvous_endpoint(config_)),
+      endpoint_(tcp_endpoint(config_)),
       endpoint_text_(fmt::format("{}:{}", endpoint_.host, endpoint_.port)),
       resolver_(io),
       connecting_(io),
