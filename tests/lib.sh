@@ -37,6 +37,16 @@ PY
 }
 # within LOW HIGH VALUE: LOW <= VALUE <= HIGH, in decimals.
 within() { python3 -c "import sys; sys.exit(not ($1 <= $3 <= $2))"; }
+# expect_stacks WHAT FILE PATTERN [FILE PATTERN]...: where py-spy is installed, each FILE must
+# match its PATTERN (expect_in: a hung worker's Python stack) and STACKS is ", WHAT"; without
+# py-spy nothing is checked and STACKS says so. For the case's ok line: ok "...$STACKS".
+expect_stacks() {
+  STACKS=" (no py-spy: stacks not checked)"
+  command -v py-spy >/dev/null || return 0
+  local what=$1; shift
+  while (($# >= 2)); do expect_in "$1" "$2"; shift 2; done
+  STACKS=", $what"
+}
 
 # free_tcp_port [AFTER]: a TCP port nothing has bound, below the kernel's range of automatic ports
 # (ip_local_port_range), so that no outgoing connection is given it later; from a random start,

@@ -26,7 +26,7 @@ import tempfile
 import time
 import urllib.request
 
-from benchlib import ROOT, compile_worker, free_port, written_stamps
+from benchlib import ROOT, compile_worker, free_port, terminate_all, written_stamps
 
 FORM_LIMIT = 60  # seconds: a job that has not formed by then is reported as not formed
 
@@ -143,10 +143,7 @@ def one_run(ddprun, worker, cluster, k, case):
                 time.sleep(0.005)
             return max(started) - t0
         finally:
-            for p in nodes:
-                p.terminate()
-            for p in nodes:
-                p.wait(timeout=60)
+            terminate_all(nodes)
             if case in ("kill", "kill-follower"):
                 cluster.procs[leader].wait()
                 cluster.start(leader)

@@ -159,10 +159,7 @@ def run_nodes_until_workers(commands, env, d, n):
             time.sleep(0.005)
         return max(stamps) - last_start
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=60)
+        terminate_all(procs)
 
 
 def restart_latency(make_cmd, worker, n, runs, startup, limit=60):

@@ -93,16 +93,27 @@ TEST_CASE("halted, no deadline fires") {
   CHECK(transport.finishes().empty());
 }
 
-TEST_CASE("a report is the coordinator's call, and a leave names its signal") {
+// h1 (the host) and h2 joined, no deadline due while a test runs: two of two, round 1 has started.
+struct TwoNodesJoined {
   asio::io_context io;
   Recorder transport;
-  JobSettings s = settings(2);
-  s.join_timeout = 600;
-  s.last_call_timeout = 600;
-  CoordinatorHost host(io, s, transport);
-  host.join(1, spec("h1"), Joiner::kHost);
-  host.join(2, spec("h2"), Joiner::kPeer);  // two of two: the round starts at once
-  REQUIRE(transport.delivered.back().size() == 2);
+  CoordinatorHost host{io, far_deadlines(), transport};
+
+  TwoNodesJoined() {
+    host.join(1, spec("h1"), Joiner::kHost);
+    host.join(2, spec("h2"), Joiner::kPeer);
+  }
+
+  static JobSettings far_deadlines() {
+    JobSettings s = settings(2);
+    s.join_timeout = 600;
+    s.last_call_timeout = 600;
+    return s;
+  }
+};
+
+TEST_CASE_FIXTURE(TwoNodesJoined, "a report is the coordinator's call, and a leave names its signal") {
+  REQUIRE(transport.delivered.back().size() == 2);  // the second join's: an assignment each
   host.receive(2, LeaveReport{15});
   bool stopped = false;
   for (const Message& m : transport.delivered.back()) {
@@ -115,15 +126,7 @@ TEST_CASE("a report is the coordinator's call, and a leave names its signal") {
   CHECK(stopped);
 }
 
-TEST_CASE("membership is told once per change") {
-  asio::io_context io;
-  Recorder transport;
-  JobSettings s = settings(2);
-  s.join_timeout = 600;
-  s.last_call_timeout = 600;
-  CoordinatorHost host(io, s, transport);
-  host.join(1, spec("h1"), Joiner::kHost);
-  host.join(2, spec("h2"), Joiner::kPeer);
+TEST_CASE_FIXTURE(TwoNodesJoined, "membership is told once per change") {
   CHECK(transport.memberships.empty());
   host.join(3, spec("h3"), Joiner::kPeer);  // the round is full: a spare
   REQUIRE(transport.memberships.size() == 1);

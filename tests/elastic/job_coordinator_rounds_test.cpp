@@ -243,21 +243,26 @@ TEST_CASE("quick joins and leaves are free up to max_membership_changes in a row
   settings.max_membership_changes = 2;
   const std::string joined3 = "membership_change: node h3 (10.0.0.3) joined; admitting it in the next round";
   const std::string lost3 = "node_lost: node h3 (10.0.0.3) was lost: it closed the connection";
+  // Both cases begin with two quick membership changes: h3 joins (ending round 1), then is lost
+  // (ending round 2). Each SUBCASE runs the test case from its top, so on a script of its own.
+  Script script(settings);
+  play(script, {
+      {"join 1", {}},
+      {"join 2", {}},
+      {"@30 tick", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                    "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"@31 join 3", {"n1 stop round=1 " + joined3, "n2 stop round=1 " + joined3}},
+      {"stopped 1 1", {}},
+      {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
+                       "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
+                       "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
+      {"@32 gone 3", {"n1 stop round=2 " + lost3, "n2 stop round=2 " + lost3}},
+      {"stopped 1 2", {}},
+      {"stopped 2 2", {"n1 assign round=3 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                       "n2 assign round=3 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+  });
   SUBCASE("churn spends the budget, then ends the job") {
-    play(settings, {
-        {"join 1", {}},
-        {"join 2", {}},
-        {"@30 tick", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
-                      "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
-        {"@31 join 3", {"n1 stop round=1 " + joined3, "n2 stop round=1 " + joined3}},
-        {"stopped 1 1", {}},
-        {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
-                         "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
-                         "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
-        {"@32 gone 3", {"n1 stop round=2 " + lost3, "n2 stop round=2 " + lost3}},
-        {"stopped 1 2", {}},
-        {"stopped 2 2", {"n1 assign round=3 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
-                         "n2 assign round=3 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+    play(script, {
         {"@33 join 3", {"n1 stop round=3 " + joined3, "n2 stop round=3 " + joined3}},
         {"stopped 1 3", {}},
         {"stopped 2 3", {"n1 assign round=4 restarts=1 group=0/3 ranks=0/6 master=10.0.0.1:1001",
@@ -277,20 +282,7 @@ TEST_CASE("quick joins and leaves are free up to max_membership_changes in a row
     });
   }
   SUBCASE("a round that ran for the last-call window is progress: the count starts again") {
-    play(settings, {
-        {"join 1", {}},
-        {"join 2", {}},
-        {"@30 tick", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
-                      "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
-        {"@31 join 3", {"n1 stop round=1 " + joined3, "n2 stop round=1 " + joined3}},
-        {"stopped 1 1", {}},
-        {"stopped 2 1", {"n1 assign round=2 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",
-                         "n2 assign round=2 restarts=0 group=1/3 ranks=2/6 master=10.0.0.1:1001",
-                         "n3 assign round=2 restarts=0 group=2/3 ranks=4/6 master=10.0.0.1:1001"}},
-        {"@32 gone 3", {"n1 stop round=2 " + lost3, "n2 stop round=2 " + lost3}},
-        {"stopped 1 2", {}},
-        {"stopped 2 2", {"n1 assign round=3 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
-                         "n2 assign round=3 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+    play(script, {
         {"@100 join 3", {"n1 stop round=3 " + joined3, "n2 stop round=3 " + joined3}},
         {"stopped 1 3", {}},
         {"stopped 2 3", {"n1 assign round=4 restarts=0 group=0/3 ranks=0/6 master=10.0.0.1:1001",

@@ -36,16 +36,24 @@ def node(name, group_rank, nodes, ranks, my_ranks, pid0, start, end, number=1, d
     return [name, events, records]
 
 
+def rounds(first, *later):
+    """One node's history over several rounds, from node() of each: its events, then its records,
+    in round order."""
+    name, events, records = first[0], list(first[1]), list(first[2])
+    for n in later:
+        events += n[1]
+        records += n[2]
+    return [name, events, records]
+
+
 def clean():
     return [node("a", 0, 2, 4, [0, 1], 100, 10.0, 20.0), node("b", 1, 2, 4, [2, 3], 200, 10.0, 20.0)]
 
 
 def replaced_by_spare(b_end, b_logged_exit=True):
     """Round 1: a and b; b cut off, its ranks 2 and 3 go to spare c in round 2 (from 30.0)."""
-    a = node("a", 0, 2, 4, [0, 1], 100, 10.0, 29.0, done=False, exit_code=None)
-    a2 = node("a", 0, 2, 4, [0, 1], 110, 30.0, 40.0, number=2)
-    a[1] += a2[1]
-    a[2] += a2[2]
+    a = rounds(node("a", 0, 2, 4, [0, 1], 100, 10.0, 29.0, done=False, exit_code=None),
+               node("a", 0, 2, 4, [0, 1], 110, 30.0, 40.0, number=2))
     b = node("b", 1, 2, 4, [2, 3], 200, 10.0, b_end, done=False, exit_code=69)
     if not b_logged_exit:
         b[1] = [e for e in b[1] if e["event"] != "worker_exited"]
@@ -105,23 +113,15 @@ CASES = [
      [node("a", 0, 3, 4, [0, 1], 100, 10.0, 20.0), node("b", 1, 3, 4, [2, 3], 200, 10.0, 20.0)], True,
      ["round 1: group world size 3, but 2 nodes started it"]),
     ("an earlier round that a member never started (lost before its assignment came)",
-     [["a", node("a", 0, 3, 6, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[1]
-       + node("a", 0, 2, 4, [0, 1], 110, 20.0, 30.0, number=2)[1],
-       node("a", 0, 3, 6, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[2]
-       + node("a", 0, 2, 4, [0, 1], 110, 20.0, 30.0, number=2)[2]],
-      ["b", node("b", 1, 3, 6, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[1]
-       + node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2)[1],
-       node("b", 1, 3, 6, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[2]
-       + node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2)[2]]], True, []),
+     [rounds(node("a", 0, 3, 6, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None),
+             node("a", 0, 2, 4, [0, 1], 110, 20.0, 30.0, number=2)),
+      rounds(node("b", 1, 3, 6, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None),
+             node("b", 1, 2, 4, [2, 3], 210, 20.0, 30.0, number=2))], True, []),
     ("a pid used again by another rank in a later round (a long run) is another worker",
-     [["a", node("a", 0, 2, 4, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[1]
-       + node("a", 0, 2, 4, [0, 1], 99, 30.0, 40.0, number=2)[1],
-       node("a", 0, 2, 4, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None)[2]
-       + node("a", 0, 2, 4, [0, 1], 99, 30.0, 40.0, number=2)[2]],
-      ["b", node("b", 1, 2, 4, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[1]
-       + node("b", 1, 2, 4, [2, 3], 210, 30.0, 40.0, number=2)[1],
-       node("b", 1, 2, 4, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None)[2]
-       + node("b", 1, 2, 4, [2, 3], 210, 30.0, 40.0, number=2)[2]]], True, []),
+     [rounds(node("a", 0, 2, 4, [0, 1], 100, 10.0, 19.0, done=False, exit_code=None),
+             node("a", 0, 2, 4, [0, 1], 99, 30.0, 40.0, number=2)),
+      rounds(node("b", 1, 2, 4, [2, 3], 200, 10.0, 19.0, done=False, exit_code=None),
+             node("b", 1, 2, 4, [2, 3], 210, 30.0, 40.0, number=2))], True, []),
     ("the nodes disagree on the world size",
      [node("a", 0, 2, 4, [0, 1], 100, 10.0, 20.0), node("b", 1, 2, 6, [2, 3], 200, 10.0, 20.0)], True,
      ["round 1: the nodes disagree on its size"]),

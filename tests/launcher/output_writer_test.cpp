@@ -14,14 +14,13 @@
 #include <functional>
 #include <mutex>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <asio/io_context.hpp>
 
+#include "ddprun/system.hpp"
 #include "output/output_writer.hpp"
 #include "ddprun/unique_fd.hpp"
 #include "read_all.hpp"
@@ -220,9 +219,6 @@ TEST_CASE("the output writer keeps a file open until its lines are written") {
     file.reset();  // the owner lets go; the writer still holds it
     CHECK(writer.flush(std::chrono::seconds(10)));
   }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  CHECK(text.str() == "one\ntwo\n");
+  CHECK(ddprun::read_file(path).value_or("") == "one\ntwo\n");
   std::filesystem::remove(path);
 }

@@ -11,12 +11,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <asio/io_context.hpp>
 
+#include "ddprun/system.hpp"
 #include "hangs/stack_dump.hpp"
 #include "run_until.hpp"
 #include "temp_dir.hpp"
@@ -70,11 +71,15 @@ void reap_until(asio::io_context& io, StackDumper& dumper, const bool& done) {
   });
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// The stack tools installed here, for the tests that dump a real process; without a native one
+// the test says so and is not checked.
+std::optional<StackTools> installed_tools() {
+  StackTools tools = find_stack_tools("/usr/local/bin:/usr/bin:/bin", {});
+  if (tools.native.empty()) {
+    MESSAGE("not checked: " << tools.native_missing);
+    return std::nullopt;
+  }
+  return tools;
 }
 
 }  // namespace
@@ -100,22 +105,19 @@ TEST_CASE("top frames: Python's main thread when py-spy ran, else the native mai
 }
 
 TEST_CASE("stack dump of a real process, by whichever tool is installed") {
-  const StackTools tools = find_stack_tools("/usr/local/bin:/usr/bin:/bin", {});
-  if (tools.native.empty()) {
-    MESSAGE("not checked: " << tools.native_missing);
-    return;
-  }
+  const std::optional<StackTools> tools = installed_tools();
+  if (!tools) return;
   asio::io_context io;
   const std::string dir = temp_dir();
   const pid_t child = sleeper();
-  StackDumper dumper(io, tools, {"PATH=/usr/bin:/bin"}, 30);
+  StackDumper dumper(io, *tools, {"PATH=/usr/bin:/bin"}, 30);
   bool done = false;
   REQUIRE(dumper.dump({{0, child, dir + "/stacks.txt", 0, ""}}, [&] { done = true; }));
   CHECK_FALSE(dumper.dump({{0, child, dir + "/other.txt", 0, ""}}, [] {}));  // one at a time
   reap_until(io, dumper, done);
   CHECK(done);
   stop(child);
-  const std::string stacks = file_text(dir + "/stacks.txt");
+  const std::string stacks = ddprun::read_file(dir + "/stacks.txt").value_or("");
   CHECK_MESSAGE(!top_frames(stacks, child, 10).empty(), stacks);
   std::filesystem::remove_all(dir);
 }
@@ -183,17 +185,14 @@ TEST_CASE("py-spy's places: the setting, beside ddprun, next to the workers' Pyt
 }
 
 TEST_CASE("a worker that runs Python in a descendant: its stacks, said so first") {
-  const StackTools tools = find_stack_tools("/usr/local/bin:/usr/bin:/bin", {});
-  if (tools.native.empty()) {
-    MESSAGE("not checked: " << tools.native_missing);
-    return;
-  }
+  const std::optional<StackTools> tools = installed_tools();
+  if (!tools) return;
   asio::io_context io;
   const std::string dir = temp_dir();
   // Two processes stand for the worker and its Python child; the dump reads only their pids.
   const pid_t worker = sleeper();
   const pid_t python = sleeper();
-  StackTools no_py_spy = tools;
+  StackTools no_py_spy = *tools;
   no_py_spy.python.clear();
   no_py_spy.python_missing = "no Python stacks: py-spy is not in PATH";
   StackDumper dumper(io, no_py_spy, {"PATH=/usr/bin:/bin"}, 30);
@@ -205,7 +204,7 @@ TEST_CASE("a worker that runs Python in a descendant: its stacks, said so first"
   CHECK(done);
   stop(worker);
   stop(python);
-  const std::string stacks = file_text(dir + "/stacks.txt");
+  const std::string stacks = ddprun::read_file(dir + "/stacks.txt").value_or("");
   CHECK_MESSAGE(stacks.rfind(descendant_header(worker, python) + "== no Python stacks: py-spy is not in PATH ==\n", 0) == 0,
                 stacks);
   CHECK_MESSAGE(stacks.find(" -p " + std::to_string(python)) != std::string::npos, stacks);

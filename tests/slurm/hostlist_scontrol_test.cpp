@@ -11,20 +11,11 @@
 #include <vector>
 
 #include "ddprun/hostlist.hpp"
+#include "joined_hosts.hpp"
 
 using ddprun::slurm::expand_hostlist;
-using Hosts = std::vector<std::string>;
-
-namespace {
-
-// Host lists compared as one string, so a failure prints both sides.
-std::string joined(const Hosts& hosts) {
-  std::string out;
-  for (const std::string& h : hosts) out += (out.empty() ? "" : " ") + h;
-  return out;
-}
-
-}  // namespace
+using ddprun::slurm::testing::Hosts;
+using ddprun::slurm::testing::joined;
 
 namespace {
 

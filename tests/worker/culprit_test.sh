@@ -58,13 +58,9 @@ expect_eq "$last" "$((waited - 1))" "the collective rank 1 was last in, against 
 expect_not_in "$T/late.err" "ranks 0, 1 hung|rank 0 hung"
 expect_in "$T/late.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
 expect_in "$T/late.jsonl" '"event":"exit".*"exit_code":124.*"hung":true,"kind":"hang","rank":1'
-stacks=" (no py-spy: stacks not checked)"
-if command -v py-spy >/dev/null; then
-  expect_in "$T/late.err" "^        rank_one_sleeps \(.*sleeper.py:[0-9]+\)"
-  stacks=", its stack in rank_one_sleeps"
-fi
+expect_stacks "its stack in rank_one_sleeps" "$T/late.err" "^        rank_one_sleeps \(.*sleeper.py:[0-9]+\)"
 wait_for 20 no_leftovers
-ok "--hang_timeout=10 --hang_startup=60: rank 1 named (rank 0 waits in all_reduce #$waited, rank 1 last in #$last)$stacks"
+ok "--hang_timeout=10 --hang_startup=60: rank 1 named (rank 0 waits in all_reduce #$waited, rank 1 last in #$last)$STACKS"
 
 # 2. --hang_timeout alone: rank 1 never entered any collective, and never beat.
 mkdir "$T/first"
@@ -146,10 +142,7 @@ run_ddprun inside --nproc_per_node=2 --hang_timeout=5 --log_dir="$T/inside.logs"
 expect_eq "$RC" 124 "exit code ($(cat "$T/inside.err"))"
 expect_in "$T/inside.err" "^ddprun: ranks? [01](, [01])? hung: no progress for [0-9.]+ s \(hang timeout 5\.0 s; last step 3\)"
 expect_in "$T/inside.err" "^ddprun: ranks 0, 1 wait in ddp_backward #4; every rank on this node entered it \(the rank they wait for is on another node, or stuck in its own backward pass before its all-reduce: see the stacks\)$"
-stacks=" (no py-spy: stacks not checked)"
-if command -v py-spy >/dev/null; then
-  expect_in "$(run_dir "$T/inside.logs")/attempt_0/rank_1/stacks.txt" "stuck_in_backward \(.*inside.py:[0-9]+\)"
-  stacks=", rank 1's stack in stuck_in_backward"
-fi
+expect_stacks "rank 1's stack in stuck_in_backward" \
+  "$(run_dir "$T/inside.logs")/attempt_0/rank_1/stacks.txt" "stuck_in_backward \(.*inside.py:[0-9]+\)"
 wait_for 20 no_leftovers
-ok "DDP, rank 1 stuck inside its 4th backward pass: both ranks wait in ddp_backward #4, said so$stacks"
+ok "DDP, rank 1 stuck inside its 4th backward pass: both ranks wait in ddp_backward #4, said so$STACKS"

@@ -4,25 +4,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <doctest/doctest.h>
 
 #include "ddprun/heartbeat.hpp"
 #include "ddprun/progress_record.hpp"
+#include "ddprun/system.hpp"
 #include "ddprun/worker_env.hpp"
-
-namespace {
-
-std::string content(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
 
 // The library reads DDPRUN_HEARTBEAT_FILE once, at its first beat: this is the only test of the
 // executable that beats, and it sets the variable first.
@@ -36,12 +25,12 @@ TEST_CASE("heartbeat and step(): beats touch the file, steps keep the progress r
   struct stat before {};
   REQUIRE(::stat(path.c_str(), &before) == 0);
   ddprun::heartbeat();
-  CHECK(content(path).empty());  // a beat alone keeps no record: starting is not progress
+  CHECK(ddprun::read_file(path).value_or("").empty());  // a beat alone keeps no record: starting is not progress
 
   ddprun::step();
   ddprun::step();
   ddprun::step();
-  const std::string record = content(path);
+  const std::string record = ddprun::read_file(path).value_or("");
   CHECK(record.size() == ddprun::kProgressRecordBytes);
   CHECK(ddprun::parse_progress_record(record).step == 3);
   CHECK_FALSE(ddprun::parse_progress_record(record).collectives.has_value());  // none entered

@@ -34,6 +34,7 @@
 #include "ddprun/join.hpp"
 #include "ddprun/powersgd_hook.hpp"
 #include "ddprun/process_group.hpp"
+#include "driver_formulas.hpp"
 
 namespace {
 
@@ -59,22 +60,6 @@ std::string state_text(torch::nn::Module& m) {
   return os.str();
 }
 
-void init_weights(torch::nn::Module& m) {
-  torch::NoGradGuard no_grad;
-  int k = 0;
-  for (auto& p : m.parameters()) {
-    p.copy_((torch::sin(torch::arange(p.numel(), torch::kFloat) * 0.7 + k) * 0.5).reshape(p.sizes()));
-    ++k;
-  }
-}
-
-torch::Tensor batch_x(int r, int s) {
-  return torch::cos(torch::arange(24, torch::kFloat) * 0.37 + (r * 1.3 + s * 0.11)).reshape({4, 6});
-}
-torch::Tensor batch_y(int r, int s) {
-  return torch::sin(torch::arange(12, torch::kFloat) * 0.21 + (r * 0.9 + s * 0.05)).reshape({4, 3});
-}
-
 // Linear, BatchNorm (buffers: broadcast from a training rank under Join), Tanh, Linear.
 int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw_early,
            bool call_finish = true, const std::string& hook = "") {
@@ -82,7 +67,7 @@ int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw
   const int r = comm->rank();
   auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::BatchNorm1d(5), torch::nn::Tanh(),
                                    torch::nn::Linear(5, 3));
-  init_weights(*net);
+  driver_formulas::init_weights(*net);
   ddprun::DdpOptions ddp_options;
   ddp_options.static_graph = hook == "static";
   ddprun::DistributedDataParallel ddp(net.ptr(), comm, ddp_options);
@@ -103,9 +88,7 @@ int uneven(const std::string& out, int steps, bool divide_by_initial, bool throw
     ddprun::Join join({&ddp}, options);
     for (int s = 0; s < steps; ++s) {
       where = "step " + std::to_string(s);
-      opt.zero_grad();
-      torch::mse_loss(ddp.forward([&] { return net->forward(batch_x(r, s)); }), batch_y(r, s)).backward();
-      opt.step();
+      driver_formulas::step(ddp, net, opt, r, s, 6, 3);
     }
     where = "finish";
     if (call_finish) join.finish();
@@ -196,17 +179,13 @@ int static_graph(const std::string& out, int steps, bool is_static) {
   auto comm = ddprun::init_process_group();
   const int r = comm->rank();
   auto net = std::make_shared<StaticNet>();
-  init_weights(*net);
+  driver_formulas::init_weights(*net);
   ddprun::DdpOptions options;
   options.static_graph = is_static;
   ddprun::DistributedDataParallel ddp(net, comm, options);
   torch::optim::SGD opt(net->parameters(), 0.1);
   try {
-    for (int s = 0; s < steps; ++s) {
-      opt.zero_grad();
-      torch::mse_loss(ddp.forward([&] { return net->forward(batch_x(r, s)); }), batch_y(r, s)).backward();
-      opt.step();
-    }
+    for (int s = 0; s < steps; ++s) driver_formulas::step(ddp, net, opt, r, s, 6, 3);
   } catch (const std::runtime_error& e) {
     if (is_static) throw;
     write_file(out + "/error." + std::to_string(r), std::string(e.what()) + "\n");

@@ -10,40 +10,20 @@ import sys
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_formulas import init_weights, step, write_values  # noqa: E402
 
 mode, out = sys.argv[1], sys.argv[2]
 dist.init_process_group("gloo")
 r = dist.get_rank()
 
 
-def init_weights(net):
-    with torch.no_grad():
-        for k, p in enumerate(net.parameters()):
-            p.copy_((torch.sin(torch.arange(p.numel(), dtype=torch.float32) * 0.7 + k) * 0.5).reshape(p.shape))
-
-
-def batch(s):
-    x = torch.cos(torch.arange(24, dtype=torch.float32) * 0.37 + (r * 1.3 + s * 0.11)).reshape(4, 6)
-    y = torch.sin(torch.arange(12, dtype=torch.float32) * 0.21 + (r * 0.9 + s * 0.05)).reshape(4, 3)
-    return x, y
-
-
 def write_state(net):
-    with open(f"{out}/params.{r}", "w") as f:
-        for t in list(net.parameters()) + list(net.buffers()):
-            for v in t.detach().double().flatten().tolist():
-                f.write(f"{v:.9g}\n")
-
-
-def step(ddp, opt, s):
-    x, y = batch(s)
-    opt.zero_grad()
-    F.mse_loss(ddp(x), y).backward()
-    opt.step()
+    write_values(f"{out}/params.{r}", list(net.parameters()) + list(net.buffers()))
 
 
 class StaticNet(torch.nn.Module):
@@ -84,7 +64,7 @@ if mode in ("uneven", "throw"):
         with Join([ddp], divide_by_initial_world_size=divide, throw_on_early_termination=throw):
             for s in range(steps):
                 where = f"step {s}"
-                step(ddp, opt, s)
+                step(ddp, opt, r, s, 6, 3)
             where = "finish"
         if throw:
             with open(f"{out}/thrown.{r}", "w") as f:
@@ -106,7 +86,7 @@ elif mode == "static":
         ddp._set_static_graph()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     for s in range(steps):
-        step(ddp, opt, s)
+        step(ddp, opt, r, s, 6, 3)
     assert net.unused.weight.grad is None, "the parameter no rank used has a gradient"
     write_state(net)
 else:

@@ -23,6 +23,7 @@
 #include "ddprun/ddp.hpp"
 #include "ddprun/powersgd_hook.hpp"
 #include "ddprun/process_group.hpp"
+#include "driver_formulas.hpp"
 
 namespace {
 
@@ -59,14 +60,7 @@ int run(const std::string& out, const std::string& config, int steps) {
   auto net = torch::nn::Sequential(torch::nn::Linear(10, 12), torch::nn::Tanh(), torch::nn::Linear(12, 12),
                                    torch::nn::Tanh(), torch::nn::Linear(12, 12), torch::nn::Tanh(),
                                    torch::nn::Linear(12, 2));
-  {
-    torch::NoGradGuard no_grad;
-    int k = 0;
-    for (auto& p : net->parameters()) {
-      p.copy_((torch::sin(torch::arange(p.numel(), torch::kFloat) * 0.7 + k) * 0.5).reshape(p.sizes()));
-      ++k;
-    }
-  }
+  driver_formulas::init_weights(*net);
   ddprun::DdpOptions ddp_options;
   if (const double cap = std::stod(c.at("cap")); cap > 0) {
     ddp_options.bucket_cap_mb = cap / 1048576;
@@ -90,13 +84,7 @@ int run(const std::string& out, const std::string& config, int steps) {
   ddp.register_comm_hook(ddprun::powerSGD_hook(state));
 
   torch::optim::SGD opt(net->parameters(), 0.1);
-  for (int s = 0; s < steps; ++s) {
-    const auto x = torch::cos(torch::arange(40, torch::kFloat) * 0.37 + (r * 1.3 + s * 0.11)).reshape({4, 10});
-    const auto y = torch::sin(torch::arange(8, torch::kFloat) * 0.21 + (r * 0.9 + s * 0.05)).reshape({4, 2});
-    opt.zero_grad();
-    torch::mse_loss(ddp.forward([&] { return net->forward(x); }), y).backward();
-    opt.step();
-  }
+  for (int s = 0; s < steps; ++s) driver_formulas::step(ddp, net, opt, r, s, 10, 2);
 
   std::ostringstream params;
   for (const auto& p : net->parameters()) {

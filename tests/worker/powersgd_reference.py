@@ -14,6 +14,9 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
 from torch.nn.parallel import DistributedDataParallel
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_formulas import init_weights, step, write_values  # noqa: E402
+
 out, config, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
 c = dict(item.split("=") for item in config.split(","))
 dist.init_process_group("gloo")
@@ -39,9 +42,7 @@ net = torch.nn.Sequential(
     torch.nn.Linear(12, 12), torch.nn.Tanh(),
     torch.nn.Linear(12, 12), torch.nn.Tanh(),
     torch.nn.Linear(12, 2))
-with torch.no_grad():
-    for k, p in enumerate(net.parameters()):
-        p.copy_((torch.sin(torch.arange(p.numel(), dtype=torch.float32) * 0.7 + k) * 0.5).reshape(p.shape))
+init_weights(net)
 # cap: every bucket's cap in bytes, the first one's included (PyTorch 1.13 takes the first from
 # _DEFAULT_FIRST_BUCKET_BYTES, 2.x from bucket_cap_mb when that is given).
 cap = int(c["cap"])
@@ -77,15 +78,8 @@ def hook_in_order(state, bucket):
 ddp.register_comm_hook(state, hook_in_order if c["cap"] != "0" else powerSGD.powerSGD_hook)
 opt = torch.optim.SGD(net.parameters(), lr=0.1)
 for s in range(steps):
-    x = torch.cos(torch.arange(40, dtype=torch.float32) * 0.37 + (r * 1.3 + s * 0.11)).reshape(4, 10)
-    y = torch.sin(torch.arange(8, dtype=torch.float32) * 0.21 + (r * 0.9 + s * 0.05)).reshape(4, 2)
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(ddp(x), y).backward()
-    opt.step()
-with open(f"{out}/params.{r}", "w") as f:
-    for p in net.parameters():
-        for v in p.detach().flatten().tolist():
-            f.write(f"{v:.9g}\n")
+    step(ddp, opt, r, s, 10, 2)
+write_values(f"{out}/params.{r}", net.parameters())
 _, before, after = state.compression_stats()
 with open(f"{out}/stats.{r}", "w") as f:
     f.write(f"iter {state.iter}\nbefore {before}\nafter {after}\n")

@@ -105,14 +105,9 @@ expect_in "$T/train.err" "^ddprun: rank 1 hung: rank 0 waits in ddp_backward #6;
 expect_in "$T/train.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\): hang \(.*\) at step 5$"
 delay=$(hang_delay "$T/train.jsonl" 1 "$T/train/step.1")
 within 4.5 12 "$delay" || fail "rank 1 found hung ${delay} s after its last step (timeout 5 s)"
-if command -v py-spy >/dev/null; then
-  expect_in "$T/train.err" "stuck_before_forward"
-  stacks=", its stack in stuck_before_forward"
-else
-  stacks=" (no py-spy: stacks not checked)"
-fi
+expect_stacks "its stack in stuck_before_forward" "$T/train.err" "stuck_before_forward"
 wait_for 20 no_leftovers
-ok "an unmodified DDP script's rank 1 blocks before its 6th backward: named (rank 0 waits in ddp_backward #6) ${delay} s after its last step (timeout 5 s)$stacks, exit 124"
+ok "an unmodified DDP script's rank 1 blocks before its 6th backward: named (rank 0 waits in ddp_backward #6) ${delay} s after its last step (timeout 5 s)$STACKS, exit 124"
 
 # 4. The same with the interpreter named as the program (--no_python python3 x.py): ddprun's
 # module loads, and the stacks are Python's.
@@ -120,11 +115,9 @@ mkdir "$T/train2"
 run_ddprun train2 --nproc_per_node=2 --hang_timeout=5 --no_python "$TORCH_PYTHON" "$probe" train "$T/train2"
 expect_eq "$RC" 124 "exit code of the hung DDP script, --no_python ($(cat "$T/train2.err"))"
 expect_in "$T/train2.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
-if command -v py-spy >/dev/null; then
-  expect_in "$T/train2.err" "stuck_before_forward"
-fi
+expect_stacks "its stack in stuck_before_forward" "$T/train2.err" "stuck_before_forward"
 wait_for 20 no_leftovers
-ok "--no_python $(basename "$TORCH_PYTHON") probe.py: found hung$stacks"
+ok "--no_python $(basename "$TORCH_PYTHON") probe.py: found hung$STACKS"
 
 # 5. Collectives only (the issue's own case): rank 1 never comes to the all_reduce rank 0 waits in.
 mkdir "$T/coll"
@@ -133,13 +126,9 @@ expect_eq "$RC" 124 "exit code of the hung all_reduce loop ($(cat "$T/coll.err")
 # Named from the progress records (tests/worker/culprit_test.sh has more).
 expect_in "$T/coll.err" "^ddprun: rank 1 hung: rank 0 waits in all_reduce #[0-9]+; rank 1 has not entered it: last in all_reduce #[0-9]+"
 expect_in "$T/coll.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(exit code 124\)"
-stacks=" (no py-spy: stacks not checked)"
-if command -v py-spy >/dev/null; then
-  expect_in "$T/coll.err" "stuck_before_all_reduce"
-  stacks=", its stack in stuck_before_all_reduce"
-fi
+expect_stacks "its stack in stuck_before_all_reduce" "$T/coll.err" "stuck_before_all_reduce"
 wait_for 20 no_leftovers
-ok "collectives only: rank 1, which never entered the all_reduce, is the root cause$stacks"
+ok "collectives only: rank 1, which never entered the all_reduce, is the root cause$STACKS"
 
 # 6. A shell wrapper that starts Python as a child: the stacks of that child, Python's. Without
 # ddprun's module (ddprun does not know the program is Python) the worker beats by itself:
@@ -156,11 +145,8 @@ expect_in "$T/wrapped.err" "root cause: rank 1 \(local rank 1\) on .*: hung \(ex
 for r in 0 1; do
   expect_in "$(run_dir "$T/wrapped_logs")/attempt_0/rank_$r/stacks.txt" "^== worker [0-9]+ runs Python in its descendant [0-9]+"
 done
-stacks=" (no py-spy: stacks not checked)"
-if command -v py-spy >/dev/null; then
-  expect_in "$T/wrapped.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)"
-  expect_in "$(run_dir "$T/wrapped_logs")/attempt_0/rank_0/stacks.txt" "all_reduce"
-  stacks=", rank 1's Python stack in stuck_in_data_loader, rank 0's in all_reduce"
-fi
+expect_stacks "rank 1's Python stack in stuck_in_data_loader, rank 0's in all_reduce" \
+  "$T/wrapped.err" "^        stuck_in_data_loader \(.*hang_worker.py:[0-9]+\)" \
+  "$(run_dir "$T/wrapped_logs")/attempt_0/rank_0/stacks.txt" "all_reduce"
 wait_for 20 no_leftovers
-ok "a bash wrapper that runs Python as a child: found hung$stacks"
+ok "a bash wrapper that runs Python as a child: found hung$STACKS"

@@ -1,6 +1,8 @@
 // rank_driver's training scenarios: train, compare, resume, hooks, hang (usage in rank_driver.cpp).
 #include "rank_driver.hpp"
 
+#include "driver_formulas.hpp"
+
 namespace rank_driver {
 namespace {
 
@@ -194,14 +196,7 @@ int hooks(const std::string& out, const std::string& hook, int steps) {
   auto comm = ddprun::init_process_group();
   const int r = comm->rank();
   auto net = torch::nn::Sequential(torch::nn::Linear(6, 5), torch::nn::Tanh(), torch::nn::Linear(5, 3));
-  {
-    torch::NoGradGuard no_grad;
-    int k = 0;
-    for (auto& p : net->parameters()) {
-      p.copy_((torch::sin(torch::arange(p.numel(), torch::kFloat) * 0.7 + k) * 0.5).reshape(p.sizes()));
-      ++k;
-    }
-  }
+  driver_formulas::init_weights(*net);
   ddprun::DistributedDataParallel ddp(net.ptr(), comm);
   const std::map<std::string, std::function<ddprun::CommHook()>> hooks = {
       {"allreduce", ddprun::allreduce_hook},
@@ -212,13 +207,7 @@ int hooks(const std::string& out, const std::string& hook, int steps) {
   };
   if (hook != "none") ddp.register_comm_hook(hooks.at(hook)());
   torch::optim::SGD opt(net->parameters(), 0.1);
-  for (int s = 0; s < steps; ++s) {
-    const auto x = torch::cos(torch::arange(24, torch::kFloat) * 0.37 + (r * 1.3 + s * 0.11)).reshape({4, 6});
-    const auto y = torch::sin(torch::arange(12, torch::kFloat) * 0.21 + (r * 0.9 + s * 0.05)).reshape({4, 3});
-    opt.zero_grad();
-    torch::mse_loss(ddp.forward([&] { return net->forward(x); }), y).backward();
-    opt.step();
-  }
+  for (int s = 0; s < steps; ++s) driver_formulas::step(ddp, net, opt, r, s, 6, 3);
   write_file(out + "/params." + std::to_string(r), params_text(*net));
   try {  // too late: after a backward pass, and (with HOOK) a second hook
     ddp.register_comm_hook(ddprun::allreduce_hook());

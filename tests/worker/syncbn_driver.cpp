@@ -21,6 +21,7 @@
 #include "ddprun/ddp.hpp"
 #include "ddprun/process_group.hpp"
 #include "ddprun/sync_batchnorm.hpp"
+#include "driver_formulas.hpp"
 
 namespace {
 
@@ -103,14 +104,7 @@ int run(const std::string& out, int steps, bool sync) {
       nn::BatchNorm1d(nn::BatchNormOptions(6).affine(false).momentum(c10::nullopt)), nn::Tanh(),
       nn::Linear(6, 3), nn::BatchNorm1d(nn::BatchNormOptions(3).momentum(0.3).track_running_stats(false)));
   net->to(torch::kDouble);
-  {
-    torch::NoGradGuard no_grad;
-    int k = 0;
-    for (auto& p : net->parameters()) {
-      p.copy_((torch::sin(torch::arange(p.numel(), torch::kDouble) * 0.7 + k) * 0.5).reshape(p.sizes()));
-      ++k;
-    }
-  }
+  driver_formulas::init_weights(*net, torch::kDouble);
   // Made before the conversion: the converted layers must keep the very same parameters.
   torch::optim::SGD opt(net->parameters(), 0.1);
   if (sync) {

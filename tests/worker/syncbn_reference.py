@@ -7,9 +7,13 @@
 # like, have no CPU implementation in 1.13 or 2.x), and these tests run on CPUs.
 # Writes OUT/state (parameters then buffers, %.17g, one a line), OUT/eval and OUT/empty_peer.
 #   python syncbn_reference.py OUT STEPS
+import os
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_formulas import init_weights, write_values  # noqa: E402
 
 out, steps = sys.argv[1], int(sys.argv[2])
 nn = torch.nn
@@ -19,9 +23,7 @@ net = nn.Sequential(
     nn.BatchNorm1d(6, affine=False, momentum=None), nn.Tanh(),
     nn.Linear(6, 3), nn.BatchNorm1d(3, momentum=0.3, track_running_stats=False))
 net.double()
-with torch.no_grad():
-    for k, p in enumerate(net.parameters()):
-        p.copy_((torch.sin(torch.arange(p.numel(), dtype=torch.float64) * 0.7 + k) * 0.5).reshape(p.shape))
+init_weights(net, torch.float64)
 opt = torch.optim.SGD(net.parameters(), lr=0.1)
 world = 2
 batch = [3 + 2 * r for r in range(world)]
@@ -39,18 +41,11 @@ for s in range(steps):
     opt.step()
 
 
-def write(path, tensors):
-    with open(path, "w") as f:
-        for t in tensors:
-            for v in t.detach().double().flatten().tolist():
-                f.write(f"{v:.17g}\n")
-
-
-write(f"{out}/state", list(net.parameters()) + list(net.buffers()))
+write_values(f"{out}/state", list(net.parameters()) + list(net.buffers()), digits=17)
 net.eval()
 with torch.no_grad():
     probe = torch.cos(torch.arange(150, dtype=torch.float64) * 0.5).reshape(2, 3, 5, 5)
-    write(f"{out}/eval", [net(probe)])
+    write_values(f"{out}/eval", [net(probe)], digits=17)
     # Training mode on rank 0's batch alone: the driver's rank 1 brings an empty one.
     net.train()
-    write(f"{out}/empty_peer", [net(probe)])
+    write_values(f"{out}/empty_peer", [net(probe)], digits=17)
