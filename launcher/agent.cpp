@@ -260,7 +260,7 @@ class Agent::Impl {
     node_.hangs_found = hangs_->hangs_found();
     std::vector<RankView> ranks;
     for (const auto& w : workers_.group().workers()) ranks.push_back(hangs_->rank_view(*w, is_up(phase_)));
-    status_->publish(job_view(node_, phase_, settings_, hangs_->watchdog().policy().timeout(),
+    status_->publish(job_view(node_, status_name(phase_), settings_, hangs_->watchdog().policy().timeout(),
                               hangs_->response().reported(), std::move(ranks)));
   }
 

@@ -15,6 +15,19 @@ const char* to_string(Phase phase) {
   return "?";
 }
 
+const char* status_name(Phase phase) {
+  switch (phase) {
+    case Phase::kWaitingForRound: return "waiting";
+    case Phase::kStarting:
+    case Phase::kRunning: return "running";
+    case Phase::kStopping:
+    case Phase::kStoppingToExit:
+    case Phase::kStoppingToLeave: return "stopping";
+    case Phase::kExiting: return "exiting";
+  }
+  return "?";
+}
+
 const char* to_string(Event event) {
   switch (event) {
     case Event::kRoundStarted: return "RoundStarted";

@@ -66,6 +66,9 @@ enum class Action {
 };
 
 const char* to_string(Phase phase);
+// The word /status and `ddprun status` give `phase` (public: docs/reference/status.md): waiting,
+// running (Starting too), stopping (all three), exiting.
+const char* status_name(Phase phase);
 const char* to_string(Event event);
 const char* to_string(Action action);
 

@@ -17,10 +17,10 @@ std::vector<elastic::QuarantinedNode> note_quarantined(NodeRecord& record,
   return fresh;
 }
 
-JobView job_view(const NodeRecord& record, Phase phase, const NodeSettings& settings, double hang_timeout,
+JobView job_view(const NodeRecord& record, std::string_view phase, const NodeSettings& settings, double hang_timeout,
                  bool hang_reported, std::vector<RankView> ranks) {
   JobView view;
-  view.phase = record.spare_place > 0 ? "spare" : phase_name(phase);
+  view.phase = record.spare_place > 0 ? "spare" : std::string(phase);
   view.spare = record.spare_place;
   view.attempt = record.attempts_started - 1;
   view.round = record.round.round;

@@ -6,11 +6,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddprun/rendezvous.hpp"
 #include "report/status_view.hpp"
-#include "supervisor.hpp"
 
 namespace ddprun::launcher {
 
@@ -41,9 +41,10 @@ struct NodeSettings {
   int max_restarts = 0;
 };
 
-// The live view: `ranks` are this node's workers as the watchdog sees them; `hang_timeout` the
-// one in force (0: none); `hang_reported` whether this round's hang was found.
-JobView job_view(const NodeRecord& record, Phase phase, const NodeSettings& settings, double hang_timeout,
+// The live view: `phase` the agent's as /status names it (supervisor.hpp's status_name());
+// `ranks` are this node's workers as the watchdog sees them; `hang_timeout` the one in force (0:
+// none); `hang_reported` whether this round's hang was found.
+JobView job_view(const NodeRecord& record, std::string_view phase, const NodeSettings& settings, double hang_timeout,
                  bool hang_reported, std::vector<RankView> ranks);
 
 }  // namespace ddprun::launcher

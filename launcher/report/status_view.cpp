@@ -10,21 +10,8 @@
 
 namespace ddprun::launcher {
 
-const char* phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::kWaitingForRound: return "waiting";
-    case Phase::kStarting:
-    case Phase::kRunning: return "running";
-    case Phase::kStopping:
-    case Phase::kStoppingToExit:
-    case Phase::kStoppingToLeave: return "stopping";
-    case Phase::kExiting: return "exiting";
-  }
-  return "?";
-}
-
-std::string hung_text(Phase phase, bool hang_reported) {
-  return hang_reported && phase != Phase::kWaitingForRound ? "a worker hung; the job is stopping" : "";
+std::string hung_text(std::string_view phase, bool hang_reported) {
+  return hang_reported && phase != "waiting" ? "a worker hung; the job is stopping" : "";
 }
 
 void record_beat(JobView& view, int local_rank, double at, std::optional<long long> step,

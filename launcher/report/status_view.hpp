@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "report/step_rates.hpp"
-#include "supervisor.hpp"
 
 namespace ddprun::launcher {
 
@@ -65,12 +64,10 @@ struct JobView {
   std::vector<RankView> ranks;
 };
 
-// The name /status gives the agent's phase: waiting, running, stopping, exiting.
-const char* phase_name(Phase phase);
-
-// Why the job counts as hung in `phase`, "" when it does not: from the hang found in this round
-// (`hang_reported`) until the agent waits for the next round.
-std::string hung_text(Phase phase, bool hang_reported);
+// Why the job counts as hung in `phase` (its name in the view: waiting, running, stopping,
+// exiting), "" when it does not: from the hang found in this round (`hang_reported`) until the
+// agent waits for the next round.
+std::string hung_text(std::string_view phase, bool hang_reported);
 
 // `local_rank` beat at `at`, its last step now `step`; it will count as hung at `deadline`, under
 // `hang_timeout`.

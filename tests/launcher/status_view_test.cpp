@@ -26,23 +26,19 @@ RankView rank_view(int rank, pid_t pid, bool running, std::optional<double> dead
 
 }  // namespace
 
-TEST_CASE("the phase as /status names it, and when the job counts as hung") {
+TEST_CASE("when the job counts as hung, by the phase /status shows") {
   struct Row {
-    Phase phase;
-    const char* name;
+    const char* phase;
     std::string hung_after_a_hang;
   };
   const std::vector<Row> table = {
-      {Phase::kWaitingForRound, "waiting", ""},
-      {Phase::kStarting, "running", "a worker hung; the job is stopping"},
-      {Phase::kRunning, "running", "a worker hung; the job is stopping"},
-      {Phase::kStopping, "stopping", "a worker hung; the job is stopping"},
-      {Phase::kStoppingToExit, "stopping", "a worker hung; the job is stopping"},
-      {Phase::kStoppingToLeave, "stopping", "a worker hung; the job is stopping"},
-      {Phase::kExiting, "exiting", "a worker hung; the job is stopping"},
+      {"waiting", ""},
+      {"running", "a worker hung; the job is stopping"},
+      {"stopping", "a worker hung; the job is stopping"},
+      {"exiting", "a worker hung; the job is stopping"},
   };
   for (const auto& row : table) {
-    CHECK(std::string(phase_name(row.phase)) == row.name);
+    CAPTURE(row.phase);
     CHECK(hung_text(row.phase, true) == row.hung_after_a_hang);
     CHECK(hung_text(row.phase, false).empty());
   }

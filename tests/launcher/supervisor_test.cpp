@@ -1,6 +1,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "supervisor.hpp"
 
@@ -88,6 +91,18 @@ TEST_CASE("supervisor transitions") {
     const Transition t = next_transition(row.phase, row.event);
     CHECK(t.next == row.next);
     CHECK(t.actions == row.actions);
+  }
+}
+
+TEST_CASE("the phase as /status names it") {
+  const std::vector<std::pair<P, std::string>> table = {
+      {P::kWaitingForRound, "waiting"}, {P::kStarting, "running"},        {P::kRunning, "running"},
+      {P::kStopping, "stopping"},       {P::kStoppingToExit, "stopping"}, {P::kStoppingToLeave, "stopping"},
+      {P::kExiting, "exiting"},
+  };
+  for (const auto& [phase, name] : table) {
+    CAPTURE(to_string(phase));
+    CHECK(status_name(phase) == name);
   }
 }
 
