@@ -123,13 +123,22 @@ def stuck_in_python():
 os.utime(os.environ["DDPRUN_HEARTBEAT_FILE"])
 stuck_in_python()
 PY
-set +e
-PATH=/usr/bin:/bin "$V/ddprun" --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" >"$T/hang.out" 2>"$T/hang.err"
-rc=$?
-set -e
-expect_eq "$rc" 124 "exit code of the hung worker"
+# expect_hung_stack NAME PY_SPY COMMAND...: COMMAND (a ddprun) runs stuck.py with --hang_timeout=2
+# and a fresh --log_dir, into $T/NAME.out and .err; it must exit 124 with the worker's stacks
+# dumped by PY_SPY.
+expect_hung_stack() {
+  local name=$1 py_spy=$2 rc
+  shift 2
+  rm -rf "$T/logs"
+  set +e
+  "$@" --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" >"$T/$name.out" 2>"$T/$name.err"
+  rc=$?
+  set -e
+  expect_eq "$rc" 124 "exit code of the hung worker ($name)"
+  expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$py_spy' dump --pid"
+}
+expect_hung_stack hang "$T/venv/bin/py-spy" env PATH=/usr/bin:/bin "$V/ddprun"
 expect_in "$T/hang.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
-expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/venv/bin/py-spy' dump --pid"
 ok "a hung Python worker's Python stack, by the py-spy the wheel brought, with PATH=/usr/bin:/bin"
 
 # pip install --prefix: the package and its py-spy away from the venv's Python; the launcher
@@ -138,27 +147,13 @@ ok "a hung Python worker's Python stack, by the py-spy the wheel brought, with P
   --ignore-installed --prefix "$T/prefix" "${wheels[0]}"
 prefix_site=$("$V/python" -c "import sysconfig; print(sysconfig.get_paths(vars={'base': '$T/prefix', 'platbase': '$T/prefix'})['purelib'])")
 [[ -x "$T/prefix/bin/py-spy" ]] || fail "pip install --prefix did not put py-spy in $T/prefix/bin"
-rm -rf "$T/logs"
-set +e
-PYTHONPATH=$prefix_site PATH=/usr/bin:/bin "$T/prefix/bin/ddprun" --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" \
-  >"$T/prefix.out" 2>"$T/prefix.err"
-rc=$?
-set -e
-expect_eq "$rc" 124 "exit code of the hung worker (--prefix install)"
+expect_hung_stack prefix "$T/prefix/bin/py-spy" env PYTHONPATH="$prefix_site" PATH=/usr/bin:/bin "$T/prefix/bin/ddprun"
 expect_in "$T/prefix.err" "^        stuck_in_python \(.*stuck.py:[0-9]+\)"
-expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
 ok "pip install --prefix: the py-spy of the package's own scripts folder"
 
 # python -m ddprun from that --prefix install: the launcher and py-spy found through the packages'
 # records, and the workers' Python is the one that ran `-m ddprun`.
-rm -rf "$T/logs"
-set +e
-PYTHONPATH=$prefix_site PATH=/usr/bin:/bin "$V/python" -m ddprun --hang_timeout=2 --log_dir="$T/logs" "$T/stuck.py" \
-  >"$T/module.out" 2>"$T/module.err"
-rc=$?
-set -e
-expect_eq "$rc" 124 "exit code of the hung worker (python -m ddprun)"
-expect_in "$(run_dir "$T/logs")/attempt_0/rank_0/stacks.txt" "^== '$T/prefix/bin/py-spy' dump --pid"
+expect_hung_stack module "$T/prefix/bin/py-spy" env PYTHONPATH="$prefix_site" PATH=/usr/bin:/bin "$V/python" -m ddprun
 PYTHONPATH=$prefix_site PATH=/usr/bin:/bin "$V/python" -m ddprun "$T/which.py" >"$T/which.out" 2>&1 \
   || { cat "$T/which.out"; fail "which.py failed under python -m ddprun"; }
 expect_in "$T/which.out" "^\[rank0\]: $T/venv/bin/python\$"

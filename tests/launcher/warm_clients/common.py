@@ -1,4 +1,5 @@
-"""What the client scripts share: a fixed data set, a small model, and how results are printed.
+"""What the client scripts share: a fixed data set, a small model, its training loop, and how
+results are printed.
 
 Every line a client prints that starts with RESULT must be the same, bit for bit, whether its
 worker started cold or was forked from ddprun's warm interpreter (warm_clients_test.sh)."""
@@ -6,6 +7,7 @@ import hashlib
 import os
 
 import torch
+import torch.nn.functional as F
 
 
 def dataset(n=64, features=8, seed=1234):
@@ -27,6 +29,18 @@ def checksum(module):
     for p in module.state_dict().values():
         h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def train(net, optimizer, data, backward, epochs=2):
+    """The clients' loop: mean squared error, `backward` the framework's (accelerator.backward,
+    fabric.backward); each step's loss printed as a result."""
+    for epoch in range(epochs):
+        for step, (x, y) in enumerate(data):
+            optimizer.zero_grad()
+            loss = F.mse_loss(net(x), y)
+            backward(loss)
+            optimizer.step()
+            result(epoch=epoch, step=step, loss=loss.item())
 
 
 def result(**fields):

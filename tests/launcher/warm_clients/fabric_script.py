@@ -3,12 +3,11 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
 from lightning.fabric import Fabric
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import checksum, dataset, model, result  # noqa: E402
+from common import checksum, dataset, model, result, train  # noqa: E402
 
 if __name__ == "__main__":
     fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
@@ -17,11 +16,5 @@ if __name__ == "__main__":
     net = model()
     net, optimizer = fabric.setup(net, torch.optim.SGD(net.parameters(), lr=0.01))
     data = fabric.setup_dataloaders(DataLoader(dataset(), batch_size=8))
-    for epoch in range(2):
-        for step, (x, y) in enumerate(data):
-            optimizer.zero_grad()
-            loss = F.mse_loss(net(x), y)
-            fabric.backward(loss)
-            optimizer.step()
-            result(epoch=epoch, step=step, loss=loss.item())
+    train(net, optimizer, data, fabric.backward)
     result(world=fabric.world_size, checksum=checksum(net.module))
