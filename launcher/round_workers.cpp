@@ -64,6 +64,7 @@ void RoundWorkers::start_now(int attempt) {
       },
       start_by);
   if (const auto memory = c_.containment.memory_events()) oom_kills_at_start_ = memory->oom_kills;
+  kernel_oom_kills_at_start_ = kernel_oom_kills();
   for (const auto& w : group_.workers()) {
     if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
   }
@@ -209,6 +210,8 @@ void RoundWorkers::add_kind(elastic::WorkerFailure& f, const WorkerProcess* w, b
   if (const auto memory = c_.containment.memory_events()) {
     e.oom_kills = memory->oom_kills - oom_kills_at_start_;
     e.memory_peak = memory->peak;
+  } else if (const auto kernel = kernel_oom_kills(); kernel && kernel_oom_kills_at_start_) {
+    e.kernel_oom_kills = *kernel - *kernel_oom_kills_at_start_;
   }
   set_kind(f, classify_failure(e, c_.config.failure_rules));
   const HangPolicy& beats = hangs_->watchdog().policy();

@@ -96,6 +96,7 @@ class RoundWorkers {
   bool starting_ = false;             // waiting for the warm interpreter to start them
   bool all_ended_ = false;            // AllEnded was dispatched for this round
   long long oom_kills_at_start_ = 0;  // the cgroup's memory_events() when the round's workers started
+  std::optional<long long> kernel_oom_kills_at_start_;  // the host's, then (containment.hpp)
 };
 
 }  // namespace ddprun::launcher

@@ -165,6 +165,30 @@ std::unique_ptr<Containment> Containment::create(const std::string& path) {
   return c;
 }
 
+std::optional<long long> parse_vmstat_oom_kills(std::string_view vmstat) {
+  std::size_t at = 0;
+  while (at < vmstat.size()) {
+    std::size_t end = vmstat.find('\n', at);
+    if (end == std::string_view::npos) end = vmstat.size();
+    const std::string_view line = vmstat.substr(at, end - at);
+    constexpr std::string_view kKey = "oom_kill ";
+    if (line.substr(0, kKey.size()) == kKey) {
+      const std::string value(line.substr(kKey.size()));
+      char* stop = nullptr;
+      const long long n = std::strtoll(value.c_str(), &stop, 10);
+      if (stop == value.c_str()) return std::nullopt;
+      return n;
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<long long> kernel_oom_kills() {
+  const auto vmstat = read_file("/proc/vmstat");
+  return vmstat ? parse_vmstat_oom_kills(*vmstat) : std::nullopt;
+}
+
 std::optional<Containment::MemoryEvents> Containment::memory_events() const {
   if (path_.empty()) return std::nullopt;
   const std::string top = path_.substr(0, path_.rfind('/'));  // ddprun's own cgroup

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ddprun/unique_fd.hpp"
@@ -96,5 +97,12 @@ class Containment {
   bool emptied_ = true;  // no worker was put in since the last kill_all() saw the cgroup empty
   std::string why_not_;
 };
+
+// The out-of-memory kills the kernel has counted on the whole host since it booted: `oom_kill`
+// of /proc/vmstat (Linux 4.13 and later); nullopt where it is not there.
+// What tells an outside SIGKILL from the OOM killer's where ddprun has no cgroup of its own.
+std::optional<long long> kernel_oom_kills();
+// That count in the text of /proc/vmstat; nullopt without an `oom_kill` line.
+std::optional<long long> parse_vmstat_oom_kills(std::string_view vmstat);
 
 }  // namespace ddprun::launcher

@@ -158,6 +158,16 @@ Classification by_signal(const FailureEvidence& e) {
                                    *e.oom_kills,
                                    e.memory_peak ? ", memory.peak " + human_bytes(*e.memory_peak) : std::string()));
       }
+      if (!e.oom_kills && e.kernel_oom_kills && *e.kernel_oom_kills > 0) {
+        return by_kind(K::kHostOom,
+                       fmt::format("SIGKILL from outside ddprun, probably the out-of-memory killer (the kernel counted "
+                                   "{} OOM kill{} on this host during the round; no cgroup to tell whose; check dmesg)",
+                                   *e.kernel_oom_kills, *e.kernel_oom_kills == 1 ? "" : "s"));
+      }
+      if (!e.oom_kills && e.kernel_oom_kills) {
+        return by_kind(K::kKilled, "SIGKILL from outside ddprun (not the out-of-memory killer: the kernel counted no "
+                                   "OOM kill during the round)");
+      }
       if (!e.oom_kills) {
         return by_kind(K::kHostOom, "SIGKILL from outside ddprun, probably the out-of-memory killer (no cgroup to "
                                     "tell for certain; check dmesg)");

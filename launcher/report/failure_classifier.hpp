@@ -32,6 +32,10 @@ struct FailureEvidence {
   // where ddprun has no cgroup (or cannot read the file).
   std::optional<long long> oom_kills;
   std::optional<long long> memory_peak;  // memory.peak of that cgroup, bytes, where known
+  // New out-of-memory kills the kernel counted on the whole host during the round (/proc/vmstat's
+  // oom_kill); nullopt where it does not count them (before Linux 4.13). Asked where there is no
+  // cgroup to tell: none means that a SIGKILL from outside was not the OOM killer's.
+  std::optional<long long> kernel_oom_kills;
 };
 
 struct Classification {

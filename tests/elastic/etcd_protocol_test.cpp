@@ -154,7 +154,8 @@ TEST_CASE("the job's state: the history a new leader goes on from, restart times
   JobState state;
   state.rounds = 3;
   state.restarts = 2;
-  state.history.restart = RestartPolicy::History{{100.5, 160.25}, 2, "ValueError at a.py:3"};
+  state.history.restart =
+      RestartPolicy::History{{100.5, 160.25}, 2, "ValueError at a.py:3", "python_exception at a.py:3"};
   state.history.suspects[7587871391] = {{1700000000.5, FailureKind::kSegfault}};
   state.history.quarantined = {{"h2 (10.0.0.2)", "its workers were ..."}};
   state.history.restart_reason = {2, 3, 0,   "rank 1 on h2: segfault",
@@ -170,10 +171,16 @@ TEST_CASE("the job's state: the history a new leader goes on from, restart times
   CHECK(read.history.restart->restarts == std::vector<double>{100.5 + 1000 - 5000, 160.25 + 1000 - 5000});
   CHECK(read.history.restart->no_progress == 2);
   CHECK(read.history.restart->last_exception == "ValueError at a.py:3");
+  CHECK(read.history.restart->last_counted == "python_exception at a.py:3");
   CHECK(read.history.suspects == state.history.suspects);
   REQUIRE(read.history.quarantined.size() == 1);
   CHECK(read.history.quarantined[0].node == "h2 (10.0.0.2)");
   CHECK(read.history.restart_reason == state.history.restart_reason);
+
+  // A restart history of an earlier version, without the last failure counted: a new count.
+  nlohmann::json earlier = *value;
+  earlier["restart_history"].erase("last_counted");
+  CHECK(parse_state(earlier, 0).history.restart->last_counted.empty());
 
   // A state of an earlier version: rounds and restarts only, and no restart history.
   const JobState old = parse_state(nlohmann::json::parse(R"({"rounds": 4, "restarts": 1})"), 0);

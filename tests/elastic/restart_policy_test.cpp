@@ -80,8 +80,10 @@ TEST_CASE("the same Python exception at the same place twice with no progress: n
   });
   play(100, settings(), {
       {0, "python_exception", true, "KeyError@train.py:12", false, true, 1, "restart 1"},
-      {5, "python_exception", true, "KeyError@train.py:40", false, true, 2, "restart 2"},  // elsewhere
-      {9, "python_exception", true, "ValueError@train.py:40", false, true, 4, "restart 3"},  // another type
+      // Elsewhere: not the same again, and a new crash-loop count (a backoff of 1 s again).
+      {5, "python_exception", true, "KeyError@train.py:40", false, true, 1, "restart 2"},
+      // Another type at that place: not the same again, but the same kind and place (2 in a row).
+      {9, "python_exception", true, "ValueError@train.py:40", false, true, 2, "restart 3"},
       {20, "python_exception", true, "ValueError@train.py:40", true, true, 0, "restart 4"},  // progress between
       // Progress in the round before does not count: none came between these two failures.
       {30, "python_exception", true, "ValueError@train.py:40", false, false, 0, "the same ValueError at train.py:40 twice"},
@@ -116,6 +118,42 @@ TEST_CASE("a crash loop backs off 1, 2, 4 ... s and stops after --crash_loop_lim
   play(100, settings(0, 2), {
       {0, "abort", true, "", false, true, 0, "restart 1"},  // --restart_backoff_max=0: no wait
       {1, "abort", true, "", false, false, 0, "crash loop: 2 failures"},
+  });
+}
+
+TEST_CASE("the crash-loop breaker counts what a restart repeats; a kill from outside counts nothing") {
+  // Kills from outside (kind killed: an operator, a scheduler) while the workers still start:
+  // restarted at once, no backoff, no count; the workers' own failures count around them.
+  play(100, settings(60, 3), {
+      {0, "killed", true, "", false, true, 0, "restart 1 of 100 after rank 3 on node7: killed (the cause)"},
+      {1, "killed", true, "", false, true, 0, "restart 2 of 100"},
+      {2, "exit_code", true, "", false, true, 1, "(1 in a row, the crash loop ends at 3), waited 1 s"},
+      {3, "killed", true, "", false, true, 0, "restart 4 of 100"},
+      {4, "exit_code", true, "", false, true, 2, "(2 in a row"},
+      {5, "killed", true, "", false, true, 0, "restart 6 of 100"},
+      {6, "exit_code", true, "", false, false, 0, "crash loop: 3 failures in a row"},
+  });
+  // However many, kills from outside never make a crash loop.
+  play(100, settings(60, 2), {
+      {0, "killed", true, "", false, true, 0, "restart 1"},
+      {1, "killed", true, "", false, true, 0, "restart 2"},
+      {2, "killed", true, "", false, true, 0, "restart 3"},
+      {3, "killed", true, "", false, true, 0, "restart 4"},
+  });
+  // Another kind, or the same kind at another place, starts a new count.
+  play(100, settings(60, 3), {
+      {0, "segfault", true, "", false, true, 1, "(1 in a row"},
+      {1, "segfault", true, "", false, true, 2, "(2 in a row"},
+      {2, "abort", true, "", false, true, 1, "(1 in a row"},
+      {3, "python_exception", true, "KeyError@a.py:3", false, true, 1, "(1 in a row"},
+      {4, "python_exception", true, "ValueError@a.py:9", false, true, 1, "(1 in a row"},
+      {5, "python_exception", true, "TypeError@a.py:9", false, true, 2, "(2 in a row"},
+  });
+  // A kill from outside between the same exception twice is no progress: still the same again.
+  play(100, settings(60, 0), {
+      {0, "python_exception", true, "KeyError@a.py:3", false, true, 1, "restart 1"},
+      {1, "killed", true, "", false, true, 0, "restart 2"},
+      {2, "python_exception", true, "KeyError@a.py:3", false, false, 0, "the same KeyError at a.py:3 twice in a row"},
   });
 }
 

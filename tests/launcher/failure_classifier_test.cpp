@@ -31,12 +31,14 @@ FailureEvidence exited(int code, const std::string& stderr_text = "") {
   return e;
 }
 
-FailureEvidence signalled(int signal, std::optional<long long> oom_kills = std::nullopt) {
+FailureEvidence signalled(int signal, std::optional<long long> oom_kills = std::nullopt,
+                          std::optional<long long> kernel_oom_kills = std::nullopt) {
   FailureEvidence e;
   e.exit_code = 128 + signal;
   e.signal = signal;
   e.signal_from_outside = true;
   e.oom_kills = oom_kills;
+  e.kernel_oom_kills = kernel_oom_kills;
   return e;
 }
 
@@ -115,7 +117,15 @@ TEST_CASE("failure kinds: the rules table") {
       {"SIGILL", signalled(SIGILL), "segfault", true, "SIGILL"},
       {"SIGABRT", signalled(SIGABRT), "abort", true, "SIGABRT"},
       {"OOM kill seen in memory.events", oom_peak, "host_oom", true, "oom_kill +1 in the workers' cgroup, memory.peak 2.0 GiB"},
-      {"SIGKILL without a cgroup", signalled(SIGKILL), "host_oom", true, "probably the out-of-memory killer"},
+      {"SIGKILL without a cgroup, the kernel's count unknown", signalled(SIGKILL), "host_oom", true,
+       "probably the out-of-memory killer (no cgroup to tell for certain"},
+      // Without a cgroup, the kernel's own count (/proc/vmstat) tells an outside kill from the OOM killer's.
+      {"SIGKILL without a cgroup, no OOM kill on the host", signalled(SIGKILL, std::nullopt, 0), "killed", true,
+       "not the out-of-memory killer: the kernel counted no OOM kill during the round"},
+      {"SIGKILL without a cgroup, 2 OOM kills on the host", signalled(SIGKILL, std::nullopt, 2), "host_oom", true,
+       "the kernel counted 2 OOM kills on this host during the round"},
+      {"SIGKILL with a cgroup, no OOM kill there, some elsewhere", signalled(SIGKILL, 0, 3), "killed", true,
+       "not the out-of-memory killer: memory.events has no new oom_kill"},
       {"SIGKILL with a cgroup, no OOM kill", signalled(SIGKILL, 0), "killed", true, "not the out-of-memory killer"},
       {"SIGTERM from outside", signalled(SIGTERM), "killed", true, "SIGTERM (Terminated) from outside ddprun"},
       {"hung", hung, "hang", true, "no heartbeat for 31.0 s"},

@@ -99,4 +99,52 @@ expect_eq "$RC" 1 "without the window the budget is spent"
 expect_in "$T/nowindow.err" "^ddprun: not restarting: the 1 restarts of --max_restarts are spent$"
 ok "--restart_window=2 with real time"
 
+# 6. Workers SIGKILLed from outside (an operator, a scheduler, a chaos test), three times: each
+# is of kind `killed` (not `host_oom`: the kernel saw no OOM kill), restarted at once, and no
+# crash loop, whether it lands before the workers' first progress (still starting, as while they
+# import torch) or after it. With a cgroup, its memory.events tells; without (DDPRUN_CGROUP=0),
+# the kernel's own count in /proc/vmstat. --crash_loop_limit=2: two of the workers' own failures
+# in a row would end the job.
+cat >"$T/killme.py" <<'PY'
+import os, sys, time
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+if attempt == 3:
+    sys.exit(0)
+if sys.argv[2] == "progress":
+    for step in range(3):
+        print(f"step {step}", flush=True)
+with open(f"{sys.argv[1]}.{attempt}", "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(600)
+PY
+started_at_least() { (( $(count "$1" worker_started) >= $2 )); }
+for when in start progress; do
+  for cgroup in 1 0; do
+    name=killed-$when-$cgroup
+    DDPRUN_CGROUP=$cgroup "$DDPRUN" --max_restarts=5 --crash_loop_limit=2 --progress_pattern='^step (?<step>[0-9]+)' \
+      --event_log="$T/$name.jsonl" --result_file="$T/$name.json" "$T/killme.py" "$T/$name.pid" "$when" \
+      >"$T/$name.out" 2>"$T/$name.err" &
+    ddprun_pid=$!
+    for attempt in 0 1 2; do
+      # The step lines come before the pid file: ddprun reads what is left in a worker's pipes
+      # before it judges its end.
+      wait_for 60 test -s "$T/$name.pid.$attempt"
+      kill -KILL "$(cat "$T/$name.pid.$attempt")"
+      wait_for 60 started_at_least "$T/$name.jsonl" $((attempt + 2))
+    done
+    set +e
+    wait "$ddprun_pid"
+    RC=$?
+    set -e
+    [[ $RC == 0 ]] || { cat "$T/$name.err"; fail "$name: exit code $RC, expected 0 after three kills from outside"; }
+    expect_eq "$(events "$T/$name.jsonl" worker_failed kind | tr '\n' ' ')" "killed killed killed " "$name: the kinds"
+    expect_eq "$(events "$T/$name.jsonl" restart backoff | tr '\n' ' ')" "0.0 0.0 0.0 " "$name: no backoff"
+    expect_not_in "$T/$name.err" "crash loop|no progress since the start|host_oom"
+    if [[ $cgroup == 0 ]]; then
+      expect_in "$T/$name.err" "not the out-of-memory killer: the kernel counted no OOM kill during the round"
+    fi
+  done
+done
+ok "SIGKILL from outside before and after progress, with a cgroup and without: killed, no backoff, no crash loop"
+
 no_leftovers || fail "processes left behind: $(leftovers)"

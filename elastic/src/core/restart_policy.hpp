@@ -3,7 +3,11 @@
 // cannot fix (a failure kind that is not retryable; the same Python exception at the same place
 // twice in a row with no progress in between), and the crash-loop breaker (failures with no
 // progress since their round started: a backoff of 1, 2, 4 ... s up to --restart_backoff_max,
-// and after --crash_loop_limit of them in a row the job ends). No clock: every call carries
+// and after --crash_loop_limit of them in a row the job ends). The breaker counts only what a
+// restart repeats: the workers' own failure of the same kind at the same place (a Python
+// exception's file and line, where there is one) as the last it counted; another failure starts
+// a new count, and a kill from outside (kind `killed`: an operator, a scheduler, a chaos test)
+// counts nothing and waits no backoff, whenever it lands. No clock: every call carries
 // `now`, in seconds on a monotonic clock. The JobCoordinator holds one, so that every node
 // gets the same decision.
 #pragma once
@@ -43,6 +47,7 @@ class RestartPolicy {
     std::vector<double> restarts;
     int no_progress = 0;
     std::string last_exception;
+    std::string last_counted;  // the kind and place of the last failure the breaker counted
   };
   History history() const;
   // Replaces what the constructor's `restarts_used` gave with `history` (times on the caller's clock).
@@ -54,6 +59,7 @@ class RestartPolicy {
   std::deque<double> restarts_;  // when each restart was decided
   int no_progress_ = 0;          // failed rounds in a row with no progress
   std::string last_exception_;   // "Type at file:line" of the last failed round, if a Python exception
+  std::string last_counted_;     // the kind and place of the last failure counted in no_progress_
 };
 
 }  // namespace ddprun::elastic

@@ -226,7 +226,10 @@ std::string state_value(const JobState& state, double to_epoch) {
   if (const auto& r = state.history.restart) {
     nlohmann::json times = nlohmann::json::array();
     for (double at : r->restarts) times.push_back({{"timestamp", at + to_epoch}});
-    value["restart_history"] = {{"restarts", times}, {"no_progress", r->no_progress}, {"last_exception", r->last_exception}};
+    value["restart_history"] = {{"restarts", times},
+                                {"no_progress", r->no_progress},
+                                {"last_exception", r->last_exception},
+                                {"last_counted", r->last_counted}};
   }
   return value.dump();
 }
@@ -252,6 +255,7 @@ JobState parse_state(const nlohmann::json& value, double from_epoch) {
     for (const auto& t : r->at("restarts")) h.restarts.push_back(t.at("timestamp").get<double>() + from_epoch);
     h.no_progress = r->at("no_progress").get<int>();
     h.last_exception = r->at("last_exception").get<std::string>();
+    h.last_counted = r->value("last_counted", "");  // absent in an older ddprun's state
     state.history.restart = h;
   }
   return state;
