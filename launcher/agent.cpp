@@ -1,7 +1,6 @@
 #include "agent.hpp"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <deque>
