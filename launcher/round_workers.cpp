@@ -63,8 +63,12 @@ void RoundWorkers::start_now(int attempt) {
         if (static_cast<int>(files.size()) == c_.config.nproc_per_node) hangs_->watchdog().start_round(files);
       },
       start_by);
-  if (const auto memory = c_.containment.memory_events()) oom_kills_at_start_ = memory->oom_kills;
-  kernel_oom_kills_at_start_ = kernel_oom_kills();
+  // The host's count only where no cgroup counts the workers' own (add_kind() reads the same one).
+  if (const auto memory = c_.containment.memory_events()) {
+    oom_kills_at_start_ = memory->oom_kills;
+  } else {
+    kernel_oom_kills_at_start_ = kernel_oom_kills();
+  }
   for (const auto& w : group_.workers()) {
     if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
   }

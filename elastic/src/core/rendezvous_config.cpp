@@ -165,6 +165,12 @@ const ConfKey kConfKeys[] = {
 
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config,
                                          const std::vector<BackendEntry>& backends) {
+  // The job's keys, then every backend row's, once for the whole --rdzv_conf.
+  std::vector<const ConfKey*> keys;
+  for (const ConfKey& k : kConfKeys) keys.push_back(&k);
+  for (const BackendEntry& backend : backends) {
+    for (const ConfKey& k : backend.keys) keys.push_back(&k);
+  }
   std::vector<std::string> ignored;
   while (!conf.empty()) {
     const auto comma = conf.find(',');
@@ -181,11 +187,6 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
         key == "keep_alive_max_attempt" || key == "rank") {
       ignored.emplace_back(key);
       continue;
-    }
-    std::vector<const ConfKey*> keys;
-    for (const ConfKey& k : kConfKeys) keys.push_back(&k);
-    for (const BackendEntry& backend : backends) {
-      for (const ConfKey& k : backend.keys) keys.push_back(&k);
     }
     const auto setting = std::find_if(keys.begin(), keys.end(), [&](const ConfKey* k) {
       return key == k->name || (k->alias != nullptr && key == k->alias);
