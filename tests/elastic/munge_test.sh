@@ -30,9 +30,12 @@ runuser -u munge -- munged --socket="$M/munge.socket" --key-file="$M/munge.key" 
 wait_for 20 test -S "$M/munge.socket"
 
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
+# nobody's own copy of ddprun in $T: the build folder may be out of its reach (a clone under a
+# 0700 folder, as mktemp -d makes, where runuser's exec of ddprun failed with 126).
 as_nobody() {
   local addr=$1 name=$2; shift 2
-  runuser -u nobody -- env TMPDIR=/tmp "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  install -m 755 "$DDPRUN" "$T/ddprun-of-nobody"
+  runuser -u nobody -- env TMPDIR=/tmp "$T/ddprun-of-nobody" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
 chmod 755 "$T"
