@@ -57,8 +57,10 @@ class Agent::Impl {
     const std::string python = config_.runs_python()      ? python_.program
                                : config_.python_workers() ? config_.program
                                                           : config::python_interpreter(environ_).program;
+    // Beats are watched for the live view and for --warm_start=auto, which waits for the first.
     hangs_ = std::make_unique<HangWatch>(io_, config_, environ_, workers_.group(), paths_, python,
-                                         status_ != nullptr, guard.take_inotify(), hang_hooks());
+                                         status_ != nullptr || workers_.group().warm_start().waits_for_progress(),
+                                         guard.take_inotify(), hang_hooks());
     workers_.watch_hangs(*hangs_);
     // A worker waiting on a slow console is not hung.
     workers_.group().output_paused = [this](int local_rank, bool paused) {
@@ -248,6 +250,7 @@ class Agent::Impl {
     h.changed = [this] { publish_status(); };
     h.beat = [this](int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                     double timeout) {
+      workers_.group().warm_start().workers_progressed();
       if (status_) status_->update([&](JobView& view) { record_beat(view, local_rank, at, step, deadline, timeout); });
     };
     workers_.answer_hangs(h.response);

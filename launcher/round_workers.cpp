@@ -70,7 +70,7 @@ void RoundWorkers::start_now(int attempt) {
     kernel_oom_kills_at_start_ = kernel_oom_kills();
   }
   for (const auto& w : group_.workers()) {
-    if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked));
+    if (w->pid > 0) c_.events.write(records::worker_started(w->rank, w->local_rank, w->pid, w->forked, w->warm));
   }
   if (started.past_deadline) {
     const std::size_t forked = group_.workers().size();  // those forked before the deadline, no others

@@ -36,14 +36,14 @@ std::string timer_file_path(const std::map<std::string, std::string>& environ, c
 
 HangWatch::HangWatch(asio::io_context& io, const config::LaunchConfig& config,
                      const std::map<std::string, std::string>& environ, const WorkerGroup& group,
-                     const RunPaths& paths, const std::string& python, bool beats_shown, UniqueFd heartbeat_watch,
+                     const RunPaths& paths, const std::string& python, bool beats_used, UniqueFd heartbeat_watch,
                      Hooks hooks)
     : group_(group), hooks_(std::move(hooks)), timer_file_(timer_file_path(environ, paths.files_root())) {
   try {
     const fs::path folder = fs::path(timer_file_).parent_path();
     if (!folder.empty()) fs::create_directories(folder);
     watchdog_ = std::make_unique<Watchdog>(io, config.hang_timeout, quiet_warning_seconds(environ), timer_file_,
-                                           watchdog_handlers(), beats_shown, std::move(heartbeat_watch));
+                                           watchdog_handlers(), beats_used, std::move(heartbeat_watch));
   } catch (const std::system_error& e) {
     throw config::UsageError(fmt::format("{}={}: {} (with {}=1)", env::kTimerFile, timer_file_, e.code().message(),
                                          env::kEnableFileTimer));

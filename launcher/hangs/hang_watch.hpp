@@ -38,16 +38,17 @@ class HangWatch {
     // its own: a console line (`say`), an --event_log line (`record`).
     HangResponse::Handlers response;
     std::function<void()> changed;  // something the live view shows changed
-    // A rank beat (only when the live view shows beats): its rank view's fields.
+    // A rank beat (only where beats are watched: `beats_used`): its rank view's fields.
     std::function<void(int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                        double hang_timeout)>
         beat;
   };
 
-  // `python`: the interpreter whose py-spy is looked for first. `beats_shown`: the live view
-  // shows beats. Throws config::UsageError when the timer file's folder cannot be made.
+  // `python`: the interpreter whose py-spy is looked for first. `beats_used`: beats are used
+  // beyond hangs (the live view, warm start). Throws config::UsageError when the timer file's
+  // folder cannot be made.
   HangWatch(asio::io_context& io, const config::LaunchConfig& config, const std::map<std::string, std::string>& environ,
-            const WorkerGroup& group, const RunPaths& paths, const std::string& python, bool beats_shown,
+            const WorkerGroup& group, const RunPaths& paths, const std::string& python, bool beats_used,
             UniqueFd heartbeat_watch, Hooks hooks);
 
   Watchdog& watchdog() { return *watchdog_; }

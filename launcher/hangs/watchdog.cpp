@@ -7,12 +7,12 @@
 namespace ddprun::launcher {
 
 Watchdog::Watchdog(asio::io_context& io, config::HangTimeout setting, double quiet_after,
-                   const std::string& timer_file, Handlers handlers, bool beats_shown, UniqueFd heartbeat_watch)
+                   const std::string& timer_file, Handlers handlers, bool beats_used, UniqueFd heartbeat_watch)
     : timer_(io), policy_(setting, quiet_after), handlers_(std::move(handlers)) {
-  // Beats feed the hang timeout, the quiet warning and the status server's view, nothing else.
+  // Beats feed the hang timeout, the quiet warning, the status server's view and warm start.
   // Without any no watch is made. The quiet warning is on by default (--hang_timeout off), so a
   // default run watches them.
-  if (policy_.enabled() || policy_.warns_quiet() || beats_shown) {
+  if (policy_.enabled() || policy_.warns_quiet() || beats_used) {
     files_ = std::make_unique<HeartbeatFiles>(io, std::move(heartbeat_watch),
                                               [this](int local_rank) { file_beat(local_rank); });
   }

@@ -36,10 +36,10 @@ class Watchdog {
 
   // `timer_file`: the pipe for torchelastic's FileTimerClient, "" for none. `quiet_after`: see
   // HangPolicy. The heartbeat files are watched only where something uses the beats: a hang
-  // timeout in `setting`, the quiet warning, or `beats_shown` (the status server's view), with
+  // timeout in `setting`, the quiet warning, or `beats_used` (the status server's view, warm start), with
   // the inotify instance `heartbeat_watch` (see HeartbeatFiles).
   Watchdog(asio::io_context& io, config::HangTimeout setting, double quiet_after, const std::string& timer_file,
-           Handlers handlers, bool beats_shown, UniqueFd heartbeat_watch);
+           Handlers handlers, bool beats_used, UniqueFd heartbeat_watch);
 
   // A round's workers, by local rank, and their heartbeat files (created here).
   void start_round(const std::vector<std::string>& heartbeat_files);

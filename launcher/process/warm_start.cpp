@@ -16,10 +16,16 @@ namespace ddprun::launcher {
 
 WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std::vector<std::string> environ,
                      std::string script)
-    : config_(config), python_(std::move(python)), environ_(std::move(environ)), script_(std::move(script)) {
+    : config_(config),
+      mode_(config.warm_start),
+      python_(std::move(python)),
+      environ_(std::move(environ)),
+      script_(std::move(script)) {
   // Other programs than Python workers start as they always do, without a word: warm start is
   // for Python workers, and a site may turn it on for every run (PET_WARM_START=on).
-  if (!config_.warm_start || !config_.python_workers()) return;
+  if (mode_ == Mode::kOff || !config_.python_workers()) return;
+  // auto forks only restarts: a run that cannot restart has nothing to gain from a zygote.
+  if (mode_ == Mode::kAuto && !config_.may_restart()) return;
   const char* why_not = !config_.runs_python()
                             ? "only a .py PROGRAM or -m MODULE is forked from the warm interpreter (an interpreter "
                               "named as PROGRAM takes options of its own: give the script as PROGRAM)"
@@ -28,7 +34,7 @@ WarmStart::WarmStart(const config::LaunchConfig& config, std::string python, std
                                             "reinstall ddprun"
                                           : nullptr;
   if (why_not != nullptr) {
-    say(fmt::format("ddprun: --warm_start=on: {}; the workers start cold\n", why_not));
+    if (mode_ == Mode::kOn) say(fmt::format("ddprun: --warm_start=on: {}; the workers start cold\n", why_not));
     return;
   }
   enabled_ = true;
@@ -47,12 +53,18 @@ struct WarmStart::Wait {
 WarmStart::~WarmStart() = default;
 
 void WarmStart::begin() {
-  if (enabled_) replace();
+  if (enabled_ && mode_ == Mode::kOn) replace();
+}
+
+void WarmStart::workers_progressed() {
+  if (waits_for_progress()) replace();
 }
 
 void WarmStart::replace() {
+  begun_ = true;
   std::string why;
-  zygote_ = Zygote::start(python_, script_, environ_, config_.preload, config_.module ? "" : config_.program, why);
+  zygote_ = Zygote::start(python_, script_, environ_, config_.preload, config_.module ? "" : config_.program,
+                          mode_ == Mode::kAuto, why);
   if (!zygote_) {
     enabled_ = false;
     say(fmt::format("ddprun: warm start is off for this run: {}; the workers start cold\n", why));
@@ -68,6 +80,7 @@ void WarmStart::when_ready(asio::io_context& io, std::function<void()> ready) {
   cancel_wait();
   const int importing = importing_fd();
   if (importing < 0) return ready();
+  zygote_->hurry();
   wait_ = std::make_unique<Wait>(io, importing, std::move(ready));
   // The first of the two ends the wait; the other's handler finds it gone, or another's.
   const auto done = [this, wait = ++waits_](std::error_code ec) {
@@ -93,7 +106,7 @@ void WarmStart::cold(const std::string& why) {
 }
 
 pid_t WarmStart::fork(const StartRequest& request) {
-  if (!enabled_) return -1;
+  if (!enabled_ || !zygote_) return -1;  // auto before the workers' first progress: cold
   Zygote::State state = zygote_->poll();
   if (state == Zygote::State::kReady) {
     const pid_t pid = zygote_->fork_worker(request, cwd_);

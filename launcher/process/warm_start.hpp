@@ -1,17 +1,26 @@
-// --warm_start=on: which Python workers are forked from the zygote (zygote.hpp) and which start
-// cold, and the zygote's life: started with ddprun, before the rendezvous completes, so that its
-// `import torch` overlaps the wait for the other nodes; replaced when it dies (at most
+// --warm_start: which Python workers are forked from the zygote (zygote.hpp) and which start
+// cold, and the zygote's life.
+//
+// on: the zygote starts with ddprun, before the rendezvous completes, so that its `import torch`
+// overlaps the wait for the other nodes, and every start of the workers is forked from it.
+// auto (the default): the first start is cold, as without warm start, and the zygote starts once
+// the first workers made progress (their first beat: torch imported, the model built and
+// stepping), only where a later start may come (LaunchConfig::may_restart()). Its imports run at
+// nice 19 where it can take that back (_ddprun_zygote.py), beside the training rather than
+// instead of it; a restart is forked from it. Either way a zygote that dies is replaced (at most
 // kZygoteReplacements times a run), while the workers of that start start cold.
 //
 // Only a .py PROGRAM or `-m MODULE` is forked (worker_argv() is `python -u [-m] PROGRAM`): an
 // interpreter named as PROGRAM has options of its own, and --debug keeps its one worker in the
-// foreground of the terminal. Whenever a start of Python workers is cold with warm start on,
-// one line says why, once per start of the workers; other programs start as always, silently.
+// foreground of the terminal. With on, whenever a start of Python workers is cold, one line says
+// why, once per start; auto says only what ends warm start for the run (its zygote failed);
+// other programs start as always, silently.
 //
 // While the zygote imports, a start of the workers waits for it rather than starting cold
-// (when_ready()), for at most kZygoteImportWait: a cold worker would import the same modules from the beginning, on the
-// same CPUs, while the zygote is some way through, so waiting is never slower than starting cold,
-// and it leaves the CPUs to the import that will serve every later restart.
+// (when_ready()), for at most kZygoteImportWait, and tells one at nice 19 to go on at the
+// workers' priority: a cold worker would import the same modules from the beginning, on the same
+// CPUs, while the zygote is some way through, so waiting is never slower than starting cold, and
+// it leaves the CPUs to the import that will serve every later restart.
 #pragma once
 
 #include <sys/types.h>
@@ -40,15 +49,19 @@ inline constexpr std::chrono::seconds kZygoteImportWait{120};
 class WarmStart {
  public:
   // `python`: the workers' interpreter; `environ`: the zygote's (zygote_environment()).
-  // `script`: _ddprun_zygote.py, "" when it is not installed. Says once why warm start is off when
-  // it was asked for and cannot apply.
+  // `script`: _ddprun_zygote.py, "" when it is not installed. With on, says once why warm start
+  // is off when it cannot apply.
   WarmStart(const config::LaunchConfig& config, std::string python, std::vector<std::string> environ,
             std::string script);
   ~WarmStart();
 
   bool enabled() const { return enabled_; }
-  // Starts the zygote (call before any thread starts: ddprun's start).
+  // on: starts the zygote (call at ddprun's start, before the rendezvous).
   void begin();
+  // True while the zygote waits for the workers' first beat (auto): the beats must be watched.
+  bool waits_for_progress() const { return enabled_ && mode_ == Mode::kAuto && !begun_; }
+  // A worker beat: auto starts the zygote at the first (in the background, see above).
+  void workers_progressed();
   // The zygote's socket while it imports (readable when it is ready or gone), else -1.
   int importing_fd();
   // Calls `ready` when the workers may start: at once, unless the zygote still imports; then on
@@ -73,7 +86,11 @@ class WarmStart {
 
   struct Wait;  // when_ready()'s: the zygote's socket and a timer, on the loop
 
+  using Mode = config::LaunchConfig::WarmStart;
+
   const config::LaunchConfig& config_;
+  Mode mode_;
+  bool begun_ = false;  // the first zygote was started
   std::string python_;
   std::vector<std::string> environ_;
   std::string script_;

@@ -205,6 +205,7 @@ WorkerGroup::Started WorkerGroup::start_worker(Planned& planned, int attempt, co
   const StartedProcess process = start_process(request);
   if (process.spawned.error == SpawnResult::kPastDeadline) return Started{nullptr, 0, true};
   w->forked = wall_seconds();
+  w->warm = process.forked;
   workers_.push_back(std::move(w));
   WorkerProcess& started = *workers_.back();
   if (process.spawned.pid < 0) return Started{&started, process.spawned.error, false};

@@ -48,6 +48,7 @@ struct WorkerProcess {
   int rank = 0;
   pid_t pid = -1;
   double forked = 0;     // seconds since the epoch, taken right after it was forked
+  bool warm = false;     // forked from the warm interpreter (--warm_start), not started cold
   bool alive = false;    // until its end has been handled
   bool reaped = false;   // its pid is gone: never signal it again
   int sent_signal = 0;   // the stop signal ddprun sent, 0 if none

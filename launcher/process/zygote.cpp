@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,7 +123,7 @@ std::string encode_fork_request(const StartRequest& request, const std::string& 
 
 std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::string& script,
                                       const std::vector<std::string>& environ, const std::string& preload,
-                                      const std::string& compile_first, std::string& why) {
+                                      const std::string& compile_first, bool background, std::string& why) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     why = fmt::format("socketpair: {}", std::strerror(errno));
@@ -140,6 +141,7 @@ std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::stri
   request.environ = environ;
   std::size_t environ_size = 0;
   for (const auto& entry : environ) environ_size += entry.size() + 1;
+  if (background) request.environ.push_back("DDPRUN_ZYGOTE_BACKGROUND=1");  // it takes it out of its environment
   const std::string room_name = "DDPRUN_ZYGOTE_ENV_ROOM=";
   request.environ.push_back(
       room_name + std::string(std::min(environ_size + kEnvironmentRoom, kMaxEnvironmentString - room_name.size()), ' '));
@@ -149,6 +151,16 @@ std::unique_ptr<Zygote> Zygote::start(const std::string& python, const std::stri
     return nullptr;
   }
   return std::unique_ptr<Zygote>(new Zygote(spawned.pid, std::move(mine)));
+}
+
+void Zygote::hurry() {
+  if (poll() != State::kImporting || reaped_) return;
+  // SIGUSR2 takes its priority back (_ddprun_zygote.py). Sent only while it runs at a lower
+  // priority than ddprun, which it takes only once its handler is there: before, the signal's
+  // default would kill it; once ready it ignores the signal.
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(pid_));
+  if (errno == 0 && nice > ::getpriority(PRIO_PROCESS, 0)) ::kill(pid_, SIGUSR2);
 }
 
 Zygote::~Zygote() {

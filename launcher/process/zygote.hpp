@@ -1,5 +1,5 @@
-// The warm interpreter (zygote) of --warm_start=on: one Python process per node that has
-// imported torch and torch.distributed (and --preload's modules), from which Python workers are
+// The warm interpreter (zygote) of --warm_start: one Python process per node that has
+// imported torch, torch.distributed, torch._dynamo (where torch has it) and --preload's modules, from which Python workers are
 // forked instead of started cold, so that a restart does not pay `import torch` again.
 //
 // The process: `PYTHON -u <share/ddprun/python>/_ddprun_zygote.py FD MODULES`, started by
@@ -50,13 +50,14 @@ class Zygote {
   enum class State { kImporting, kReady, kGone };
 
   // Starts the zygote of `python` (the workers' interpreter) from `script` (_ddprun_zygote.py)
-  // with `environ`, preloading `preload` (comma-separated) after torch. Before its imports it
+  // with `environ`, preloading `preload` (comma-separated) after torch; `background`: its
+  // imports at nice 19 where it can take its priority back (hurry()). Before its imports it
   // compiles `compile_first` (the .py PROGRAM; "" for none) and fails at once if that does not
   // compile, so that a SyntaxError's workers start cold and fail at once rather than after the
   // import of torch. nullptr when it cannot be started, with `why` set.
   static std::unique_ptr<Zygote> start(const std::string& python, const std::string& script,
                                        const std::vector<std::string>& environ, const std::string& preload,
-                                       const std::string& compile_first, std::string& why);
+                                       const std::string& compile_first, bool background, std::string& why);
   ~Zygote();  // its socket closed (it exits on its own) and SIGKILL, should it not have
   Zygote(const Zygote&) = delete;
   Zygote& operator=(const Zygote&) = delete;
@@ -76,6 +77,9 @@ class Zygote {
   // cgroup_procs_fd and ddprun's stdin: its pid, or -1 when it could not (the zygote is then
   // gone, why_gone() says why). Waits at most kZygoteAnswerLimit. Call only in kReady.
   pid_t fork_worker(const StartRequest& request, const std::string& cwd);
+  // Tells a zygote that imports in the background to go on at the workers' priority (workers
+  // wait for it). Nothing once it is ready or gone.
+  void hurry();
   // ddprun reaped it, with this wait status.
   void exited(int status);
 

@@ -1,9 +1,10 @@
-"""ddprun's warm interpreter (zygote) for Python workers, --warm_start=on
+"""ddprun's warm interpreter (zygote) for Python workers, --warm_start
 (launcher/process/zygote.hpp says the protocol, launcher/process/README.md the design).
 
 ddprun starts it as `python -u _ddprun_zygote.py FD MODULE,... PROGRAM PADDING` with the workers'
 interpreter and environment, FD its end of a Unix stream socket, PROGRAM the .py PROGRAM ("" for
--m). It compiles PROGRAM, imports torch and torch.distributed and the --preload modules, says
+-m). It compiles PROGRAM, imports torch, torch.distributed, torch._dynamo (where torch has it)
+and the --preload modules (at nice 19 with DDPRUN_ZYGOTE_BACKGROUND=1, where it can), says
 "ready" (or "failed ..." and exits), and then forks one worker per
 request. Each worker is made by a double fork, so that it is re-parented to ddprun (a child
 subreaper), and then becomes what `python -u SCRIPT ARGS` (or `-m MODULE`) would have been:
@@ -308,9 +309,50 @@ def _compile(path):
 
 
 def _preload(modules):
+    """Imports `modules`; a name after a "?" only where it exists (torch._dynamo: torch 2.x)."""
     import importlib
+    import importlib.util
     for name in modules:
+        if name.startswith("?"):
+            name = name[1:]
+            if importlib.util.find_spec(name) is None:
+                continue
         importlib.import_module(name)
+
+
+def _may_raise_priority_to(nice):
+    """True when this process may set its nice value back to `nice` once it raised it: with
+    CAP_SYS_NICE, or an RLIMIT_NICE that allows it (Linux lets anybody lower a priority, not
+    raise it again)."""
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    if soft == resource.RLIM_INFINITY or soft >= 20 - nice:
+        return True
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> 23 & 1)  # CAP_SYS_NICE
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _in_background():
+    """--warm_start=auto: the imports at the lowest CPU priority (nice 19), beside the workers
+    that train, where the priority can be taken back: a worker forked from the zygote inherits
+    it. Returns what takes it back, which SIGUSR2 does too (ddprun sends it when workers wait
+    for the imports); None where the imports run at the workers' priority."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if before >= 19 or not _may_raise_priority_to(before):
+        return None
+
+    def take_back(*_):
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+    signal.signal(signal.SIGUSR2, take_back)
+    os.setpriority(os.PRIO_PROCESS, 0, 19)
+    return take_back
 
 
 def _run_as_main(request):
@@ -371,16 +413,24 @@ def _main():
         del sys.path_importer_cache[p]  # nor their path importer cache (sitecustomize.py does the same)
     sock = socket.socket(fileno=fd)
     sock.set_inheritable(False)
-    modules = ["torch", "torch.distributed"] + [m for m in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if m]
+    # What DDP's first construction imports too (torch 2.x's torch._dynamo, 881 modules with
+    # sympy): a forked worker's first step would otherwise import it.
+    modules = ["torch", "torch.distributed", "?torch._dynamo"]
+    modules += [m for m in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if m]
     why = _compile_error(sys.argv[3]) if len(sys.argv) > 4 and sys.argv[3] else None
     if why is not None:
         _send(sock, "failed " + why)
         sys.exit(1)
+    take_back = _in_background() if os.environ.pop("DDPRUN_ZYGOTE_BACKGROUND", None) == "1" else None
     try:
         _preload(modules)
     except BaseException as error:
-        _send(sock, f"failed importing {', '.join(modules)}: {type(error).__name__}: {error}")
+        names = ", ".join(m.lstrip("?") for m in modules)
+        _send(sock, f"failed importing {names}: {type(error).__name__}: {error}")
         sys.exit(1)
+    if take_back is not None:
+        take_back()
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)  # a late one from ddprun (the workers restore it)
     why = _why_not_fork()
     if why is not None:
         _send(sock, "failed " + why + " after its imports")

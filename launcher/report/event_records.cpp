@@ -47,9 +47,10 @@ EventRecord stop_requested(int round, const std::string& why) {
   return {"stop_requested", {{"round", round}, {"why", why}}};
 }
 
-EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked) {
+EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked, bool warm) {
   EventRecord record{"worker_started", {{"rank", rank}, {"local_rank", local_rank}, {"pid", pid}}};
   if (forked > 0) record.fields["forked"] = forked;
+  if (warm) record.fields["warm"] = true;
   return record;
 }
 

@@ -29,7 +29,8 @@ EventRecord restart_stopped(const std::string& stop_reason, int restarts);
 EventRecord stop_requested(int round, const std::string& why);
 // `forked`: seconds since the epoch when ddprun forked it (a ddprun stopped in between writes the
 // record later); 0: not given.
-EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked = 0);
+// `warm`: forked from the warm interpreter (--warm_start), not started cold.
+EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked = 0, bool warm = false);
 // `signal`: the signal that ended it, 0 when it exited.
 EventRecord worker_exited(int rank, int local_rank, pid_t pid, int exit_code, int signal, bool stopped_by_ddprun);
 // A failure once its kind is known.

@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Failure to training again: kill -9 of one worker of a 2-worker gloo DDP script on the CPU,
 to every worker past init_process_group again (and past its first DDP step), with ddprun's
---warm_start=off and =on, torchrun and NVIDIA's ft_launcher, taking turns in each round.
+ddprun's defaults (--warm_start=auto), --warm_start=off and =on, torchrun and NVIDIA's
+ft_launcher, taking turns in each round.
 
   python3 scripts/bench/warm_restart.py [--runs 10] [--torch 2|1.13] [--ddprun build/launcher/ddprun] [--only TEXT]
+                                        [--kill_after SECONDS] [--compile kept|per-round]
 
 The script is warm_restart_python_worker.py: it stamps the time at its first line, past
 init_process_group and past its first step; in the first attempt rank 1 is then SIGKILLed by this
@@ -14,7 +16,10 @@ its torchrun (run with --redirects 9:1 --tee 9:1 --monitor_interval 0.1, see ben
 runs with --restart_backoff_max=0, as launcher.py does (these workers made progress, so no
 backoff applies anyway). With torch 2, a row preloads torch._dynamo, which DDP's constructor
 imports (with sympy and more) the first time a process builds a DDP model: the time from init to
-the first step.
+the first step. --compile puts the model through torch.compile, with its inductor cache kept for
+the restart (kept) or one new for each attempt (per-round): what keeping compiled kernels is worth.
+--kill_after lets the job run that long past its first step before the kill (with ddprun's
+default --warm_start=auto, the warm interpreter is made meanwhile).
 
 ft_launcher (nvidia-resiliency-ext, a torchrun with fault tolerance) runs with torch 2 when it is
 installed, without touching the venv (its pynvml makes every `import torch` warn), by:
@@ -78,9 +83,9 @@ def phases(d, killed_at, victim):
             "script start": start - forked, "import + init": init - start}
 
 
-def one_run(command, env):
-    """Starts `command(d)` (it runs WORKER with a folder d as its last argument), kills rank 1 once
-    both ranks took their first step, and returns (kill to every rank past init, to every first
+def one_run(command, env, kill_after):
+    """Starts `command(d)` (it runs WORKER with a folder d as its last argument), kills rank 1
+    `kill_after` seconds after both ranks took their first step, and returns (kill to every rank past init, to every first
     step, the phases). Raises RunFailed with the launcher's last lines."""
     with tempfile.TemporaryDirectory(prefix="warm-restart-") as d:
         log = os.path.join(d, "launcher.err")
@@ -92,6 +97,7 @@ def one_run(command, env):
         try:
             wait_files(d, ["pid.0", "pid.1"], proc)
             victim = int(open(os.path.join(d, "pid.1")).read())
+            time.sleep(kill_after)  # the time the job trained before its failure: the scenario's, not a wait
             killed_at = time.time()
             os.kill(victim, signal.SIGKILL)
             wait_files(d, ["step.1.0", "step.1.1"], proc)
@@ -122,6 +128,9 @@ def launchers(args, python, env):
     ddprun = lambda d, *extra: [args.ddprun, "--nproc_per_node=2", "--max_restarts=1", "--restart_backoff_max=0",
                                 f"--event_log={d}/events", *extra, WORKER]
     rows = {
+        # What a user gets without options (--event_log only gives the phases).
+        "ddprun (defaults)": (lambda d: [args.ddprun, "--nproc_per_node=2", "--max_restarts=1",
+                                         f"--event_log={d}/events", WORKER], env),
         "ddprun --warm_start=off": (lambda d: ddprun(d, "--warm_start=off"), env),
         "ddprun --warm_start=on": (lambda d: ddprun(d, "--warm_start=on"), env),
     }
@@ -149,9 +158,17 @@ def main():
     parser.add_argument("--torch", choices=("2", "1.13"), default="2")
     parser.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
     parser.add_argument("--only", help="run only the launchers whose row names this text (e.g. torchrun)")
+    parser.add_argument("--compile", choices=("kept", "per-round"),
+                        help="the model through torch.compile (torch 2), its inductor cache kept across the "
+                             "restart or one per attempt")
+    parser.add_argument("--kill_after", type=float, default=0,
+                        help="seconds the job runs past its first step before the kill (default 0: at once; "
+                             "--warm_start=auto makes its warm interpreter meanwhile)")
     args = parser.parse_args()
     python = torch2_python() if args.torch == "2" else PYTHON_113
     env = dict(os.environ, PYTHON_EXEC=python)
+    if args.compile:
+        env["WARM_BENCH_COMPILE"] = args.compile
     env.pop("PYTHONPATH", None)
     rows = launchers(args, python, env)
     if args.only:
@@ -162,7 +179,7 @@ def main():
         this_round = []
         for name, (command, run_env) in rows.items():
             try:
-                results[name].append(one_run(command, run_env))
+                results[name].append(one_run(command, run_env, args.kill_after))
                 this_round.append(f"{name} {results[name][-1][0]:.2f} s")
             except RunFailed as error:
                 failures[name] += 1
@@ -172,8 +189,10 @@ def main():
     version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                              text=True).stdout.strip()
     load = os.getloadavg()
-    print(f"\nkill -9 of rank 1 of 2 (gloo DDP, CPU, torch {version}) -> every rank past init_process_group "
-          f"again / past its first step again; {args.runs} runs, seconds; load average at the end "
+    compiled = f", torch.compile'd, inductor cache {args.compile}" if args.compile else ""
+    print(f"\nkill -9 of rank 1 of 2 (gloo DDP{compiled}, CPU, torch {version}), {args.kill_after:g} s after the first step "
+          f"-> every rank past init_process_group again / past its first step again; {args.runs} runs, seconds; "
+          f"load average at the end "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
     print("| launcher | to init: median | slowest | to first step: median | slowest | runs failed |")
     print("|---|---|---|---|---|---|")

@@ -17,6 +17,13 @@ def stamp(what):
 
 stamp("start")  # before the imports: what a warm interpreter takes off comes after this
 
+# warm_restart.py --compile: the model goes through torch.compile, its kernels cached in a folder
+# of the run's (kept: one for every attempt) or of this attempt's (per-round: none outlives it).
+COMPILE = os.environ.get("WARM_BENCH_COMPILE")
+if COMPILE:
+    folder = "inductor" + ("" if COMPILE == "kept" else "." + os.environ["TORCHELASTIC_RESTART_COUNT"])
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(sys.argv[1], folder)
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
@@ -24,14 +31,18 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 dist.init_process_group("gloo")
 stamp("init")
 model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
+if COMPILE:
+    model = torch.compile(model)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 loss = model(torch.randn(16, 32)).pow(2).mean()
 loss.backward()
 optimizer.step()
 stamp("step")
 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and not os.environ.get("WARM_BENCH_ONCE"):
-    with open(os.path.join(sys.argv[1], f"pid.{os.environ['RANK']}"), "w") as f:
+    path = os.path.join(sys.argv[1], f"pid.{os.environ['RANK']}")
+    with open(path + ".tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.rename(path + ".tmp", path)  # whole when it appears
     while True:
         time.sleep(60)
 dist.destroy_process_group()

@@ -136,18 +136,29 @@ TEST_CASE("--progress: on by default; on or off, from the command line, PET_PROG
   CHECK(to_json(resolve({{"progress", "False"}}))["progress"] == "off");
 }
 
-TEST_CASE("--warm_start: off by default; on from the command line, PET_WARM_START or the config; --preload's names") {
-  CHECK_FALSE(resolve({}).warm_start);
-  CHECK(resolve({{"warm_start", "on"}}).warm_start);
-  CHECK(resolve({}, {}, {{"warm_start", "on"}}).warm_start);
-  CHECK(resolve({}, {{"warm_start", "on"}}, {{"warm_start", "off"}}).warm_start);
-  CHECK_FALSE(resolve({{"warm_start", "off"}}, {{"warm_start", "on"}}).warm_start);
+TEST_CASE("--warm_start: auto by default; on, off or auto from the command line, PET_WARM_START or the config; --preload's names") {
+  using W = LaunchConfig::WarmStart;
+  CHECK(resolve({}).warm_start == W::kAuto);
+  CHECK(resolve({{"warm_start", "on"}}).warm_start == W::kOn);
+  CHECK(resolve({{"warm_start", "off"}}).warm_start == W::kOff);
+  CHECK(resolve({{"warm_start", "0"}}).warm_start == W::kOff);
+  CHECK(resolve({{"warm_start", "yes"}}).warm_start == W::kOn);
+  CHECK(resolve({{"warm_start", "auto"}}).warm_start == W::kAuto);
+  CHECK(resolve({}, {}, {{"warm_start", "on"}}).warm_start == W::kOn);
+  CHECK(resolve({}, {{"warm_start", "on"}}, {{"warm_start", "off"}}).warm_start == W::kOn);
+  CHECK(resolve({{"warm_start", "off"}}, {{"warm_start", "on"}}).warm_start == W::kOff);
   CHECK(options_from_environment({{"PET_WARM_START", "on"}, {"PET_PRELOAD", "numpy"}}) ==
         RawOptions{{"preload", "numpy"}, {"warm_start", "on"}});
   CHECK_THROWS_WITH(resolve({{"warm_start", "sometimes"}}),
-                    "--warm_start=sometimes: expected true or false (or 1/0, yes/no, on/off)");
-  CHECK(to_json(resolve({}))["warm_start"] == "off");
+                    "--warm_start=sometimes: expected auto, on or off (or true/false, 1/0, yes/no)");
+  CHECK(to_json(resolve({}))["warm_start"] == "auto");
+  CHECK(to_json(resolve({{"warm_start", "false"}}))["warm_start"] == "off");
   CHECK(to_json(resolve({}))["preload"].is_null());
+  // auto forks restarts only: where none can come, it makes no warm interpreter.
+  CHECK_FALSE(resolve({}).may_restart());
+  CHECK(resolve({{"max_restarts", "1"}}).may_restart());
+  CHECK(resolve({{"nnodes", "1:2"}}).may_restart());
+  CHECK_FALSE(resolve({{"nnodes", "2"}}).may_restart());
   CHECK(resolve({{"preload", "numpy,my_pkg.models"}}).preload == "numpy,my_pkg.models");
   for (const char* bad : {"", "numpy,", ",numpy", "a,,b", "numpy os", "numpy;rm"}) {
     CAPTURE(bad);

@@ -38,6 +38,8 @@ TEST_CASE("a failure in words: the end said once, the cause without it") {
   where.location = "train.py:12";
   where.step = 1234;
   WorkerFailure unclassified = failure(2, 0, FailureKindName(), "");
+  WorkerFailure outside_unclassified = failure(137, 9, FailureKindName(), "");
+  outside_unclassified.signal_from_outside = true;
   unclassified.host = "";
   const std::vector<Row> table = {
       {"exit code and a line", failure(3, 0, K::kExitCode, "exit code 3: no shard for rank 3"), "exit code 3",
@@ -54,9 +56,8 @@ TEST_CASE("a failure in words: the end said once, the cause without it") {
        "SIGSEGV (Segmentation fault)", "segfault (SIGSEGV (Segmentation fault))",
        "rank 3 on h2: segfault (SIGSEGV (Segmentation fault))",
        "worker rank 3 (local rank 1) on h2 was killed by signal 11 (SIGSEGV)"},
-      {"SIGKILL from outside, with a message", outside,
-       "killed by SIGKILL (exit code 137), not sent by ddprun: killed from outside, often the out-of-memory killer "
-       "(check dmesg)",
+      // Classified, the kind's cause tells whether it was the out-of-memory killer; before, a hint.
+      {"SIGKILL from outside, with a message", outside, "killed by SIGKILL (exit code 137), not sent by ddprun",
        "SIGKILL from outside ddprun, probably the OOM killer",
        "host_oom (SIGKILL from outside ddprun, probably the OOM killer)",
        "rank 3 on h2: host_oom (SIGKILL from outside ddprun, probably the OOM killer)",
@@ -68,6 +69,10 @@ TEST_CASE("a failure in words: the end said once, the cause without it") {
        "rank 3 on h2: python_exception (KeyError: 'lr')", "worker rank 3 (local rank 1) on h2 failed with exit code 1"},
       {"no kind, no host", unclassified, "exit code 2", "", "", "rank 3 on : failed",
        "worker rank 3 (local rank 1) on ? failed with exit code 2"},
+      {"SIGKILL from outside, not classified yet", outside_unclassified,
+       "killed by SIGKILL (exit code 137), not sent by ddprun: killed from outside, often the out-of-memory killer "
+       "(check dmesg)",
+       "", "", "rank 3 on h2: failed", "worker rank 3 (local rank 1) on h2 was killed by signal 9 (SIGKILL) sent from outside ddprun"},
   };
   for (const Row& row : table) {
     CAPTURE(row.name);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# --warm_start=on against real clients (issue 42): each script of tests/launcher/warm_clients/ runs
-# twice under ddprun on the torch 2.x venv, cold and forked from the warm interpreter, and must
+# --warm_start against real clients (issue 42): each script of tests/launcher/warm_clients/ runs
+# under ddprun on the torch 2.x venv, cold and forked from the warm interpreter (and those that
+# restart also under the defaults, whose restart is forked), and must
 # print the same RESULT lines (losses, checksums, seeds: bit for bit) and end with the same exit
 # code and summary: PyTorch's DDP tutorial with a SIGKILL and the resume from its snapshot, the
 # same as a module (-m), a Lightning Trainer, a Fabric script, an accelerate script, DataLoader
@@ -26,27 +27,38 @@ summary() {
     | sed -E 's/[0-9]+\.[0-9]+ ?s\b/N s/g; s/pid [0-9]+/pid N/g; s/(at|on) [^ ]+ [0-9:.-]+//g' || true
 }
 
-# client NAME EXPECTED_RC ARGS...: runs ARGS under ddprun cold, then warm, and compares.
+# client NAME EXPECTED_RC ARGS...: runs ARGS under ddprun cold (--warm_start=off), then warm
+# (on: every start forked), and with CLIENT_AUTO=1 also under the defaults (auto: the first start
+# cold, the restart forked), and compares.
 client() {
   local name=$1 expected=$2; shift 2
-  local how rcs=()
-  for how in cold warm; do
+  local how hows=(cold warm) flag
+  [[ -z ${CLIENT_AUTO:-} ]] || hows+=(auto)
+  for how in "${hows[@]}"; do
     rm -f "$T/snapshot"
-    run_ddprun "$name-$how" --warm_start=$([[ $how == warm ]] && echo on || echo off) --nproc_per_node=2 "$@"
-    rcs+=("$RC")
+    flag=$([[ $how == warm ]] && echo --warm_start=on || echo --warm_start=off)
+    [[ $how != auto ]] || flag=--event_log=$T/$name-auto.events
+    run_ddprun "$name-$how" "$flag" --nproc_per_node=2 "$@"
     [[ $RC == "$expected" ]] || { tail -20 "$T/$name-$how.err"; fail "torch $v, $name ($how): exit code $RC, expected $expected"; }
   done
-  expect_not_in "$T/$name-warm.err" "warm start"  # forked, not cold with a line saying why
   [[ -n $(results "$name-cold") ]] || fail "$name: no RESULT line"
-  diff <(results "$name-cold") <(results "$name-warm") >"$T/$name.diff" \
-    || { cat "$T/$name.diff"; fail "torch $v, $name: the forked workers' results differ from the cold ones'"; }
-  diff <(summary "$name-cold") <(summary "$name-warm") || fail "torch $v, $name: ddprun's summary differs"
-  ok "torch $v, $name: $(results "$name-cold" | wc -l) result lines and exit code $expected, the same warm and cold"
+  for how in "${hows[@]:1}"; do
+    expect_not_in "$T/$name-$how.err" "warm start"  # forked, not cold with a line saying why
+    diff <(results "$name-cold") <(results "$name-$how") >"$T/$name.diff" \
+      || { cat "$T/$name.diff"; fail "torch $v, $name ($how): the forked workers' results differ from the cold ones'"; }
+    diff <(summary "$name-cold") <(summary "$name-$how") || fail "torch $v, $name ($how): ddprun's summary differs"
+  done
+  if [[ -n ${CLIENT_AUTO:-} ]]; then
+    # The first start's two workers cold, the restart's two forked.
+    expect_eq "$(grep -c '"event":"worker_started"' "$T/$name-auto.events") $(grep -c '"warm":true' "$T/$name-auto.events")" \
+      "4 2" "torch $v, $name (auto): workers started, of which forked from the warm interpreter"
+  fi
+  ok "torch $v, $name: $(results "$name-cold" | wc -l) result lines and exit code $expected, the same ${hows[*]}"
 }
 
-client tutorial 0 --max_restarts=1 tutorial.py "$T/snapshot" 4
+CLIENT_AUTO=1 client tutorial 0 --max_restarts=1 tutorial.py "$T/snapshot" 4
 expect_in "$T/tutorial-warm.out" "RESULT rank=1 resumed_at=2"
-client module 0 --max_restarts=1 -m pkg.train "$T/snapshot" 4
+CLIENT_AUTO=1 client module 0 --max_restarts=1 -m pkg.train "$T/snapshot" 4
 expect_in "$T/module-warm.out" "RESULT rank=0 resumed_at=2"
 client lightning_trainer 0 lightning_trainer.py
 expect_in "$T/lightning_trainer-warm.out" "RESULT rank=1 world=2 global_rank=1"

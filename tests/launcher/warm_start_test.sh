@@ -142,6 +142,56 @@ expect_eq "$(grep -c '^ddprun: warm start' "$T/zygote.err")" 1 "lines about warm
 expect_in "$T/zygote.err" "^ddprun: warm start: the warm interpreter is gone: it died \(killed by SIGKILL\); a new one is starting; these workers start cold$"
 ok "a killed zygote: one cold start with one line, then forked from its replacement"
 
+# --warm_start=auto, the default: the first start is cold; the zygote starts once the workers
+# made progress (here a barrier, which ddprun's bootstrap counts), imports at nice 19 where it
+# can take that back (as root: CAP_SYS_NICE), and the restart is forked from it at the workers'
+# own priority. Nothing is said.
+cat >"$T/sub/auto.py" <<'PY'
+import os, sys, time
+forked = "torch" in sys.modules
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+import torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()  # progress: the zygote starts now
+def zygote_nice():
+    for p in os.listdir("/proc"):
+        try:  # a process of the machine's (not this test's) may end between listdir and open
+            if (b"_ddprun_zygote.py" in open(f"/proc/{p}/cmdline", "rb").read()
+                    and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getppid())):
+                return os.getpriority(os.PRIO_PROCESS, int(p))
+        except OSError:
+            pass
+    return None
+nice = None
+if attempt == 0 and os.environ["RANK"] == "0":
+    # The zygote's nice while it imports, which takes seconds (the restart waits for them).
+    deadline = time.monotonic() + 60
+    while nice != int(os.environ["NICE_EXPECTED"]) and time.monotonic() < deadline:
+        nice = zygote_nice()
+        time.sleep(0.01)
+with open(f"{sys.argv[1]}/started.{attempt}.{os.environ['RANK']}", "w") as f:
+    f.write(f"{forked} {os.getpriority(os.PRIO_PROCESS, 0)} {nice}")
+dist.barrier()
+sys.exit(3 if attempt == 0 else 0)
+PY
+# 19 where the zygote may take its priority back (_ddprun_zygote.py: _may_raise_priority_to).
+nice_back=$("$PYTHON_EXEC" - <<'PY'
+import os, resource
+soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+caps = int([l for l in open("/proc/self/status") if l.startswith("CapEff:")][0].split()[1], 16)
+print(19 if soft == resource.RLIM_INFINITY or soft >= 20 or caps >> 23 & 1 else 0)
+PY
+)
+mkdir "$T/a"
+NICE_EXPECTED=$nice_back run_ddprun auto --nproc_per_node=2 --max_restarts=1 sub/auto.py "$T/a"
+[[ $RC == 0 ]] || { cat "$T/auto.err"; fail "the default (auto) run failed"; }
+expect_eq "$(cat "$T/a/started.0.0") / $(cat "$T/a/started.0.1" | cut -d' ' -f1,2)" "False 0 $nice_back / False 0" \
+  "attempt 0: forked, nice, and the zygote's nice while it imported"
+expect_eq "$(cut -d' ' -f1,2 "$T/a/started.1.0") / $(cut -d' ' -f1,2 "$T/a/started.1.1")" "True 0 / True 0" \
+  "attempt 1: forked, nice"
+expect_not_in "$T/auto.err" "warm"
+ok "the default, auto: a cold first start, the zygote made at nice $nice_back after progress, the restart forked at nice 0"
+
 # A zygote with a thread of its own (here a --preload module that starts one) does not fork: one
 # line, and the run goes on cold.
 cat >"$T/sub/threaded.py" <<'PY'

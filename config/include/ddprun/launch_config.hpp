@@ -142,14 +142,19 @@ struct LaunchConfig {
   bool no_python = false;
   bool run_path = false;
   std::string start_method = "spawn";
-  // --warm_start: Python workers forked from a warm interpreter (launcher/process/zygote.hpp);
-  // --preload: the modules it imports after torch and torch.distributed, comma-separated.
-  bool warm_start = false;
+  // --warm_start: Python workers forked from a warm interpreter (launcher/process/warm_start.hpp):
+  // auto (restarts only, the interpreter made once the workers progress), on (every start, made
+  // while ddprun starts), off. --preload: the modules it imports after torch and
+  // torch.distributed, comma-separated.
+  enum class WarmStart { kOff, kAuto, kOn };
+  WarmStart warm_start = WarmStart::kAuto;
   std::string preload;
   std::string program;
   std::vector<std::string> program_args;
 
   bool multi_node() const { return max_nodes > 1; }
+  // True when the workers may start again in this run: restarts allowed, or an elastic size.
+  bool may_restart() const { return max_restarts > 0 || min_nodes < max_nodes; }
   // True when lines are copied to the filtered logs (which then need a log folder).
   bool duplicates_lines() const { return !duplicate_stdout_filters.empty() || !duplicate_stderr_filters.empty(); }
   // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.

@@ -225,7 +225,14 @@ void resolve_program(const MergedOptions& m, const std::vector<std::string>& pro
   c.no_python = m.flag("no_python");
   c.run_path = m.flag("run_path");
   c.start_method = m.word("start_method", {"spawn", "fork", "forkserver"});
-  c.warm_start = parse_bool("--warm_start", m.text("warm_start"));
+  const std::string warm = m.text("warm_start");
+  if (warm == "auto") {
+    c.warm_start = LaunchConfig::WarmStart::kAuto;
+  } else if (const auto on = to_bool(warm)) {
+    c.warm_start = *on ? LaunchConfig::WarmStart::kOn : LaunchConfig::WarmStart::kOff;
+  } else {
+    throw bad_value("--warm_start", warm, "auto, on or off (or true/false, 1/0, yes/no)");
+  }
   if (m.has("preload")) {
     c.preload = m.text("preload");
     const bool module_names = std::all_of(c.preload.begin(), c.preload.end(), [](char ch) {

@@ -181,13 +181,18 @@ const std::vector<OptionSpec> kOptions = {
     {"start_method", nullptr, kText, "spawn", "Program",
      "accepted for torchrun compatibility: spawn, fork or forkserver (workers are always separate programs)",
      [](Config c) -> json { return c.start_method; }},
-    {"warm_start", nullptr, kText, "off", "Program",
-     "on: Python workers (a .py PROGRAM or -m) are forked from a warm interpreter that imported "
-     "torch and torch.distributed while ddprun started, so that a restart does not import them "
-     "again; off",
-     [](Config c) -> json { return c.warm_start ? "on" : "off"; }},
+    {"warm_start", nullptr, kText, "auto", "Program",
+     "auto: a restart's Python workers (a .py PROGRAM or -m) are forked from a warm interpreter "
+     "that imported torch, torch.distributed and torch._dynamo once the first workers made "
+     "progress; on: every start's, the interpreter made while ddprun starts; off: every worker "
+     "starts cold",
+     [](Config c) -> json {
+       return c.warm_start == LaunchConfig::WarmStart::kAuto ? "auto"
+              : c.warm_start == LaunchConfig::WarmStart::kOn ? "on"
+                                                             : "off";
+     }},
     {"preload", nullptr, kText, nullptr, "Program",
-     "MODULE,...: with --warm_start=on, modules the warm interpreter imports after torch",
+     "MODULE,...: modules the warm interpreter of --warm_start imports after torch",
      [](Config c) -> json { return c.preload.empty() ? json() : json(c.preload); }},
 };
 

@@ -14,7 +14,10 @@ std::string describe_end(const WorkerFailure& f) {
   if (f.signal == 0) return fmt::format("exit code {}", f.exit_code);
   std::string text = fmt::format("killed by {} (exit code {})", signal_name(f.signal), f.exit_code);
   if (f.signal_from_outside && f.signal == SIGKILL) {
-    text += ", not sent by ddprun: killed from outside, often the out-of-memory killer (check dmesg)";
+    text += ", not sent by ddprun";
+    // Once classified, the kind and its cause say whether the kernel's out-of-memory killer did
+    // it (report/failure_classifier.hpp); before, only a hint.
+    if (f.kind.empty()) text += ": killed from outside, often the out-of-memory killer (check dmesg)";
   }
   return text;
 }
