@@ -27,7 +27,8 @@ installed, without touching the venv (its pynvml makes every `import torch` warn
   "$TORCH2_PYTHON" -m pip install --no-deps --target ~/.cache/ddprun/ft-launcher \\
       nvidia-resiliency-ext==0.4.1 nvidia-ml-py==13.615.71 defusedxml==0.7.1
 
-Prints, for each launcher, the median and the slowest of the runs, to init and to the first step;
+Prints, for each launcher, the median and the slowest of the runs, to init and to the first step,
+and the median of the first start (the launch to every rank's first step);
 then the medians of the phases between the kill and init: for ddprun, from its --event_log, the
 detection (the kill to ddprun's record of the worker's exit), the stop (to the round's end: the
 other worker stopped), the fork (to the last worker of the restart forked or exec'd: the restart's
@@ -86,12 +87,14 @@ def phases(d, killed_at, victim):
 def one_run(command, env, kill_after):
     """Starts `command(d)` (it runs WORKER with a folder d as its last argument), kills rank 1
     `kill_after` seconds after both ranks took their first step, and returns (kill to every rank past init, to every first
-    step, the phases). Raises RunFailed with the launcher's last lines."""
+    step, the phases, the launch to every rank's first step of the first start). Raises RunFailed with the launcher's
+    last lines."""
     with tempfile.TemporaryDirectory(prefix="warm-restart-") as d:
         log = os.path.join(d, "launcher.err")
         with open(log, "wb") as err:
             # Its own session: a launcher that failed is stopped with its whole process group
             # (torchrun leaves its workers running when it is SIGKILLed).
+            launched_at = time.time()
             proc = subprocess.Popen(command(d) + [d], env=env, stdout=subprocess.DEVNULL, stderr=err,
                                     start_new_session=True)
         try:
@@ -105,7 +108,8 @@ def one_run(command, env, kill_after):
             step = max(read_stamp(os.path.join(d, f"step.1.{r}")) for r in (0, 1)) - killed_at
             if proc.wait(timeout=120) != 0:
                 raise RunFailed(f"exit code {proc.returncode}")
-            return init, step, phases(d, killed_at, victim)
+            first = max(read_stamp(os.path.join(d, f"step.0.{r}")) for r in (0, 1)) - launched_at
+            return init, step, phases(d, killed_at, victim), first
         except (RunFailed, subprocess.TimeoutExpired) as error:
             with open(log, errors="replace") as f:
                 raise RunFailed(f"{error}; its last lines:\n" + "".join(line for line in f if "Traceback" in line or "Error" in line or "error" in line)) from None
@@ -194,16 +198,18 @@ def main():
           f"-> every rank past init_process_group again / past its first step again; {args.runs} runs, seconds; "
           f"load average at the end "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
-    print("| launcher | to init: median | slowest | to first step: median | slowest | runs failed |")
-    print("|---|---|---|---|---|---|")
+    print("| launcher | to init: median | slowest | to first step: median | slowest | runs failed | "
+          "first start, launch to first step: median |")
+    print("|---|---|---|---|---|---|---|")
     for name, values in results.items():
         if not values:
-            print(f"| {name} | | | | | {failures[name]} |")
+            print(f"| {name} | | | | | {failures[name]} | |")
             continue
         init = [v[0] for v in values]
         step = [v[1] for v in values]
+        first = [v[3] for v in values]
         print(f"| {name} | {statistics.median(init):.2f} | {max(init):.2f} | {statistics.median(step):.2f} | "
-              f"{max(step):.2f} | {failures[name]} |")
+              f"{max(step):.2f} | {failures[name]} | {statistics.median(first):.2f} |")
     print("\nthe kill -> every rank past init, by phase (medians, seconds; '' where the launcher does not tell)\n")
     print("| launcher | " + " | ".join(PHASES) + " | init -> first step |")
     print("|---|" + "---|" * (len(PHASES) + 1))
