@@ -16,6 +16,7 @@
 #include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
 #include "hangs/hang_watch.hpp"
+#include "health_check.hpp"
 #include "occurrence.hpp"
 #include "report/event_records.hpp"
 #include "output/output_writer.hpp"
@@ -45,6 +46,8 @@ class Agent::Impl {
         settings_{host_name(), config_.rdzv_id, config_.max_restarts},
         workers_({io_, config_, environ_, python_, paths_, settings_, phase_, node_, guard_, containment, events_,
                   [this](Occurrence o) { dispatch(std::move(o)); }}),
+        health_({io_, config_, environ_, guard_, containment,
+                 [this](HealthCheckReport report) { health_check_ended(std::move(report)); }}),
         signals_(io, signal_handlers()) {
     if (!config_.event_log.empty()) events_ = EventLog(config_.event_log, settings_.host);
     if (config_.status_port >= 0) {
@@ -106,8 +109,9 @@ class Agent::Impl {
       guard_.fence_at(at ? std::optional(at->backstop) : std::nullopt);
       workers_.fence_moved(at);
     };
+    handlers_ = std::move(handlers);
     events_.write(records::started(config_));
-    rendezvous_->join(std::move(handlers));
+    begin(first_transition());
     io_.run();
     // A console that takes nothing (a stalled pipe) does not keep ddprun from exiting.
     writers_->finish(kExitFlushLimit);
@@ -125,6 +129,19 @@ class Agent::Impl {
   // Events raised while an action runs (a worker that could not start) wait their turn.
   void dispatch(Occurrence occurrence) {
     queue_.push_back(std::move(occurrence));
+    drain();
+  }
+
+  // The supervisor's first phase and its actions (the health check before the first join).
+  void begin(const Transition& first) {
+    phase_ = first.next;
+    dispatching_ = true;
+    for (Action action : first.actions) perform(action, nullptr);
+    dispatching_ = false;
+    drain();
+  }
+
+  void drain() {
     if (dispatching_) return;
     dispatching_ = true;
     while (!queue_.empty()) {
@@ -151,6 +168,10 @@ class Agent::Impl {
     if (shutdown_signal_ == 0) shutdown_signal_ = e.signal;
   }
   void note(const occurred::JobFinished& e) { outcome_ = e.outcome; }
+  void note(const occurred::HealthCheckFailed& e) {
+    health_failure_ = e.report;
+    outcome_ = health_check_quarantine(e.report, settings_.host, node_.round);
+  }
   void note(const occurred::RoundStarted& e) {
     if (node_.spare_place > 0) say(fmt::format("ddprun: this spare joins round {}\n", e.assignment.round));
     node_.spare_place = 0;
@@ -174,6 +195,9 @@ class Agent::Impl {
 
   void perform(Action action, occurred::WorkerFailed* o) {
     switch (action) {
+      case Action::kRunHealthCheck: run_health_check(); break;
+      case Action::kStopHealthCheck: health_.stop(); break;
+      case Action::kJoinRendezvous: rendezvous_->join(std::move(handlers_)); break;
       case Action::kStartWorkers: start_workers(); break;
       case Action::kCancelStart: workers_.cancel_start(); break;
       case Action::kReportFirstFailure:
@@ -204,6 +228,10 @@ class Agent::Impl {
         guard_.fence_at(std::nullopt);  // leaving on a signal: the workers get their grace
         rendezvous_->leave(shutdown_signal_);
         break;
+      case Action::kLeaveQuarantined:
+        guard_.fence_at(std::nullopt);
+        rendezvous_->leave_quarantined(quarantine_reason(*health_failure_));
+        break;
       case Action::kExit: exit_job(); break;
     }
   }
@@ -222,6 +250,24 @@ class Agent::Impl {
     workers_.start(attempt_);
   }
 
+  // --- the health check -----------------------------------------------------------------------
+
+  void run_health_check() {
+    workers_.end_round();  // the last round's processes gone first: a GPU check needs its GPUs free
+    if (!health_.configured()) return dispatch(occurred::HealthCheckPassed{});
+    const std::string& run_id = node_.round_assigned ? node_.round.run_id : settings_.configured_run_id;
+    health_.start(health_check_variables(config_, node_.attempts_started, node_.round, run_id));
+  }
+
+  void health_check_ended(HealthCheckReport report) {
+    events_.write(records::health_check(report));
+    switch (report.verdict.action) {
+      case HealthAction::kWarnAndJoin: say(health_check_warning(report)); [[fallthrough]];
+      case HealthAction::kJoin: return dispatch(occurred::HealthCheckPassed{});
+      case HealthAction::kQuarantine: return dispatch(occurred::HealthCheckFailed{std::move(report)});
+    }
+  }
+
   // Nodes quarantined since the last word of the coordinator: logged once each, on every node.
   void log_quarantined(const std::vector<elastic::QuarantinedNode>& all) {
     for (const auto& q : note_quarantined(node_, all)) events_.write(records::quarantined(q));
@@ -231,11 +277,13 @@ class Agent::Impl {
     workers_.end_round();  // one not reported: stopped by a signal or by the job's end
     signals_.close();
     log_quarantined(outcome_.quarantined);
-    const JobExit e = job_exit(outcome_, shutdown_signal_, config_.program);
+    const HealthCheckReport* health = health_failure_ ? &*health_failure_ : nullptr;
+    const JobExit e = job_exit(outcome_, shutdown_signal_, config_.program, health);
     exit_code_ = e.exit_code;
     if (!e.console.empty()) say(e.console);
     if (e.root_cause) node_.last_failure = e.root_cause;
-    const std::string error = record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_, std::max(attempt_, 0));
+    const std::string error =
+        record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_, std::max(attempt_, 0), health);
     if (!error.empty()) say("ddprun: " + error + "\n");
     status_.reset();
     io_.stop();
@@ -273,7 +321,7 @@ class Agent::Impl {
 
   SignalChannel::Handlers signal_handlers() {
     SignalChannel::Handlers h;
-    h.child_exited = [this] { workers_.reap(); };
+    h.child_exited = [this] { workers_.reap([this](pid_t pid, int status) { return health_.reaped(pid, status); }); };
     h.shutdown = [this](int sig) { shut_down(sig); };
     h.forward = [this](int sig, pid_t sender) {
       // --signals_to_handle naming SIGUSR1/2: torchrun's behaviour, forwarded, then the job stops.
@@ -298,6 +346,9 @@ class Agent::Impl {
   Phase phase_ = Phase::kWaitingForRound;
   NodeRecord node_;  // what the live view shows
   RoundWorkers workers_;
+  HealthCheck health_;
+  std::optional<HealthCheckReport> health_failure_;  // the check that made the node leave
+  elastic::Rendezvous::Handlers handlers_;           // until the first join
   SignalChannel signals_;
   std::unique_ptr<OutputWriters> writers_;
   std::unique_ptr<StatusServer> status_;

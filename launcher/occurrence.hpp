@@ -9,6 +9,7 @@
 
 #include "ddprun/rendezvous.hpp"
 #include "process/worker_group.hpp"
+#include "report/health_check_end.hpp"
 #include "supervisor.hpp"
 
 namespace ddprun::launcher {
@@ -46,27 +47,34 @@ struct JobFinished {
 struct Fenced {
   std::string why;
 };
+struct HealthCheckPassed {};
+struct HealthCheckFailed {
+  HealthCheckReport report;
+};
 
 }  // namespace occurred
 
 using Occurrence =
-    std::variant<occurred::RoundStarted, occurred::WorkersStarted, occurred::WorkerSucceeded, occurred::WorkerFailed, occurred::AllEnded,
-                 occurred::StopRequested, occurred::ShutdownSignal, occurred::GraceExpired, occurred::JobFinished,
-                 occurred::Fenced>;
+    std::variant<occurred::RoundStarted, occurred::WorkersStarted, occurred::WorkerSucceeded, occurred::WorkerFailed,
+                 occurred::AllEnded, occurred::StopRequested, occurred::ShutdownSignal, occurred::GraceExpired,
+                 occurred::JobFinished, occurred::Fenced, occurred::HealthCheckPassed, occurred::HealthCheckFailed>;
 
 // The supervisor's event an occurrence is.
 inline Event event_of(const Occurrence& o) { return static_cast<Event>(o.index()); }
 
 template <Event event, typename T>
 constexpr bool occurs_as = std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(event), Occurrence>, T>;
-static_assert(std::variant_size_v<Occurrence> == static_cast<std::size_t>(Event::kFenced) + 1);
+static_assert(std::variant_size_v<Occurrence> == static_cast<std::size_t>(Event::kHealthCheckFailed) + 1);
 static_assert(occurs_as<Event::kRoundStarted, occurred::RoundStarted> &&
               occurs_as<Event::kWorkersStarted, occurred::WorkersStarted> &&
               occurs_as<Event::kWorkerSucceeded, occurred::WorkerSucceeded> &&
-              occurs_as<Event::kWorkerFailed, occurred::WorkerFailed> && occurs_as<Event::kAllEnded, occurred::AllEnded> &&
+              occurs_as<Event::kWorkerFailed, occurred::WorkerFailed> &&
+              occurs_as<Event::kAllEnded, occurred::AllEnded> &&
               occurs_as<Event::kStopRequested, occurred::StopRequested> &&
               occurs_as<Event::kShutdownSignal, occurred::ShutdownSignal> &&
               occurs_as<Event::kGraceExpired, occurred::GraceExpired> &&
-              occurs_as<Event::kJobFinished, occurred::JobFinished> && occurs_as<Event::kFenced, occurred::Fenced>);
+              occurs_as<Event::kJobFinished, occurred::JobFinished> && occurs_as<Event::kFenced, occurred::Fenced> &&
+              occurs_as<Event::kHealthCheckPassed, occurred::HealthCheckPassed> &&
+              occurs_as<Event::kHealthCheckFailed, occurred::HealthCheckFailed>);
 
 }  // namespace ddprun::launcher

@@ -101,10 +101,12 @@ void RoundWorkers::check_all_ended() {
   c_.dispatch(occurred::AllEnded{});
 }
 
-void RoundWorkers::reap() {
-  // A child that is not a worker: a stack tool, an orphaned grandchild (ddprun is a
-  // subreaper) or the orphan guard.
-  auto ended_now = group_.reap([this](pid_t pid) { hangs_->response().child_exited(pid); });
+void RoundWorkers::reap(const std::function<bool(pid_t, int)>& claim) {
+  // A child that is not a worker: the health check, a stack tool, an orphaned grandchild (ddprun
+  // is a subreaper) or the orphan guard.
+  auto ended_now = group_.reap([&](pid_t pid, int status) {
+    if (!claim(pid, status)) hangs_->response().child_exited(pid);
+  });
   // What they printed last: the stderr tail tells the kind (and a traceback whether a worker
   // that ddprun had signalled failed on its own first), stdout may hold their last steps.
   for (const auto& [worker, status] : ended_now) {

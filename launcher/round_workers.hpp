@@ -62,8 +62,9 @@ class RoundWorkers {
   // `seconds` (--shutdown_timeout).
   void arm_grace(double seconds);
   // Children ended (SIGCHLD): each worker's end is dispatched, a success or a failure (or the
-  // orphan guard's fence).
-  void reap();
+  // orphan guard's fence). A child that is not a worker is offered to `claim` (the health check)
+  // with its wait status, then to the hang response (its stack tools).
+  void reap(const std::function<bool(pid_t, int)>& claim);
   // The workers are gone: what is left in their pipes is taken and their files cleared. Once a
   // round: the report of its end and an exit right after it both ask for it.
   void end_round();

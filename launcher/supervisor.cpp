@@ -4,6 +4,8 @@ namespace ddprun::launcher {
 
 const char* to_string(Phase phase) {
   switch (phase) {
+    case Phase::kCheckingToJoin: return "CheckingToJoin";
+    case Phase::kCheckingToRejoin: return "CheckingToRejoin";
     case Phase::kWaitingForRound: return "WaitingForRound";
     case Phase::kStarting: return "Starting";
     case Phase::kRunning: return "Running";
@@ -17,6 +19,8 @@ const char* to_string(Phase phase) {
 
 const char* status_name(Phase phase) {
   switch (phase) {
+    case Phase::kCheckingToJoin:
+    case Phase::kCheckingToRejoin:
     case Phase::kWaitingForRound: return "waiting";
     case Phase::kStarting:
     case Phase::kRunning: return "running";
@@ -40,12 +44,17 @@ const char* to_string(Event event) {
     case Event::kGraceExpired: return "GraceExpired";
     case Event::kJobFinished: return "JobFinished";
     case Event::kFenced: return "Fenced";
+    case Event::kHealthCheckPassed: return "HealthCheckPassed";
+    case Event::kHealthCheckFailed: return "HealthCheckFailed";
   }
   return "?";
 }
 
 const char* to_string(Action action) {
   switch (action) {
+    case Action::kRunHealthCheck: return "RunHealthCheck";
+    case Action::kStopHealthCheck: return "StopHealthCheck";
+    case Action::kJoinRendezvous: return "JoinRendezvous";
     case Action::kStartWorkers: return "StartWorkers";
     case Action::kCancelStart: return "CancelStart";
     case Action::kReportFirstFailure: return "ReportFirstFailure";
@@ -57,6 +66,7 @@ const char* to_string(Action action) {
     case Action::kReportStopped: return "ReportStopped";
     case Action::kReportSucceeded: return "ReportSucceeded";
     case Action::kLeaveRendezvous: return "LeaveRendezvous";
+    case Action::kLeaveQuarantined: return "LeaveQuarantined";
     case Action::kExit: return "Exit";
   }
   return "?";
@@ -107,7 +117,7 @@ Transition while_stopping(P phase, E event) {
     case E::kAllEnded:
       if (phase == P::kStoppingToLeave) return {P::kExiting, {A::kLeaveRendezvous, A::kExit}};
       if (phase == P::kStoppingToExit) return {P::kExiting, {A::kExit}};
-      return {P::kWaitingForRound, {A::kReportStopped}};
+      return {P::kCheckingToRejoin, {A::kRunHealthCheck}};
     case E::kShutdownSignal:
       // A second signal means "now": do not wait out the grace period.
       if (phase == P::kStoppingToLeave) return {phase, {A::kKillWorkers}};
@@ -119,10 +129,33 @@ Transition while_stopping(P phase, E event) {
   }
 }
 
+// CheckingToJoin and CheckingToRejoin: the health check runs; no worker does. Joined or not,
+// the node has nothing of the rendezvous's to wait for: before the first join nothing comes, and
+// after a stop the rendezvous waits for this node's report (elastic/'s NodeRound holds the job's
+// end until then).
+Transition while_checking(P phase, E event) {
+  const bool joined = phase == P::kCheckingToRejoin;
+  switch (event) {
+    case E::kHealthCheckPassed: return {P::kWaitingForRound, {joined ? A::kReportStopped : A::kJoinRendezvous}};
+    case E::kHealthCheckFailed:
+      return {P::kExiting, joined ? std::vector{A::kLeaveQuarantined, A::kExit} : std::vector{A::kExit}};
+    case E::kShutdownSignal:
+      return {P::kExiting, joined ? std::vector{A::kStopHealthCheck, A::kLeaveRendezvous, A::kExit}
+                                  : std::vector{A::kStopHealthCheck, A::kExit}};
+    case E::kJobFinished: return {P::kExiting, {A::kStopHealthCheck, A::kExit}};
+    case E::kWorkerFailed: return {phase, {A::kNoteFailure}};
+    default: return {phase, {}};  // a stop request: the report follows the check
+  }
+}
+
 }  // namespace
+
+Transition first_transition() { return {P::kCheckingToJoin, {A::kRunHealthCheck}}; }
 
 Transition next_transition(Phase phase, Event event) {
   switch (phase) {
+    case P::kCheckingToJoin:
+    case P::kCheckingToRejoin: return while_checking(phase, event);
     case P::kWaitingForRound:
       switch (event) {
         case E::kRoundStarted: return {P::kStarting, {A::kStartWorkers}};

@@ -4,12 +4,17 @@
 // node is to do once its workers have stopped is a phase of its own, not a flag beside one (as
 // s6-supervise keeps "last up" and "last finish" as states):
 //
+//   (start) CheckingToJoin --HealthCheckPassed--> WaitingForRound (joins the rendezvous)
 //   WaitingForRound --RoundStarted--> Starting --WorkersStarted--> Running
 //   Starting: the round's workers start; with --warm_start, maybe after the warm interpreter's
 //     imports (a stop meanwhile cancels the start: CancelStart)
 //   Running --AllEnded (all succeeded)--> WaitingForRound (exit barrier: the rendezvous decides)
-//   Starting or Running --WorkerFailed / StopRequested--> Stopping --AllEnded--> WaitingForRound
-//     (the rendezvous restarts or finishes the job)
+//   Starting or Running --WorkerFailed / StopRequested--> Stopping --AllEnded--> CheckingToRejoin
+//     --HealthCheckPassed--> WaitingForRound (reports the stop: the rendezvous restarts or
+//     finishes the job)
+//   CheckingToJoin or CheckingToRejoin --HealthCheckFailed--> Exiting (exit 71: the node leaves
+//     the job as quarantined); --ShutdownSignal--> Exiting (the check killed). --health_check
+//     (health_check.hpp): without one, the check passes at once
 //   Starting or Running --JobFinished--> StoppingToExit --AllEnded--> Exiting
 //   Starting or Running --ShutdownSignal--> StoppingToLeave --AllEnded--> Exiting (leaving the
 //     rendezvous); a second signal while stopping kills the workers at once
@@ -23,6 +28,8 @@
 namespace ddprun::launcher {
 
 enum class Phase {
+  kCheckingToJoin,    // the health check runs before the node first joins the rendezvous
+  kCheckingToRejoin,  // the workers stopped; the health check runs before the stop is reported
   kWaitingForRound,
   kStarting,         // the round's workers are being started (or wait for the warm interpreter)
   kRunning,
@@ -48,9 +55,14 @@ enum class Event {
   kGraceExpired,     // workers ignored SIGTERM for the whole grace period
   kJobFinished,      // the rendezvous ended the job
   kFenced,           // the rendezvous may count this node lost at any moment: kill the workers now
+  kHealthCheckPassed,  // the health check says join: it passed, or ended otherwise with a warning
+  kHealthCheckFailed,  // the health check exited 1: the node is unfit
 };
 
 enum class Action {
+  kRunHealthCheck,       // the last round's processes gone, the health check starts (none: it passes)
+  kStopHealthCheck,      // SIGKILL to the health check's process group
+  kJoinRendezvous,
   kStartWorkers,
   kCancelStart,          // no further worker starts (the wait for the warm interpreter ends)
   kReportFirstFailure,   // tell the rendezvous, right after the others were told to stop
@@ -62,6 +74,7 @@ enum class Action {
   kReportStopped,
   kReportSucceeded,
   kLeaveRendezvous,
+  kLeaveQuarantined,     // the rendezvous is told this node leaves as quarantined (its health check)
   kExit,                 // with the job outcome, or 128+signal after a shutdown signal
 };
 
@@ -77,6 +90,8 @@ struct Transition {
   std::vector<Action> actions;
 };
 
+// Where ddprun starts: the health check before the first join.
+Transition first_transition();
 Transition next_transition(Phase phase, Event event);
 
 }  // namespace ddprun::launcher

@@ -309,7 +309,7 @@ void WorkerGroup::forward(int sig) {
   }
 }
 
-std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::function<void(pid_t)>& other) {
+std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::function<void(pid_t, int)>& other) {
   // Every exit first: workers that died together are all failures, not "stopped by ddprun"
   // because the first one's stop signal went out before the others were seen.
   std::vector<std::pair<WorkerProcess*, int>> ended;
@@ -325,7 +325,7 @@ std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::functio
       if (!w->reaped && w->pid == pid) worker = w.get();
     }
     if (worker == nullptr) {
-      if (!warm_->reaped(pid, status)) other(pid);
+      if (!warm_->reaped(pid, status)) other(pid, status);
       continue;
     }
     worker->reaped = true;

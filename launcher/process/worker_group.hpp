@@ -88,8 +88,8 @@ class WorkerGroup {
   // To each live worker's own process only: its children keep SIGUSR1/2's default, which is to die.
   void forward(int sig);
   // Collects every child that ended: workers as (worker, wait status), marked reaped; any other
-  // pid (a stack tool, an orphaned grandchild) goes to `other`.
-  std::vector<std::pair<WorkerProcess*, int>> reap(const std::function<void(pid_t)>& other);
+  // pid (a stack tool, the health check, an orphaned grandchild) goes to `other` with its wait status.
+  std::vector<std::pair<WorkerProcess*, int>> reap(const std::function<void(pid_t, int)>& other);
   // The round is over: what is left in the pipes is forwarded, and every process the workers
   // left behind is killed: their process groups, and what escaped them (containment.hpp).
   void end_round();

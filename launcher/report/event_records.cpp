@@ -4,6 +4,7 @@
 
 #include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
+#include "report/result_file.hpp"
 
 namespace ddprun::launcher::records {
 namespace {
@@ -83,6 +84,8 @@ EventRecord spare(int place, const std::string& why) { return {"spare", {{"place
 EventRecord quarantined(const elastic::QuarantinedNode& node) {
   return {"quarantined", {{"node", node.node}, {"why", node.why}}};
 }
+
+EventRecord health_check(const HealthCheckReport& report) { return {"health_check", health_check_json(report)}; }
 
 EventRecord signal_received(int signal) { return {"signal_received", {{"signal", signal_name(signal)}}}; }
 

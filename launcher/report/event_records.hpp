@@ -16,6 +16,7 @@
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "output/event_log.hpp"
+#include "report/health_check_end.hpp"
 
 namespace ddprun::launcher {
 
@@ -38,6 +39,8 @@ EventRecord worker_failed(const elastic::WorkerFailure& failure);
 EventRecord round_ended(int round);
 EventRecord spare(int place, const std::string& why);
 EventRecord quarantined(const elastic::QuarantinedNode& node);
+// A --health_check ended: result_file.hpp's health_check_json().
+EventRecord health_check(const HealthCheckReport& report);
 EventRecord signal_received(int signal);
 EventRecord signal_forwarded(int signal, bool forwarded);
 EventRecord quiet(int rank, int local_rank, double silent_for, std::optional<long long> last_step);

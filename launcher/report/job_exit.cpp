@@ -10,7 +10,8 @@
 
 namespace ddprun::launcher {
 
-JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program) {
+JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program,
+                 const HealthCheckReport* health) {
   JobExit e;
   if (!outcome.failures.empty()) e.root_cause = failure_view(outcome.failures.front());
   if (shutdown_signal != 0) {
@@ -22,6 +23,7 @@ JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const 
   if (outcome.exit_code == exit_code::kQuarantined && !outcome.error.empty()) {
     e.console = fmt::format("ddprun: {}; exit {} so that the scheduler can drain this host\n", outcome.error,
                             e.exit_code);
+    if (health != nullptr) e.console += health_check_output_text(*health);
     return e;
   }
   if (e.exit_code != 0) e.console = format_failure_summary(outcome, program);
@@ -32,12 +34,13 @@ JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const 
 }
 
 std::string record_exit(EventLog& events, const config::LaunchConfig& config, const elastic::JobOutcome& outcome,
-                        int exit_code, int shutdown_signal, int attempt) {
+                        int exit_code, int shutdown_signal, int attempt, const HealthCheckReport* health) {
   if (!outcome.stop_reason.empty()) events.write(records::restart_stopped(outcome.stop_reason, outcome.restarts));
   events.write(records::exit(outcome, exit_code, shutdown_signal));
   if (config.result_file.empty()) return "";
-  return write_result_file(config.result_file,
-                           job_result(outcome, exit_code, shutdown_signal, attempt, config.max_restarts));
+  nlohmann::json result = job_result(outcome, exit_code, shutdown_signal, attempt, config.max_restarts);
+  if (health != nullptr) result["health_check"] = health_check_json(*health);
+  return write_result_file(config.result_file, result);
 }
 
 FailureView failure_view(const elastic::WorkerFailure& f) {

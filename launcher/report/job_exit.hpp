@@ -9,6 +9,7 @@
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
 #include "output/event_log.hpp"
+#include "report/health_check_end.hpp"
 #include "report/status_view.hpp"
 
 namespace ddprun::launcher {
@@ -20,15 +21,18 @@ struct JobExit {
 };
 
 // A shutdown signal N: 128+N ("stopped by SIGTERM; workers stopped"). A node quarantined: 71
-// and why, so that the scheduler drains the host. Otherwise the outcome's code, with the
-// failure summary when it is not 0, and the nodes quarantined during the job.
-JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program);
+// and why, so that the scheduler drains the host; by its own health check (`health`, the check that
+// exited 1), the check's last lines too. Otherwise the outcome's code, with the failure summary
+// when it is not 0, and the nodes quarantined during the job.
+JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const std::string& program,
+                 const HealthCheckReport* health = nullptr);
 
 // What ddprun leaves besides its last lines: the event log's restart_stopped (when the restart
 // policy ended the job) and exit records, and --result_file, with this node's last start
-// `attempt`. Returns why the result file could not be written, "" when it was (or none is asked for).
+// `attempt` and, when the node left because of it, the health check that exited 1. Returns why the
+// result file could not be written, "" when it was (or none is asked for).
 std::string record_exit(EventLog& events, const config::LaunchConfig& config, const elastic::JobOutcome& outcome,
-                 int exit_code, int shutdown_signal, int attempt);
+                        int exit_code, int shutdown_signal, int attempt, const HealthCheckReport* health = nullptr);
 
 // The live view's account of a failure.
 FailureView failure_view(const elastic::WorkerFailure& failure);

@@ -72,7 +72,21 @@ nlohmann::json job_result(const elastic::JobOutcome& outcome, int exit_code, int
   for (const auto& f : outcome.failures) j["failures"].push_back(failure_json(f));
   j["quarantined"] = nlohmann::json::array();
   for (const auto& q : outcome.quarantined) j["quarantined"].push_back({{"node", q.node}, {"why", q.why}});
+  j["health_check"] = nullptr;
   return j;
+}
+
+nlohmann::json health_check_json(const HealthCheckReport& report) {
+  const HealthCheckVerdict& v = report.verdict;
+  const char* result = v.action == HealthAction::kJoin         ? "passed"
+                       : v.action == HealthAction::kQuarantine ? "failed"
+                                                               : "warning";
+  return {{"command", report.command},
+          {"result", result},
+          {"exit_code", v.exit_code >= 0 ? nlohmann::json(v.exit_code) : nlohmann::json()},
+          {"what", v.what},
+          {"seconds", report.seconds},
+          {"output", report.last_lines}};
 }
 
 std::string write_result_file(const std::string& path, const nlohmann::json& result) {

@@ -491,3 +491,20 @@ TEST_CASE("the restart policy's options, from every source") {
   CHECK(usage_error({{"crash_loop_limit", "x"}}).rfind("--crash_loop_limit=x: expected a number of failures", 0) == 0);
   CHECK(usage_error({}, {{"failure_rules", "[{}]"}}).rfind("PET_FAILURE_RULES: rule 0: \"pattern\" must be", 0) == 0);
 }
+
+TEST_CASE("--health_check and its timeout, from every source") {
+  auto c = resolve({});
+  CHECK(c.health_check.empty());
+  CHECK(c.health_check_timeout == 60);
+  CHECK(to_json(c)["health_check"].is_null());
+  c = resolve({{"health_check", "nvidia-smi -L"}, {"health_check_timeout", "5.5"}});
+  CHECK(c.health_check == "nvidia-smi -L");
+  CHECK(c.health_check_timeout == 5.5);
+  CHECK(to_json(c)["health_check"] == "nvidia-smi -L");
+  CHECK(resolve({}, {{"health_check", "/opt/check"}}).health_check == "/opt/check");
+  CHECK(resolve({}, {}, {{"health_check", "/opt/check"}, {"health_check_timeout", "9"}}).health_check_timeout == 9);
+  CHECK(usage_error({{"health_check_timeout", "0"}})
+            .rfind("--health_check_timeout=0: expected a number of seconds greater than 0", 0) == 0);
+  CHECK(usage_error({{"health_check_timeout", "soon"}}).rfind("--health_check_timeout=soon: expected", 0) == 0);
+  CHECK(usage_error({}, {{"health_check_timeout", "-1"}}).rfind("PET_HEALTH_CHECK_TIMEOUT=-1: expected", 0) == 0);
+}

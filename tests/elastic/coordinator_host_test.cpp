@@ -114,7 +114,7 @@ struct TwoNodesJoined {
 
 TEST_CASE_FIXTURE(TwoNodesJoined, "a report is the coordinator's call, and a leave names its signal") {
   REQUIRE(transport.delivered.back().size() == 2);  // the second join's: an assignment each
-  host.receive(2, LeaveReport{15});
+  host.receive(2, LeaveReport{15, ""});
   bool stopped = false;
   for (const Message& m : transport.delivered.back()) {
     if (const auto* stop = std::get_if<Stop>(&m)) {
@@ -124,6 +124,22 @@ TEST_CASE_FIXTURE(TwoNodesJoined, "a report is the coordinator's call, and a lea
     }
   }
   CHECK(stopped);
+}
+
+TEST_CASE_FIXTURE(TwoNodesJoined, "a node that leaves as quarantined is counted so, and the round stops") {
+  host.receive(2, LeaveReport{0, "its health check `check` exited 1"});
+  bool stopped = false;
+  for (const Message& m : transport.delivered.back()) {
+    if (const auto* stop = std::get_if<Stop>(&m)) {
+      stopped = true;
+      CHECK(stop->node == 1);
+      CHECK(stop->why.find("it is quarantined: its health check `check` exited 1") != std::string::npos);
+    }
+  }
+  CHECK(stopped);
+  REQUIRE(!transport.memberships.empty());
+  REQUIRE(transport.memberships.back().quarantined.size() == 1);
+  CHECK(transport.memberships.back().quarantined.front().why == "its health check `check` exited 1");
 }
 
 TEST_CASE_FIXTURE(TwoNodesJoined, "membership is told once per change") {

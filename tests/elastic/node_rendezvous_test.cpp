@@ -60,7 +60,7 @@ class RecordingRendezvous final : public NodeRendezvous {
 
  protected:
   void report(const nlohmann::json& message) override { reports.push_back(message.at("type").get<std::string>()); }
-  void leave_job(int) override {}
+  void leave_job(int, const std::string&) override {}
   void release() override {}
 
  private:

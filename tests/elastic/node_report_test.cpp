@@ -49,7 +49,15 @@ TEST_CASE("read_report reads each report") {
 
   const NodeReport leave = read_report({{"type", "leave"}, {"signal", 15}}, 2);
   CHECK(std::get<LeaveReport>(leave).signal == 15);
+  CHECK(std::get<LeaveReport>(leave).quarantined.empty());
   CHECK(reported_failures(leave).failures.empty());
+  CHECK(std::get<LeaveReport>(read_report(leave_message(15, ""), 2)).signal == 15);
+
+  // A node whose health check found it unfit leaves as quarantined, saying why.
+  const NodeReport unfit = read_report(leave_message(0, "its health check exited 1"), 2);
+  CHECK(std::get<LeaveReport>(unfit).signal == 0);
+  CHECK(std::get<LeaveReport>(unfit).quarantined == "its health check exited 1");
+  CHECK_THROWS(read_report({{"type", "leave"}, {"signal", 0}, {"quarantined", std::string(3000, 'x')}}, 2));
 }
 
 TEST_CASE("read_report refuses what is not a report in range") {

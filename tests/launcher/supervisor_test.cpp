@@ -63,7 +63,8 @@ TEST_CASE("supervisor transitions") {
       {P::kStopping, E::kGraceExpired, P::kStopping, {A::kKillWorkers}},
       {P::kStoppingToExit, E::kGraceExpired, P::kStoppingToExit, {A::kKillWorkers}},
       {P::kStoppingToLeave, E::kGraceExpired, P::kStoppingToLeave, {A::kKillWorkers}},
-      {P::kStopping, E::kAllEnded, P::kWaitingForRound, {A::kReportStopped}},
+      // Stopped: the health check before the node rejoins (reports the stop).
+      {P::kStopping, E::kAllEnded, P::kCheckingToRejoin, {A::kRunHealthCheck}},
       {P::kStoppingToLeave, E::kAllEnded, P::kExiting, {A::kLeaveRendezvous, A::kExit}},
       {P::kStoppingToExit, E::kAllEnded, P::kExiting, {A::kExit}},
       // A signal while stopping: leave once stopped; a second one means "now".
@@ -84,7 +85,32 @@ TEST_CASE("supervisor transitions") {
       {P::kStoppingToLeave, E::kFenced, P::kStoppingToLeave, {A::kKillWorkers}},
       {P::kWaitingForRound, E::kFenced, P::kWaitingForRound, {}},
       {P::kExiting, E::kFenced, P::kExiting, {}},
+
+      // The health check (--health_check): before the first join, and before the report of a stop
+      // that lets the rendezvous put the node in its next round.
+      {P::kCheckingToJoin, E::kHealthCheckPassed, P::kWaitingForRound, {A::kJoinRendezvous}},
+      {P::kCheckingToRejoin, E::kHealthCheckPassed, P::kWaitingForRound, {A::kReportStopped}},
+      // Exit 1: the node leaves as quarantined; not joined yet, it has no one to tell.
+      {P::kCheckingToJoin, E::kHealthCheckFailed, P::kExiting, {A::kExit}},
+      {P::kCheckingToRejoin, E::kHealthCheckFailed, P::kExiting, {A::kLeaveQuarantined, A::kExit}},
+      // A signal while it runs: the check is killed, the node leaves as on any signal.
+      {P::kCheckingToJoin, E::kShutdownSignal, P::kExiting, {A::kStopHealthCheck, A::kExit}},
+      {P::kCheckingToRejoin, E::kShutdownSignal, P::kExiting,
+       {A::kStopHealthCheck, A::kLeaveRendezvous, A::kExit}},
+      {P::kCheckingToRejoin, E::kJobFinished, P::kExiting, {A::kStopHealthCheck, A::kExit}},
+      // The rendezvous waits for the report that follows the check.
+      {P::kCheckingToRejoin, E::kStopRequested, P::kCheckingToRejoin, {}},
+      {P::kCheckingToRejoin, E::kFenced, P::kCheckingToRejoin, {}},
+      {P::kCheckingToRejoin, E::kGraceExpired, P::kCheckingToRejoin, {}},
+      {P::kCheckingToRejoin, E::kAllEnded, P::kCheckingToRejoin, {}},
+      {P::kCheckingToRejoin, E::kWorkerFailed, P::kCheckingToRejoin, {A::kNoteFailure}},
+      // No other phase runs a check, so none hears of one ending.
+      {P::kWaitingForRound, E::kHealthCheckPassed, P::kWaitingForRound, {}},
+      {P::kRunning, E::kHealthCheckFailed, P::kRunning, {}},
   };
+  const Transition first = first_transition();
+  CHECK(first.next == P::kCheckingToJoin);
+  CHECK(first.actions == std::vector<A>{A::kRunHealthCheck});
   for (const auto& row : table) {
     CAPTURE(to_string(row.phase));
     CAPTURE(to_string(row.event));
@@ -96,6 +122,7 @@ TEST_CASE("supervisor transitions") {
 
 TEST_CASE("the phase as /status names it") {
   const std::vector<std::pair<P, std::string>> table = {
+      {P::kCheckingToJoin, "waiting"},  {P::kCheckingToRejoin, "waiting"},
       {P::kWaitingForRound, "waiting"}, {P::kStarting, "running"},        {P::kRunning, "running"},
       {P::kStopping, "stopping"},       {P::kStoppingToExit, "stopping"}, {P::kStoppingToLeave, "stopping"},
       {P::kExiting, "exiting"},
@@ -109,8 +136,8 @@ TEST_CASE("the phase as /status names it") {
 
 TEST_CASE("every failure, in every phase, is classified and counted once") {
   // ReportFirstFailure and RecordFailure find its kind too; NoteFailure only that.
-  for (P phase : {P::kWaitingForRound, P::kStarting, P::kRunning, P::kStopping, P::kStoppingToExit,
-                  P::kStoppingToLeave, P::kExiting}) {
+  for (P phase : {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
+                  P::kStopping, P::kStoppingToExit, P::kStoppingToLeave, P::kExiting}) {
     CAPTURE(to_string(phase));
     const auto actions = next_transition(phase, E::kWorkerFailed).actions;
     const auto count = std::count_if(actions.begin(), actions.end(), [](A a) {
@@ -121,10 +148,10 @@ TEST_CASE("every failure, in every phase, is classified and counted once") {
 }
 
 TEST_CASE("no worker starts once a stop began, and a start under way is cancelled by every stop") {
-  const P all[] = {P::kWaitingForRound, P::kStarting, P::kRunning, P::kStopping, P::kStoppingToExit,
-                   P::kStoppingToLeave, P::kExiting};
+  const P all[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
+                   P::kStopping, P::kStoppingToExit, P::kStoppingToLeave, P::kExiting};
   for (P phase : all) {
-    for (int e = 0; e <= static_cast<int>(E::kFenced); ++e) {
+    for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
       const E event = static_cast<E>(e);
       CAPTURE(to_string(phase));
       CAPTURE(to_string(event));
@@ -134,6 +161,28 @@ TEST_CASE("no worker starts once a stop began, and a start under way is cancelle
       if (phase == P::kStarting && t.next != P::kStarting && t.next != P::kRunning) {
         REQUIRE_FALSE(t.actions.empty());
         CHECK(t.actions.front() == A::kCancelStart);
+      }
+    }
+  }
+}
+
+TEST_CASE("the node joins or reports a stop only once its health check passed, and never after it failed") {
+  const P all[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
+                   P::kStopping, P::kStoppingToExit, P::kStoppingToLeave, P::kExiting};
+  for (P phase : all) {
+    for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
+      const E event = static_cast<E>(e);
+      CAPTURE(to_string(phase));
+      CAPTURE(to_string(event));
+      const Transition t = next_transition(phase, event);
+      const auto has = [&](A a) { return std::count(t.actions.begin(), t.actions.end(), a) > 0; };
+      CHECK((!has(A::kJoinRendezvous) || (phase == P::kCheckingToJoin && event == E::kHealthCheckPassed)));
+      CHECK((!has(A::kLeaveQuarantined) || (phase == P::kCheckingToRejoin && event == E::kHealthCheckFailed)));
+      if (has(A::kReportStopped)) CHECK(phase != P::kStopping);  // a stop's report waits for the check
+      // A check left running is killed on the way out.
+      if ((phase == P::kCheckingToJoin || phase == P::kCheckingToRejoin) && t.next == P::kExiting &&
+          event != E::kHealthCheckFailed) {
+        CHECK(has(A::kStopHealthCheck));
       }
     }
   }

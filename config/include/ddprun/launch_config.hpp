@@ -112,6 +112,10 @@ struct LaunchConfig {
   std::vector<FailureRule> failure_rules;  // --failure_rules
   double monitor_interval = 0.1;  // accepted for compatibility; monitoring is event-driven
   double shutdown_timeout = 30;   // SIGTERM -> SIGKILL grace period, seconds
+  // --health_check: a shell command run before the node joins each round (launcher/health_check.hpp);
+  // empty: none. --health_check_timeout: seconds it may take.
+  std::string health_check;
+  double health_check_timeout = 60;
   bool debug = false;
   std::string role = "default";
   // --signals_to_handle as given (the workers' TORCHELASTIC_SIGNALS_TO_HANDLE), and as numbers:

@@ -87,6 +87,12 @@ inline constexpr const char* kDisableAgentStore = "TORCH_DISABLE_SHARE_RDZV_TCP_
 // what escapes their process groups as a child subreaper only.
 inline constexpr const char* kCgroup = "DDPRUN_CGROUP";
 
+// Given to --health_check's command (launcher/health_check.hpp): the start of this node's workers
+// that follows the check (0 before the first join, as --log_dir's attempt_N), and its deadline in
+// seconds (--health_check_timeout).
+inline constexpr const char* kHealthCheckAttempt = "DDPRUN_HEALTH_CHECK_ATTEMPT";
+inline constexpr const char* kHealthCheckTimeout = "DDPRUN_HEALTH_CHECK_TIMEOUT";
+
 // Set by SLURM; read by ddprun (to infer its options) and by the worker library (srun without ddprun).
 inline constexpr const char* kSlurmJobId = "SLURM_JOB_ID";
 inline constexpr const char* kSlurmStepId = "SLURM_STEP_ID";

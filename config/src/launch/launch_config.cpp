@@ -182,6 +182,8 @@ void resolve_supervision(const MergedOptions& m, LaunchConfig& c) {
   c.failure_rules = parse_failure_rules(m.text("failure_rules"));
   c.monitor_interval = m.seconds("monitor_interval", Zero::kRefused);
   c.shutdown_timeout = m.seconds("shutdown_timeout", Zero::kAllowed);
+  c.health_check = m.text("health_check");
+  c.health_check_timeout = m.seconds("health_check_timeout", Zero::kRefused);
   c.role = m.text("role");
   if (c.role.empty()) throw UsageError("--role: expected a non-empty role name");
   c.signals_to_handle = m.text("signals_to_handle");

@@ -103,6 +103,15 @@ const std::vector<OptionSpec> kOptions = {
     {"shutdown_timeout", nullptr, kText, "30", "Supervision",
      "seconds between SIGTERM and SIGKILL when stopping workers",
      [](Config c) -> json { return c.shutdown_timeout; }},
+    {"health_check", nullptr, kText, nullptr, "Supervision",
+     "CMD (run by /bin/sh -c) before this node joins each round, the first and every one after a "
+     "stop: exit 0 joins; 1 makes the node leave the job as quarantined (exit 71); any other end, "
+     "or --health_check_timeout, warns and joins",
+     [](Config c) -> json { return nullable(c.health_check); }},
+    {"health_check_timeout", nullptr, kText, "60", "Supervision",
+     "seconds the health check may take; then its process group is killed and the node joins "
+     "with a warning",
+     [](Config c) -> json { return c.health_check_timeout; }},
     {"signals_to_handle", nullptr, kText, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "Supervision",
      "signals that are forwarded to the workers and then stop the job (also SIGUSR1, SIGUSR2: "
      "unlisted, those are forwarded only and the job goes on); TORCHELASTIC_SIGNALS_TO_HANDLE",

@@ -193,6 +193,11 @@ class Rendezvous {
   virtual void workers_succeeded(int round) = 0;
   // ddprun is stopping because it received `signal`; no more handlers are called.
   virtual void leave(int signal) = 0;
+  // This node's own health check (--health_check) found it unfit, between rounds (its workers
+  // have ended; workers_stopped() not called): it leaves the job for good, and the job counts it
+  // quarantined for `why` and goes on without it where it can, as after the coordinator's own
+  // quarantine. No more handlers are called.
+  virtual void leave_quarantined(const std::string& why) = 0;
 };
 
 // The rendezvous for `config`: in-process for a single-node job (--nnodes=1), otherwise over

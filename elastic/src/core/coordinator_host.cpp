@@ -28,8 +28,10 @@ void CoordinatorHost::receive(NodeId node, const NodeReport& report) {
     act(coordinator_.workers_stopped(node, stopped->round, stopped->failures, now));
   } else if (const auto* succeeded = std::get_if<WorkersSucceededReport>(&report)) {
     act(coordinator_.workers_succeeded(node, succeeded->round, now));
+  } else if (const auto& leave = std::get<LeaveReport>(report); !leave.quarantined.empty()) {
+    act(coordinator_.node_quarantined(node, leave.quarantined, now));
   } else {
-    act(coordinator_.node_gone(node, "it left after " + signal_name(std::get<LeaveReport>(report).signal), now));
+    act(coordinator_.node_gone(node, "it left after " + signal_name(leave.signal), now));
   }
 }
 

@@ -191,6 +191,13 @@ Messages JobCoordinator::node_gone(NodeId node, const std::string& why, double n
   return out;
 }
 
+Messages JobCoordinator::node_quarantined(NodeId node, const std::string& why, double now) {
+  if (nodes_.count(node) == 0) return {};
+  quarantined_.push_back({node_name(node), why});
+  ++membership_version_;
+  return node_gone(node, "it is quarantined: " + why, now);
+}
+
 Messages JobCoordinator::tick(double now) {
   Messages out;
   if (phase_ == Phase::kGathering) {

@@ -101,6 +101,9 @@ class JobCoordinator {
   Messages workers_succeeded(NodeId node, int round, double now);
   // The node's connection closed, its heartbeats stopped, or it left; `why` says which.
   Messages node_gone(NodeId node, const std::string& why, double now);
+  // The node left because its own health check found it unfit (`why`): counted quarantined, as
+  // the coordinator's own quarantine counts a node (every node's list of them), then gone.
+  Messages node_quarantined(NodeId node, const std::string& why, double now);
   // Acts on deadlines that have passed.
   Messages tick(double now);
 

@@ -60,7 +60,7 @@ void NodeRendezvous::apply(NodeRound::Actions actions) {
       left_ = true;
       drop_fence();
       release();
-      leave_job(leave->signal);
+      leave_job(leave->signal, leave->quarantined);
     }
   }
 }
@@ -181,5 +181,7 @@ void NodeRendezvous::workers_stopped(int round, const std::vector<WorkerFailure>
 void NodeRendezvous::workers_succeeded(int round) { apply(round_.workers_succeeded(round)); }
 
 void NodeRendezvous::leave(int signal) { apply(round_.leave(signal)); }
+
+void NodeRendezvous::leave_quarantined(const std::string& why) { apply(round_.leave(0, why)); }
 
 }  // namespace ddprun::elastic

@@ -26,6 +26,7 @@ class NodeRendezvous : public Rendezvous {
   void workers_stopped(int round, const std::vector<WorkerFailure>& failures) final;
   void workers_succeeded(int round) final;
   void leave(int signal) final;
+  void leave_quarantined(const std::string& why) final;
 
  protected:
   explicit NodeRendezvous(asio::io_context& io) : io_(io), fence_timer_(io) {}
@@ -71,8 +72,9 @@ class NodeRendezvous : public Rendezvous {
 
   // Sends `message` (the wire protocol's, from this node) to the coordinator.
   virtual void report(const nlohmann::json& message) = 0;
-  // The launcher is stopping on `signal`: tell the job if the backend can.
-  virtual void leave_job(int signal) = 0;
+  // The launcher is stopping on `signal`, or (signal 0) leaves as quarantined for `quarantined`:
+  // tell the job if the backend can (rendezvous_protocol.hpp's leave_message()).
+  virtual void leave_job(int signal, const std::string& quarantined) = 0;
   // The job has ended for this node (finished or left): cancel timers, stop threads. The
   // launcher's finish, if any, is posted after it.
   virtual void release() = 0;

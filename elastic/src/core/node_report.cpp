@@ -6,6 +6,12 @@
 #include "core/rendezvous_protocol.hpp"
 
 namespace ddprun::elastic {
+namespace {
+
+// A leave's reason is one clause of the node's own ("its health check `...` exited 1").
+constexpr std::size_t kMaxLeaveReasonChars = 2000;
+
+}  // namespace
 
 NodeReport read_report(const nlohmann::json& message, int nproc) {
   const std::string type = message.at("type");
@@ -21,8 +27,18 @@ NodeReport read_report(const nlohmann::json& message, int nproc) {
     return report;
   }
   if (type == "workers_succeeded") return WorkersSucceededReport{message.at("round").get<int>()};
-  if (type == "leave") return LeaveReport{message.at("signal").get<int>()};
+  if (type == "leave") {
+    LeaveReport report{message.at("signal").get<int>(), message.value("quarantined", std::string())};
+    if (report.quarantined.size() > kMaxLeaveReasonChars) throw std::invalid_argument("quarantined: too long");
+    return report;
+  }
   throw std::invalid_argument("unknown message type");
+}
+
+nlohmann::json leave_message(int signal, const std::string& quarantined) {
+  nlohmann::json message{{"type", "leave"}, {"signal", signal}};
+  if (!quarantined.empty()) message["quarantined"] = quarantined.substr(0, kMaxLeaveReasonChars);
+  return message;
 }
 
 ReportedFailures reported_failures(const NodeReport& report) {

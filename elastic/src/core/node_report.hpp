@@ -5,6 +5,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -23,9 +24,11 @@ struct WorkersStoppedReport {
 struct WorkersSucceededReport {
   int round;
 };
-// The node's launcher is leaving the job on `signal`.
+// The node's launcher is leaving the job on `signal`, or (signal 0, `quarantined` set) because
+// its own health check found the node unfit.
 struct LeaveReport {
   int signal;
+  std::string quarantined;
 };
 using NodeReport = std::variant<WorkerFailedReport, WorkersStoppedReport, WorkersSucceededReport, LeaveReport>;
 
@@ -34,6 +37,10 @@ using NodeReport = std::variant<WorkerFailedReport, WorkersStoppedReport, Worker
 // wrong type, a failure out of range (check_failure). Whether a failure is one of the node's
 // own workers is the transport's to check: only the TCP host knows which ranks it assigned.
 NodeReport read_report(const nlohmann::json& message, int nproc);
+
+// The leave message of a launcher stopping on `signal`, or (signal 0) leaving as quarantined for
+// `quarantined` (its health check); read_report() reads it back.
+nlohmann::json leave_message(int signal, const std::string& quarantined);
 
 // The failures `report` carries, with its round: none for a success or a leave.
 struct ReportedFailures {

@@ -153,9 +153,9 @@ NodeRound::Actions NodeRound::workers_succeeded(int round) {
   return {Report{{{"type", "workers_succeeded"}, {"round", round}}}};
 }
 
-NodeRound::Actions NodeRound::leave(int signal) {
+NodeRound::Actions NodeRound::leave(int signal, std::string quarantined) {
   state_ = State::kDone;
-  return {Leave{signal}};
+  return {Leave{signal, std::move(quarantined)}};
 }
 
 }  // namespace ddprun::elastic

@@ -52,6 +52,7 @@ class NodeRound {
   };
   struct Leave {  // the launcher is stopping on `signal`: tell the job, say nothing to the launcher
     int signal;
+    std::string quarantined;  // or, signal 0, its health check found the node unfit: why
   };
   struct WaitAsSpare {  // the round is full: tell the launcher it waits as a hot spare
     int place;
@@ -87,7 +88,7 @@ class NodeRound {
   Actions worker_failed(int round, const WorkerFailure& failure);
   Actions workers_stopped(int round, const std::vector<WorkerFailure>& failures);
   Actions workers_succeeded(int round);
-  Actions leave(int signal);
+  Actions leave(int signal, std::string quarantined = {});
 
  private:
   Actions start(const RoundAssignment& assignment, Actions actions);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/node_report.hpp"
 #include "core/rendezvous_protocol.hpp"
 #include "core/node_identity.hpp"
 
@@ -363,11 +364,10 @@ void EtcdRendezvous::release() {
 }
 
 // Queued: the destructor waits for them. The leader learns why, then sees the node go.
-void EtcdRendezvous::leave_job(int signal) {
+void EtcdRendezvous::leave_job(int signal, const std::string& quarantined) {
   if (lease_ == 0) return;
   request("/v3/kv/put",
-          put_op(keys_.event(id_, ++event_seq_), Json{{"type", "leave"}, {"signal", signal}}.dump(), lease_)
-              .at("request_put"),
+          put_op(keys_.event(id_, ++event_seq_), leave_message(signal, quarantined).dump(), lease_).at("request_put"),
           nullptr, nullptr, kLeaveTry);
   request("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, nullptr, nullptr, kLeaveTry);
 }

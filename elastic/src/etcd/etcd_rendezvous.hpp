@@ -54,7 +54,7 @@ class EtcdRendezvous final : public NodeRendezvous, private CoordinatorTransport
   using Json = nlohmann::json;
 
   void report(const nlohmann::json& message) override { send_event(message); }
-  void leave_job(int signal) override;
+  void leave_job(int signal, const std::string& quarantined) override;
   void release() override;
 
   // Runs client_->call(path, body, budget) on the request thread; `done` or `failed` follows

@@ -25,6 +25,8 @@ class LocalRendezvous final : public Rendezvous, private CoordinatorTransport {
   void workers_stopped(int round, const std::vector<WorkerFailure>& failures) override;
   void workers_succeeded(int round) override;
   void leave(int signal) override;
+  // The job's one node: nothing goes on without it.
+  void leave_quarantined(const std::string&) override { leave(0); }
 
  private:
   void deliver(const Messages& messages) override;

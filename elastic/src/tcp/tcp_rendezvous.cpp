@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "core/node_report.hpp"
 #include "core/rendezvous_protocol.hpp"
 #include "ddprun/system.hpp"
 #include "store/tcpstore_greeting.hpp"
@@ -352,11 +353,14 @@ void TcpRendezvous::release() {
   retry_timer_.cancel();
 }
 
-void TcpRendezvous::leave_job(int signal) {
+void TcpRendezvous::leave_job(int signal, const std::string& quarantined) {
   if (server_) {
-    server_->shutdown(fmt::format("the rendezvous host {} stopped after {}", host_name(), signal_name(signal)));
+    // The job cannot go on without its host (quarantine never picks it for the same reason).
+    server_->shutdown(quarantined.empty()
+                          ? fmt::format("the rendezvous host {} stopped after {}", host_name(), signal_name(signal))
+                          : fmt::format("the rendezvous host {} left the job: {}", host_name(), quarantined));
   } else {
-    send({{"type", "leave"}, {"signal", signal}});
+    send(leave_message(signal, quarantined));
   }
 }
 

@@ -29,7 +29,7 @@ class TcpRendezvous final : public NodeRendezvous {
 
  private:
   void report(const nlohmann::json& message) override { send(message); }
-  void leave_job(int signal) override;
+  void leave_job(int signal, const std::string& quarantined) override;
   void release() override;
 
   void host_if_chosen();
