@@ -31,7 +31,10 @@ restart waits for its end; kills due after the wall time are not made.
 The kill -> next step delay is from the kill to the first step of a later round than the one
 killed (rank 0 writes the round, TORCHELASTIC_RESTART_COUNT, with each step): a kill whose next
 round is killed again before its first step waits for the step of the round after. A kill with
-no step after it before the end has no delay ("kills": made of due (with a step after)).
+no step after it before the end has no delay ("kills": made of due (with a step after)). The
+restarts are the round of the last step (its restart count): more than the kills where rounds
+failed by themselves (torchrun 2.11's restarted workers can fail gloo's connectFullMesh,
+"Connection refused", and be restarted again).
 
 From ddprun's event log: the failure kind of each killed worker (SIGKILL from outside: 'killed';
 'host_oom' would be wrong where the kernel killed nothing), any other worker failure, the restarts
@@ -295,7 +298,7 @@ def measure(name, command, env, args, schedule):
             trained = final * result["step"]
             result.update(final=final, step_in_run=step_time(steps), effective=trained / (job["end"] - steps[0][1]) if steps else 0.0,
                           from_launch=trained / (job["end"] - job["launch"]),
-                          kills=len(job["kills"]), delays=kill_to_next_step(job["kills"], steps))
+                          kills=len(job["kills"]), restarts=steps[-1][2] if steps else 0, delays=kill_to_next_step(job["kills"], steps))
             if name.startswith("ddprun"):
                 result["events"] = event_summary(d, [pid for _, pid in job["kills"]])
     return result
@@ -307,11 +310,11 @@ def counted(counter):
 
 def row(name, r, due):
     if "failed" in r:
-        return f"| {name} |" + " |" * 12 + f" FAILED: {r['failed']} |"
+        return f"| {name} |" + " |" * 13 + f" FAILED: {r['failed']} |"
     delays = r["delays"]
     in_run = r["step_in_run"]
     cells = [f"{r['step'] * 1000:.1f}", f"{in_run * 1000:.1f}" if in_run else "", str(r["final"]), f"{r['effective']:.2f}", f"{r['from_launch']:.2f}",
-             f"{r['kills']} of {due} ({len(delays)} with a step after)",
+             f"{r['kills']} of {due} ({len(delays)} with a step after)", str(r["restarts"]),
              f"{statistics.median(delays):.2f}" if delays else "", f"{max(delays):.2f}" if delays else ""]
     events = r.get("events")
     if events:
@@ -358,9 +361,9 @@ def main():
           f"fault-free runs {args.fault_free_seconds:g} s; {os.cpu_count()} cores, load average at the end "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
     print("| launcher | fault-free step, ms | step with the kills, ms | final step | effective training time, from the first step "
-          "| from the launch | kills | kill -> next step: median, s | slowest, s | ddprun: the killed workers' kinds "
+          "| from the launch | kills | restarts to the last step | kill -> next step: median, s | slowest, s | ddprun: the killed workers' kinds "
           "| other failures | restarts with a backoff | restarts counted toward a crash loop | result |")
-    print("|---|" + "---|" * 13)
+    print("|---|" + "---|" * 14)
     for name, r in results.items():
         print(row(name, r, len(schedule)))
 
