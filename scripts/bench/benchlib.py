@@ -1,6 +1,7 @@
 """Pieces shared by the benchmark scripts of scripts/bench/ (launcher.py, rendezvous.py, ddp.py,
 gpu.py, hangs.py)."""
 import os
+import signal
 import socket
 import subprocess
 
@@ -91,6 +92,24 @@ def terminate_all(procs):
             p.terminate()
     for p in procs:
         p.wait(timeout=60)
+
+
+def stop_launcher(proc, grace=30):
+    """Stops a launcher started in its own session (Popen's start_new_session=True): SIGTERM, so
+    that it stops its workers, then after `grace` seconds SIGKILL; and SIGKILL to whatever is left
+    in its process group (torchrun leaves its workers running when it is SIGKILLed). Workers that
+    a launcher put in process groups of their own are its to stop."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def read_stamp(path):

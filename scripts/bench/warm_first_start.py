@@ -15,14 +15,13 @@ its script's first line and of that line to past init.
 """
 import argparse
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import BENCH_DIR, ROOT, free_port, read_stamp, torch2_python, torchrun
+from benchlib import BENCH_DIR, ROOT, free_port, read_stamp, stop_launcher, torch2_python, torchrun
 
 WORKER = os.path.join(BENCH_DIR, "warm_restart_python_worker.py")
 
@@ -54,16 +53,7 @@ def one_run(launcher, extra, late, env):
                     stamp("start", 1) - launched, stamp("init", 1) - stamp("start", 1))
         finally:
             for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-                    try:
-                        p.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        pass
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                stop_launcher(p)
 
 
 def main():

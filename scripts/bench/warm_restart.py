@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import BENCH_DIR, ROOT, free_port, read_stamp, torch2_python, torchrun, PYTHON_113
+from benchlib import BENCH_DIR, ROOT, free_port, read_stamp, stop_launcher, torch2_python, torchrun, PYTHON_113
 
 WORKER = os.path.join(BENCH_DIR, "warm_restart_python_worker.py")
 FT_LAUNCHER = os.path.expanduser("~/.cache/ddprun/ft-launcher")
@@ -114,17 +114,7 @@ def one_run(command, env, kill_after):
             with open(log, errors="replace") as f:
                 raise RunFailed(f"{error}; its last lines:\n" + "".join(line for line in f if "Traceback" in line or "Error" in line or "error" in line)) from None
         finally:
-            if proc.poll() is None:
-                proc.terminate()  # the launcher stops its workers
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # whatever of it is left
-            except ProcessLookupError:
-                pass
+            stop_launcher(proc)
 
 
 def launchers(args, python, env):
