@@ -12,6 +12,26 @@ using A = Action;
 using E = Event;
 using P = Phase;
 
+namespace {
+
+const P kEveryPhase[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
+                         P::kStopping,       P::kStoppingToExit,   P::kStoppingToLeave, P::kExiting};
+
+// Calls `check(phase, event, transition)` for every row of the table.
+template <typename Check>
+void for_every_transition(Check&& check) {
+  for (P phase : kEveryPhase) {
+    for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
+      const E event = static_cast<E>(e);
+      CAPTURE(to_string(phase));
+      CAPTURE(to_string(event));
+      check(phase, event, next_transition(phase, event));
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("supervisor transitions") {
   struct Row {
     P phase;
@@ -136,8 +156,7 @@ TEST_CASE("the phase as /status names it") {
 
 TEST_CASE("every failure, in every phase, is classified and counted once") {
   // ReportFirstFailure and RecordFailure find its kind too; NoteFailure only that.
-  for (P phase : {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
-                  P::kStopping, P::kStoppingToExit, P::kStoppingToLeave, P::kExiting}) {
+  for (P phase : kEveryPhase) {
     CAPTURE(to_string(phase));
     const auto actions = next_transition(phase, E::kWorkerFailed).actions;
     const auto count = std::count_if(actions.begin(), actions.end(), [](A a) {
@@ -148,42 +167,26 @@ TEST_CASE("every failure, in every phase, is classified and counted once") {
 }
 
 TEST_CASE("no worker starts once a stop began, and a start under way is cancelled by every stop") {
-  const P all[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
-                   P::kStopping, P::kStoppingToExit, P::kStoppingToLeave, P::kExiting};
-  for (P phase : all) {
-    for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
-      const E event = static_cast<E>(e);
-      CAPTURE(to_string(phase));
-      CAPTURE(to_string(event));
-      const Transition t = next_transition(phase, event);
-      const bool starts = std::count(t.actions.begin(), t.actions.end(), A::kStartWorkers) > 0;
-      CHECK((!starts || (phase == P::kWaitingForRound && event == E::kRoundStarted)));
-      if (phase == P::kStarting && t.next != P::kStarting && t.next != P::kRunning) {
-        REQUIRE_FALSE(t.actions.empty());
-        CHECK(t.actions.front() == A::kCancelStart);
-      }
+  for_every_transition([](P phase, E event, const Transition& t) {
+    const bool starts = std::count(t.actions.begin(), t.actions.end(), A::kStartWorkers) > 0;
+    CHECK((!starts || (phase == P::kWaitingForRound && event == E::kRoundStarted)));
+    if (phase == P::kStarting && t.next != P::kStarting && t.next != P::kRunning) {
+      REQUIRE_FALSE(t.actions.empty());
+      CHECK(t.actions.front() == A::kCancelStart);
     }
-  }
+  });
 }
 
 TEST_CASE("the node joins or reports a stop only once its health check passed, and never after it failed") {
-  const P all[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
-                   P::kStopping, P::kStoppingToExit, P::kStoppingToLeave, P::kExiting};
-  for (P phase : all) {
-    for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
-      const E event = static_cast<E>(e);
-      CAPTURE(to_string(phase));
-      CAPTURE(to_string(event));
-      const Transition t = next_transition(phase, event);
-      const auto has = [&](A a) { return std::count(t.actions.begin(), t.actions.end(), a) > 0; };
-      CHECK((!has(A::kJoinRendezvous) || (phase == P::kCheckingToJoin && event == E::kHealthCheckPassed)));
-      CHECK((!has(A::kLeaveQuarantined) || (phase == P::kCheckingToRejoin && event == E::kHealthCheckFailed)));
-      if (has(A::kReportStopped)) CHECK(phase != P::kStopping);  // a stop's report waits for the check
-      // A check left running is killed on the way out.
-      if ((phase == P::kCheckingToJoin || phase == P::kCheckingToRejoin) && t.next == P::kExiting &&
-          event != E::kHealthCheckFailed) {
-        CHECK(has(A::kStopHealthCheck));
-      }
+  for_every_transition([](P phase, E event, const Transition& t) {
+    const auto has = [&](A a) { return std::count(t.actions.begin(), t.actions.end(), a) > 0; };
+    CHECK((!has(A::kJoinRendezvous) || (phase == P::kCheckingToJoin && event == E::kHealthCheckPassed)));
+    CHECK((!has(A::kLeaveQuarantined) || (phase == P::kCheckingToRejoin && event == E::kHealthCheckFailed)));
+    if (has(A::kReportStopped)) CHECK(phase != P::kStopping);  // a stop's report waits for the check
+    // A check left running is killed on the way out.
+    if ((phase == P::kCheckingToJoin || phase == P::kCheckingToRejoin) && t.next == P::kExiting &&
+        event != E::kHealthCheckFailed) {
+      CHECK(has(A::kStopHealthCheck));
     }
-  }
+  });
 }
