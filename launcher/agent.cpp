@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include "ddprun/exit_codes.hpp"
@@ -30,6 +31,9 @@ namespace ddprun::launcher {
 
 // At exit, how long ddprun waits for its console and log files to take what is queued.
 constexpr std::chrono::seconds kExitFlushLimit{10};
+// The longest ddprun waits at its exit for its last words to the rendezvous (a leave, a
+// quarantine's reason) to be written.
+constexpr std::chrono::seconds kLeaveFlushLimit{2};
 
 class Agent::Impl {
  public:
@@ -48,7 +52,8 @@ class Agent::Impl {
                   [this](Occurrence o) { dispatch(std::move(o)); }}),
         health_({io_, config_, environ_, guard_, containment,
                  [this](HealthCheckReport report) { health_check_ended(std::move(report)); }}),
-        signals_(io, signal_handlers()) {
+        signals_(io, signal_handlers()),
+        left_timer_(io) {
     if (!config_.event_log.empty()) events_ = EventLog(config_.event_log, settings_.host);
     if (config_.status_port >= 0) {
       status_ = std::make_unique<StatusServer>(config_.status_addr, config_.status_port);
@@ -286,7 +291,13 @@ class Agent::Impl {
         record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_, std::max(attempt_, 0), health);
     if (!error.empty()) say("ddprun: " + error + "\n");
     status_.reset();
-    io_.stop();
+    // The loop runs on until the rendezvous has written its last words (a leave and the
+    // quarantine's reason, which the coordinator would otherwise see as a lost connection).
+    left_timer_.expires_after(kLeaveFlushLimit);
+    left_timer_.async_wait([this](std::error_code ec) {
+      if (!ec) io_.stop();
+    });
+    rendezvous_->when_left([this] { io_.stop(); });
   }
 
   // --- hangs, the live view, signals --------------------------------------------------------
@@ -350,6 +361,7 @@ class Agent::Impl {
   std::optional<HealthCheckReport> health_failure_;  // the check that made the node leave
   elastic::Rendezvous::Handlers handlers_;           // until the first join
   SignalChannel signals_;
+  asio::steady_timer left_timer_;  // exit_job()'s bound on the wait for the rendezvous's last words
   std::unique_ptr<OutputWriters> writers_;
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<HangWatch> hangs_;

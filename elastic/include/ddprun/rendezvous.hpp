@@ -198,6 +198,10 @@ class Rendezvous {
   // quarantined for `why` and goes on without it where it can, as after the coordinator's own
   // quarantine. No more handlers are called.
   virtual void leave_quarantined(const std::string& why) = 0;
+  // After leave() or leave_quarantined(): calls `done` on the loop once what they said has been
+  // written (ddprun keeps its loop running until then: the quarantine's reason must reach the
+  // coordinator); at once where nothing is in flight.
+  virtual void when_left(std::function<void()> done) { done(); }
 };
 
 // The rendezvous for `config`: in-process for a single-node job (--nnodes=1), otherwise over

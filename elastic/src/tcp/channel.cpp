@@ -111,6 +111,18 @@ void Channel::finish_sending() {
   }
 }
 
+void Channel::when_sent(std::function<void()> done) {
+  on_sent_ = std::move(done);
+  if (closed_ || (!writing_ && out_.empty())) sent();
+}
+
+void Channel::sent() {
+  if (!on_sent_) return;
+  const std::function<void()> done = std::move(on_sent_);
+  on_sent_ = nullptr;
+  done();
+}
+
 void Channel::close() {
   if (closed_) return;
   closed_ = true;
@@ -120,6 +132,7 @@ void Channel::close() {
   silence_timer_.cancel();
   asio::error_code ignored;
   socket_.close(ignored);
+  sent();
 }
 
 void Channel::lost(const std::string& why) {
@@ -193,10 +206,13 @@ void Channel::write_next() {
                       if (ec) return self->lost(ec.message());
                       if (!self->out_.empty()) {
                         self->write_next();
-                      } else if (self->sending_finished_) {
+                        return;
+                      }
+                      if (self->sending_finished_) {
                         asio::error_code ignored;
                         self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
                       }
+                      self->sent();
                     });
 }
 

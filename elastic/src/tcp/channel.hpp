@@ -88,8 +88,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
   // Sends what is queued, then closes this direction (the peer reads it all, then EOF); keeps
   // reading until the peer closes too, at most heartbeat_timeout, then calls on_closed.
   void finish_sending();
-  // Closes now; no callback follows.
+  // Closes now; no callback follows but when_sent()'s.
   void close();
+  // Calls `done` once everything queued so far is written (at once when nothing is), or when
+  // the channel is closed or lost first: a node that leaves keeps its loop running until then.
+  void when_sent(std::function<void()> done);
 
   const std::string& peer() const { return peer_; }
   asio::ip::tcp::endpoint local_endpoint() const;
@@ -139,6 +142,8 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::uint64_t last_heartbeat_received_ = 0;         // the answering side's: the number to acknowledge
   std::chrono::steady_clock::time_point last_acknowledged_;  // when it last sent an acknowledgement
   bool writing_ = false;
+  std::function<void()> on_sent_;  // when_sent()'s
+  void sent();                     // calls on_sent_ once, if set
   bool sending_finished_ = false;
   bool closed_ = false;
 };

@@ -353,6 +353,11 @@ void TcpRendezvous::release() {
   retry_timer_.cancel();
 }
 
+void TcpRendezvous::when_left(std::function<void()> done) {
+  if (channel_) return channel_->when_sent(std::move(done));
+  done();
+}
+
 void TcpRendezvous::leave_job(int signal, const std::string& quarantined) {
   if (server_) {
     // The job cannot go on without its host (quarantine never picks it for the same reason).

@@ -30,6 +30,7 @@ class TcpRendezvous final : public NodeRendezvous {
  private:
   void report(const nlohmann::json& message) override { send(message); }
   void leave_job(int signal, const std::string& quarantined) override;
+  void when_left(std::function<void()> done) override;
   void release() override;
 
   void host_if_chosen();
