@@ -72,5 +72,51 @@ TEST_CASE("the host's answers acknowledge the node's numbered heartbeats, in ord
   }
 }
 
+// A node that leaves (a quarantine's reason) closes its channel, and ddprun its loop, only once
+// what it queued is written: when_sent() waits for writes still in flight, here 16 MiB that no
+// socket buffer takes at once, and the host reads every message, the last one too.
+TEST_CASE("when_sent: called once everything queued is written; closing then loses nothing") {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::address_v4::loopback(), 0});
+  asio::ip::tcp::socket client(io);
+  client.connect(acceptor.local_endpoint());
+  asio::ip::tcp::socket accepted = acceptor.accept();
+  RendezvousTimeouts timeouts;
+  auto host = std::make_shared<Channel>(std::move(accepted), timeouts, "node");
+  auto node = std::make_shared<Channel>(std::move(client), timeouts, "host");
+  int bulk = 0;
+  bool last = false;
+  bool sent = false;
+  std::string closed;
+  host->start(
+      [&](const nlohmann::json& message) {
+        if (message.at("type") == "bulk") ++bulk;
+        if (message.at("type") == "last") {
+          last = true;
+          if (sent) io.stop();  // the host may read the last line before the node hears its write ended
+        }
+      },
+      [&](const std::string& why) { closed = why; });
+  node->start([](const nlohmann::json&) {}, [](const std::string&) {});
+  const std::string data(64 * 1024, 'x');
+  for (int i = 0; i < 256; ++i) node->send({{"type", "bulk"}, {"data", data}});
+  node->send({{"type", "last"}});
+  node->when_sent([&] {
+    sent = true;
+    node->close();  // as a leaving ddprun's exit does
+    if (last) io.stop();
+  });
+  CHECK_FALSE(sent);  // 16 MiB are not written at once
+  io.run_for(std::chrono::seconds(60));
+  CHECK(sent);
+  CHECK(bulk == 256);
+  CHECK(last);
+  host->close();
+  // Nothing in flight: at once.
+  bool at_once = false;
+  node->when_sent([&] { at_once = true; });
+  CHECK(at_once);
+}
+
 }  // namespace
 }  // namespace ddprun::elastic
