@@ -320,11 +320,28 @@ TEST_CASE("--print_config writes every option of the table, and reads back throu
   close(fd);
   const std::vector<RawOptions> configs = {
       {},
-      {{"nnodes", "2:4"}, {"node_rank", "1"}, {"rdzv_backend", "c10d"}, {"rdzv_endpoint", "h:1"}, {"rdzv_id", "j"},
-       {"hang_timeout", "auto:45"}, {"restart_window", "60"}, {"local_ranks_filter", "0"}, {"status_port", "0"},
-       {"duplicate_stdout_filters", "a,,b,c"}, {"numa_binding", "socket"}, {"logs_specs", "default"}},
-      {{"standalone", "yes"}, {"hang_timeout", "12.5"}, {"progress", "off"}, {"module", "on"}, {"tee", "0:3,1:1"},
-       {"warm_start", "on"}, {"preload", "numpy,my_pkg.models"},
+      {{"nnodes", "2:4"},
+       {"node_rank", "1"},
+       {"rdzv_backend", "c10d"},
+       {"rdzv_endpoint", "h:1"},
+       {"rdzv_id", "j"},
+       {"hang_timeout", "auto:45"},
+       {"restart_window", "60"},
+       {"local_ranks_filter", "0"},
+       {"status_port", "0"},
+       {"duplicate_stdout_filters", "a,,b,c"},
+       {"numa_binding", "socket"},
+       {"logs_specs", "default"}},
+      {{"standalone", "yes"},
+       {"hang_timeout", "12.5"},
+       {"progress", "off"},
+       {"module", "on"},
+       {"tee", "0:3,1:1"},
+       {"warm_start", "on"},
+       {"preload", "numpy,my_pkg.models"},
+       {"snapshot", "off"},
+       {"snapshot_dir_size", "1536M"},
+       {"snapshot_keep", "1"},
        {"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": false}])"}},
   };
   for (const auto& options : configs) {
@@ -507,4 +524,51 @@ TEST_CASE("--health_check and its timeout, from every source") {
             .rfind("--health_check_timeout=0: expected a number of seconds greater than 0", 0) == 0);
   CHECK(usage_error({{"health_check_timeout", "soon"}}).rfind("--health_check_timeout=soon: expected", 0) == 0);
   CHECK(usage_error({}, {{"health_check_timeout", "-1"}}).rfind("PET_HEALTH_CHECK_TIMEOUT=-1: expected", 0) == 0);
+}
+
+TEST_CASE("--snapshot, --snapshot_dir_size and --snapshot_keep, from every source") {
+  struct Row {
+    RawOptions cli, file, env;
+    bool snapshot;
+    unsigned long long size;
+    bool keep;
+  };
+  const std::vector<Row> rows = {
+      {{}, {}, {}, true, 0, false},  // on by default: it costs nothing until a worker writes
+      {{{"snapshot", "off"}}, {}, {}, false, 0, false},
+      {{{"snapshot", "0"}}, {}, {}, false, 0, false},
+      {{}, {{"snapshot", "off"}}, {}, false, 0, false},
+      {{}, {}, {{"snapshot", "off"}}, false, 0, false},
+      {{{"snapshot", "on"}}, {}, {{"snapshot", "off"}}, true, 0, false},
+      {{{"snapshot_dir_size", "4G"}}, {}, {}, true, 4ULL << 30, false},
+      {{}, {{"snapshot_dir_size", "512M"}}, {}, true, 512ULL << 20, false},
+      {{}, {}, {{"snapshot_dir_size", "1536m"}}, true, 1536ULL << 20, false},
+      {{{"snapshot_dir_size", "1M"}}, {{"snapshot_dir_size", "2G"}}, {}, true, 1ULL << 20, false},
+      {{{"snapshot_keep", "1"}}, {}, {}, true, 0, true},
+      {{}, {{"snapshot_keep", "true"}}, {}, true, 0, true},
+      {{}, {}, {{"snapshot_keep", "yes"}}, true, 0, true},
+      {{{"snapshot_keep", "0"}}, {}, {{"snapshot_keep", "1"}}, true, 0, false},
+  };
+  for (const Row& row : rows) {
+    const LaunchConfig c = resolve(row.cli, row.file, row.env);
+    CHECK(c.snapshot == row.snapshot);
+    CHECK(c.snapshot_dir_size == row.size);
+    CHECK(c.snapshot_keep == row.keep);
+  }
+  CHECK(options_from_environment(
+            {{"PET_SNAPSHOT", "off"}, {"PET_SNAPSHOT_DIR_SIZE", "4G"}, {"PET_SNAPSHOT_KEEP", "1"}}) ==
+        RawOptions{{"snapshot", "off"}, {"snapshot_dir_size", "4G"}, {"snapshot_keep", "1"}});
+  CHECK(usage_error({{"snapshot", "maybe"}}) == "--snapshot=maybe: expected on or off (or true/false, 1/0, yes/no)");
+  const std::string accepted =
+      "expected a size such as 512M or 4G (a whole number and K, M, G or T, powers of 1024), at least 1024K";
+  CHECK(usage_error({{"snapshot_dir_size", "4GB"}}) == "--snapshot_dir_size=4GB: " + accepted);
+  CHECK(usage_error({{"snapshot_dir_size", "4"}}) == "--snapshot_dir_size=4: " + accepted);
+  CHECK(usage_error({{"snapshot_dir_size", "-1G"}}) == "--snapshot_dir_size=-1G: " + accepted);
+  CHECK(usage_error({{"snapshot_dir_size", "lots"}}) == "--snapshot_dir_size=lots: " + accepted);
+  CHECK(usage_error({}, {{"snapshot_dir_size", "1.5G"}}) == "PET_SNAPSHOT_DIR_SIZE=1.5G: " + accepted);
+  CHECK(to_json(resolve({}))["snapshot"] == "on");
+  CHECK(to_json(resolve({}))["snapshot_dir_size"].is_null());
+  CHECK(to_json(resolve({{"snapshot_dir_size", "1536M"}}))["snapshot_dir_size"] == "1536M");
+  CHECK(to_json(resolve({{"snapshot_dir_size", "4096M"}}))["snapshot_dir_size"] == "4G");
+  CHECK(to_json(resolve({{"snapshot", "no"}, {"snapshot_keep", "y"}}))["snapshot"] == "off");
 }
