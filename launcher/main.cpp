@@ -276,9 +276,11 @@ int run(int argc, char** argv) {
   auto paths = make_run_paths(cfg, run_id, vars);
   paths.snapshot_dir = snapshots.path();
   const std::string cgroup = launcher::Containment::planned_path(vars);
-  // The private folders of dead ddprun processes are removed by the guard, off the start's path.
+  // The private folders of dead ddprun processes (and their empty snapshot folders) are removed by
+  // the guard, off the start's path.
   auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root, [&] {
     if (!paths.private_root.empty()) remove_stale_private_folders(std::filesystem::path(paths.private_root).parent_path());
+    launcher::SnapshotDir::remove_stale(snapshots.path());
     if (!cgroup.empty()) launcher::Containment::remove_stale(cgroup);
   });
   auto containment = launcher::Containment::create(cgroup);

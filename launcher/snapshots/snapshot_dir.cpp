@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -163,6 +164,30 @@ SnapshotDir SnapshotDir::open(const config::LaunchConfig& config, const std::str
   dir.path_ = path;
   dir.run_id_ = run_id;
   return dir;
+}
+
+// Old enough that no ddprun is between its mkdir() and its flock() on it.
+constexpr int kStaleAfterSeconds = 60;
+
+void SnapshotDir::remove_stale(const std::string& path) {
+  if (path.empty()) return;
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string prefix = fmt::format("ddprun-snapshots.{}.", ::getuid());
+  struct stat parent_st {};
+  if (::stat(parent.c_str(), &parent_st) != 0) return;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    struct stat st {};
+    if (name.rfind(prefix, 0) != 0 || entry.path() == path || ::lstat(entry.path().c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || st.st_dev != parent_st.st_dev ||
+        st.st_mtime > ::time(nullptr) - kStaleAfterSeconds) {
+      continue;
+    }
+    const UniqueFd held(::open(entry.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    // rmdir() removes it only when it is empty.
+    if (held && ::flock(held.get(), LOCK_EX | LOCK_NB) == 0) ::rmdir(entry.path().c_str());
+  }
 }
 
 SnapshotsLeft SnapshotDir::finish(bool succeeded) {

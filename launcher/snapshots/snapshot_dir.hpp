@@ -49,6 +49,12 @@ class SnapshotDir {
   // The folder; "" with --snapshot=off.
   const std::string& path() const { return path_; }
 
+  // Removes, in `path`'s folder, this user's snapshot folders that are empty, held by no ddprun
+  // and unchanged for a minute (no ddprun is then between making one and locking it): those of ddprun processes killed by SIGKILL, which cannot
+  // remove theirs (a folder with files stays: a requeue's to find). For the orphan guard's
+  // start-up chores, off the start's path.
+  static void remove_stale(const std::string& path);
+
   // The job ended (`succeeded`: ddprun exits 0). Without --snapshot_keep, removes the folder when
   // the job succeeded or the folder is empty (nothing for a requeue to find), unless another ddprun of the job on this machine still
   // holds it (the last one to end removes it).

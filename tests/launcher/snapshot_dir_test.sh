@@ -228,6 +228,18 @@ expect_eq "$(cat "$T/long_wrote")" wrote "the long ddprun's write after the shor
 [[ ! -e $(folder "$id") ]] || fail "the last ddprun to end left the folder"
 ok "two ddprun of one run id on one machine share the folder; the last to end removes it"
 
+# The folders that ddprun processes killed by SIGKILL left: the next ddprun's guard removes the empty
+# ones that have not changed for a minute; one with files stays for a requeue, a new one for its ddprun.
+for kind in stale-empty stale-files fresh-empty; do mkdir -m 700 "$(folder "$id_base-$kind")"; done
+echo x > "$(folder "$id_base-stale-files")/ckpt"
+touch -d '2 minutes ago' "$(folder "$id_base-stale-empty")" "$(folder "$id_base-stale-files")"
+run_ddprun stale --rdzv_id="$id_base-stale-run" "$T/writes"
+expect_eq "$RC" 0 "the run whose guard removes stale folders"
+wait_for 10 test ! -e "$(folder "$id_base-stale-empty")"
+[[ -f $(folder "$id_base-stale-files")/ckpt ]] || fail "a stale folder with files was removed"
+[[ -d $(folder "$id_base-fresh-empty") ]] || fail "an empty folder younger than a minute was removed"
+ok "an empty snapshot folder left by a killed ddprun goes with the next ddprun's start; one with files stays"
+
 # An ordinary user: the cap is not enforced, and one line says so and why.
 if [[ $uid == 0 ]] && command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$DDPRUN"; then
   id="$id_base-user"

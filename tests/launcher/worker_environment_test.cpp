@@ -37,7 +37,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
   round.run_id = "job42";
   round.agent_store = true;
   const auto env = as_map(launcher::worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, cfg,
-                                                        round, 3, {"/tmp/e.json", "/tmp/hb", "", ""}));
+                                                        round, 3, {"/tmp/e.json", "/tmp/hb", "", "", "", ""}));
   const std::map<std::string, std::string> expected = {
       {"PATH", "/bin"},
       {"RANK", "7"},
