@@ -194,14 +194,10 @@ SnapshotsLeft SnapshotDir::finish(bool succeeded) {
   SnapshotsLeft left;
   if (path_.empty()) return left;
   const KeptSnapshots kept = contents(path_);
-  const bool remove = !keep_ && (succeeded || kept.files == 0);
-  if (!remove) {
+  if (!removed_at_end(succeeded, keep_, kept.files)) {
     held_.reset();
     left.kept = kept;
-    left.line = fmt::format(
-        "ddprun: snapshots kept in {} ({} files, {}) for a rerun of job {} on this node (the same --rdzv_id); rm -r "
-        "it to free that memory\n",
-        kept.path, kept.files, size_words(kept.bytes), shown(run_id_));
+    left.line = kept_line(kept.path, kept.files, kept.bytes, run_id_);
     return left;
   }
   // The last ddprun of the job on this machine to end removes it: the others' shared locks

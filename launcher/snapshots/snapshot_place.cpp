@@ -53,6 +53,16 @@ FoundVerdict judge_found(const std::string& path, const FoundEntry& found, unsig
   return {FoundAction::kReuse, ""};
 }
 
+bool removed_at_end(bool succeeded, bool keep, unsigned long long files) { return !keep && (succeeded || files == 0); }
+
+std::string kept_line(const std::string& path, unsigned long long files, unsigned long long bytes,
+                      const std::string& run_id) {
+  return fmt::format(
+      "ddprun: snapshots kept in {} ({} files, {}) for a rerun of job {} on this node (the same --rdzv_id); rm -r "
+      "it to free that memory\n",
+      path, files, size_words(bytes), shown(run_id));
+}
+
 std::string size_words(unsigned long long bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   const char* units[] = {"KiB", "MiB", "GiB", "TiB"};

@@ -51,6 +51,15 @@ struct FoundVerdict {
 // may read or write.
 FoundVerdict judge_found(const std::string& path, const FoundEntry& found, unsigned uid);
 
+// Whether the folder goes at the job's end: after a success, and after a failure when it holds no
+// file (nothing for a requeue to find); never with --snapshot_keep (`keep`).
+bool removed_at_end(bool succeeded, bool keep, unsigned long long files);
+
+// The line that says where a kept folder is, what it holds, how a rerun finds it and how to free
+// its memory (the failure summary's last, or a --snapshot_keep success's).
+std::string kept_line(const std::string& path, unsigned long long files, unsigned long long bytes,
+                      const std::string& run_id);
+
 // "1.5 MiB", "3 B": a size as the user is told it.
 std::string size_words(unsigned long long bytes);
 

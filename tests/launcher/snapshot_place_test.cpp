@@ -85,6 +85,30 @@ TEST_CASE("what is already at the path: made, reused when it is this user's alon
   }
 }
 
+TEST_CASE("at the job's end: removed after a success or when empty, unless --snapshot_keep; the kept line") {
+  struct Row {
+    bool succeeded, keep;
+    unsigned long long files;
+    bool removed;
+  };
+  const std::vector<Row> rows = {
+      {true, false, 3, true},   {true, false, 0, true},   // a success: nothing to resume
+      {false, false, 3, false}, {false, false, 0, true},  // a failure: kept for a requeue, unless empty
+      {true, true, 3, false},   {true, true, 0, false},   // --snapshot_keep: always kept
+      {false, true, 3, false},  {false, true, 0, false},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.succeeded);
+    CAPTURE(row.keep);
+    CAPTURE(row.files);
+    CHECK(removed_at_end(row.succeeded, row.keep, row.files) == row.removed);
+  }
+  CHECK(kept_line("/dev/shm/ddprun-snapshots.0.42", 2, 3ULL << 29, "42") ==
+        "ddprun: snapshots kept in /dev/shm/ddprun-snapshots.0.42 (2 files, 1.5 GiB) for a rerun of job 42 on this "
+        "node (the same --rdzv_id); rm -r it to free that memory\n");
+  CHECK(kept_line("/tmp/x", 1, 1, "a\nb").find('\n') + 1 == kept_line("/tmp/x", 1, 1, "a\nb").size());
+}
+
 TEST_CASE("sizes as the user is told them") {
   CHECK(size_words(0) == "0 B");
   CHECK(size_words(1023) == "1023 B");
