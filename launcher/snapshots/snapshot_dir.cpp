@@ -149,9 +149,8 @@ SnapshotDir SnapshotDir::open(const config::LaunchConfig& config, const std::str
     const KeptSnapshots kept = contents(path);
     if (kept.files > 0) {
       say << fmt::format(
-          "ddprun: DDPRUN_SNAPSHOT_DIR={} holds what an earlier run of job {} kept there ({} files, "
-          "{}): the workers see it\n",
-          path, shown(run_id), kept.files, size_words(kept.bytes));
+          "ddprun: DDPRUN_SNAPSHOT_DIR={} holds what an earlier run of job {} kept there ({}): the workers see it\n",
+          path, shown(run_id), holds_words(kept.files, kept.bytes));
     }
   }
   ::flock(dir.held_.get(), LOCK_SH);

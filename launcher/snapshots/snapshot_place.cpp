@@ -58,9 +58,13 @@ bool removed_at_end(bool succeeded, bool keep, unsigned long long files) { retur
 std::string kept_line(const std::string& path, unsigned long long files, unsigned long long bytes,
                       const std::string& run_id) {
   return fmt::format(
-      "ddprun: snapshots kept in {} ({} files, {}) for a rerun of job {} on this node (the same --rdzv_id); rm -r "
-      "it to free that memory\n",
-      path, files, size_words(bytes), shown(run_id));
+      "ddprun: snapshots kept in {} ({}) for a rerun of job {} on this node (the same --rdzv_id); rm -r it to free "
+      "that memory\n",
+      path, holds_words(files, bytes), shown(run_id));
+}
+
+std::string holds_words(unsigned long long files, unsigned long long bytes) {
+  return fmt::format("{} file{}, {}", files, files == 1 ? "" : "s", size_words(bytes));
 }
 
 std::string size_words(unsigned long long bytes) {

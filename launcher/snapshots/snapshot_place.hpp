@@ -60,6 +60,9 @@ bool removed_at_end(bool succeeded, bool keep, unsigned long long files);
 std::string kept_line(const std::string& path, unsigned long long files, unsigned long long bytes,
                       const std::string& run_id);
 
+// "1 file, 3 B", "2 files, 1.5 MiB": what a folder holds, as the user is told it.
+std::string holds_words(unsigned long long files, unsigned long long bytes);
+
 // "1.5 MiB", "3 B": a size as the user is told it.
 std::string size_words(unsigned long long bytes);
 

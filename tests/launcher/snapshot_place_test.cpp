@@ -106,6 +106,8 @@ TEST_CASE("at the job's end: removed after a success or when empty, unless --sna
   CHECK(kept_line("/dev/shm/ddprun-snapshots.0.42", 2, 3ULL << 29, "42") ==
         "ddprun: snapshots kept in /dev/shm/ddprun-snapshots.0.42 (2 files, 1.5 GiB) for a rerun of job 42 on this "
         "node (the same --rdzv_id); rm -r it to free that memory\n");
+  CHECK(holds_words(1, 3) == "1 file, 3 B");
+  CHECK(holds_words(0, 0) == "0 files, 0 B");
   CHECK(kept_line("/tmp/x", 1, 1, "a\nb").find('\n') + 1 == kept_line("/tmp/x", 1, 1, "a\nb").size());
 }
 
