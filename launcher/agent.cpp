@@ -39,13 +39,14 @@ class Agent::Impl {
  public:
   Impl(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
        std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
-       RunPaths paths)
+       SnapshotDir& snapshots, RunPaths paths)
       : io_(io),
         config_(std::move(config)),
         environ_(std::move(environ)),
         rendezvous_(std::move(rendezvous)),
         paths_(std::move(paths)),
         guard_(guard),
+        snapshots_(snapshots),
         python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
         settings_{host_name(), config_.rdzv_id, config_.max_restarts},
         workers_({io_, config_, environ_, python_, paths_, settings_, phase_, node_, guard_, containment, events_,
@@ -287,8 +288,10 @@ class Agent::Impl {
     exit_code_ = e.exit_code;
     if (!e.console.empty()) say(e.console);
     if (e.root_cause) node_.last_failure = e.root_cause;
-    const std::string error =
-        record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_, std::max(attempt_, 0), health);
+    const SnapshotsLeft snapshots = snapshots_.finish(exit_code_ == 0);  // the workers are gone
+    if (!snapshots.line.empty()) say(snapshots.line);
+    const std::string error = record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_,
+                                          std::max(attempt_, 0), health, snapshots.kept ? snapshots.kept->path : "");
     if (!error.empty()) say("ddprun: " + error + "\n");
     status_.reset();
     // The loop runs on until the rendezvous has written its last words (a leave and the
@@ -350,6 +353,7 @@ class Agent::Impl {
   std::unique_ptr<elastic::Rendezvous> rendezvous_;
   RunPaths paths_;
   OrphanGuard& guard_;  // also the fence's backstop (orphan_guard.hpp)
+  SnapshotDir& snapshots_;  // DDPRUN_SNAPSHOT_DIR, finished at the exit
   bool fenced_ = false;  // the workers were fenced: the rendezvous's end follows
   config::PythonInterpreter python_;  // runs_python() only
   NodeSettings settings_;
@@ -378,9 +382,9 @@ class Agent::Impl {
 
 Agent::Agent(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
              std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
-             RunPaths paths)
-    : impl_(std::make_unique<Impl>(io, std::move(config), std::move(environ), std::move(rendezvous), guard,
-                                   containment, std::move(paths))) {}
+             SnapshotDir& snapshots, RunPaths paths)
+    : impl_(std::make_unique<Impl>(io, std::move(config), std::move(environ), std::move(rendezvous), guard, containment,
+                                   snapshots, std::move(paths))) {}
 
 Agent::~Agent() = default;
 

@@ -15,6 +15,7 @@
 #include "process/containment.hpp"
 #include "process/orphan_guard.hpp"
 #include "process/worker_group.hpp"
+#include "snapshots/snapshot_dir.hpp"
 
 namespace asio {
 class io_context;
@@ -24,9 +25,9 @@ namespace ddprun::launcher {
 
 class Agent {
  public:
-  Agent(asio::io_context& io, config::LaunchConfig config,
-        std::map<std::string, std::string> environ, std::unique_ptr<elastic::Rendezvous> rendezvous,
-        OrphanGuard& guard, Containment& containment, RunPaths paths);
+  Agent(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
+        std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
+        SnapshotDir& snapshots, RunPaths paths);
   ~Agent();
 
   // The signals the agent handles must be blocked in every thread before any thread starts.

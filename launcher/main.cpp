@@ -2,9 +2,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +18,7 @@
 #include "agent.hpp"
 #include "cli.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/file_system.hpp"
 #include "ddprun/input_limits.hpp"
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
@@ -34,6 +33,7 @@
 #include "process/worker_environment.hpp"
 #include "rendezvous_setup.hpp"
 #include "report/status_command.hpp"
+#include "snapshots/snapshot_dir.hpp"
 
 extern char** environ;
 
@@ -98,12 +98,7 @@ struct TempParent {
 TempParent temp_parent(const config::LaunchConfig& cfg, const std::map<std::string, std::string>& vars) {
   const auto tmpdir = vars.find("TMPDIR");
   const bool logs = cfg.redirects.any() || cfg.tee.any() || cfg.duplicates_lines();
-  if (tmpdir == vars.end() && !logs) {
-    struct statfs fs {};
-    if (::statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC && ::access("/dev/shm", W_OK | X_OK) == 0) {
-      return {"/dev/shm", "/dev/shm"};
-    }
-  }
+  if (tmpdir == vars.end() && !logs && writable_tmpfs("/dev/shm")) return {"/dev/shm", "/dev/shm"};
   const std::string path = tmpdir != vars.end() ? tmpdir->second : "/tmp";
   return {path, fmt::format("TMPDIR={}", shown(path))};
 }
@@ -163,15 +158,6 @@ void check_user_paths(const config::LaunchConfig& cfg, const std::map<std::strin
     }
     ::close(fd);
   }
-}
-
-// `run_id` as part of a folder name: the user's --rdzv_id may hold '/', "..", or be long.
-std::string path_safe(const std::string& run_id) {
-  std::string out = run_id.substr(0, 64);
-  for (char& c : out) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
-  }
-  return out;
 }
 
 // Private folders ("ddprun.<pid namespace>.<pid>.<run id>-XXXXXX") of this user's ddprun
@@ -284,11 +270,17 @@ int run(int argc, char** argv) {
   // Order matters: the guard is forked before any worker or thread, signals are blocked before
   // any thread, and orphaned grandchildren are reparented to ddprun so it can reap them.
   // The folders and the cgroup exist before the guard, which removes them if ddprun is killed.
+  // The job's snapshot folder first: a folder ddprun may not use stops the launch before any other
+  // folder exists.
+  auto snapshots = launcher::SnapshotDir::open(cfg, run_id, vars, std::cerr);
   auto paths = make_run_paths(cfg, run_id, vars);
+  paths.snapshot_dir = snapshots.path();
   const std::string cgroup = launcher::Containment::planned_path(vars);
-  // The private folders of dead ddprun processes are removed by the guard, off the start's path.
+  // The private folders of dead ddprun processes (and their empty snapshot folders) are removed by
+  // the guard, off the start's path.
   auto guard = launcher::OrphanGuard::start(cgroup, paths.private_root, [&] {
     if (!paths.private_root.empty()) remove_stale_private_folders(std::filesystem::path(paths.private_root).parent_path());
+    launcher::SnapshotDir::remove_stale(snapshots.path());
     if (!cgroup.empty()) launcher::Containment::remove_stale(cgroup);
   });
   auto containment = launcher::Containment::create(cgroup);
@@ -297,7 +289,8 @@ int run(int argc, char** argv) {
 
   asio::io_context io;
   auto rendezvous = elastic::make_rendezvous(io, rendezvous_config);
-  launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, *containment, std::move(paths));
+  launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, *containment, snapshots,
+                        std::move(paths));
   return agent.run();
 }
 

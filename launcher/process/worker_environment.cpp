@@ -86,13 +86,21 @@ bool sets_omp_num_threads(const std::map<std::string, std::string>& base,
   return base.count(env::kOmpNumThreads) == 0 && config.nproc_per_node > 1;
 }
 
+// The job's snapshot folder, the same for every worker; an inherited one (a ddprun started by a
+// worker of another) is never the workers'.
+void set_snapshot_dir(std::map<std::string, std::string>& vars, const std::string& snapshot_dir) {
+  vars.erase(env::kSnapshotDir);
+  if (!snapshot_dir.empty()) vars[env::kSnapshotDir] = snapshot_dir;
+}
+
 std::vector<std::string> zygote_environment(const std::map<std::string, std::string>& base,
-                                            const config::LaunchConfig& config,
-                                            const std::string& python_bootstrap) {
+                                            const config::LaunchConfig& config, const std::string& python_bootstrap,
+                                            const std::string& snapshot_dir) {
   std::map<std::string, std::string> vars = base;
   vars.erase(env::kDefaultPython);
   vars.erase(env::kPySpy);
   vars.erase(env::kRdzvSecret);
+  set_snapshot_dir(vars, snapshot_dir);
   if (!python_bootstrap.empty()) {
     const auto inherited = base.find(env::kPythonPath);
     const bool has = inherited != base.end() && !inherited->second.empty();
@@ -134,6 +142,7 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
   vars[env::kErrorFile] = files.error_file;
   if (!files.heartbeat_file.empty()) vars[env::kHeartbeatFile] = files.heartbeat_file;
   if (!files.timer_file.empty()) vars[env::kTimerFile] = files.timer_file;
+  set_snapshot_dir(vars, files.snapshot_dir);
   if (!files.python_bootstrap.empty()) {
     const auto inherited = base.find(env::kPythonPath);
     const bool has = inherited != base.end() && !inherited->second.empty();

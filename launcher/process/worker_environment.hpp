@@ -17,6 +17,7 @@ struct WorkerFiles {
   std::string timer_file;      // TORCHELASTIC_TIMER_FILE (with TORCHELASTIC_ENABLE_FILE_TIMER=1)
   std::string python_bootstrap;  // first on PYTHONPATH: python_bootstrap_folder(), for Python workers
   std::string python_stacks;     // DDPRUN_PYTHON_STACKS_FILE, with the bootstrap (hangs/python_stacks.hpp)
+  std::string snapshot_dir;      // DDPRUN_SNAPSHOT_DIR, the job's (snapshots/snapshot_dir.hpp); "": --snapshot=off
 };
 
 // The folder of ddprun's sitecustomize.py (launcher/python_bootstrap/), beside the running executable:
@@ -31,7 +32,8 @@ std::string python_bootstrap_folder();
 // value) only without files.python_bootstrap, which sets it for torch < 2.2 itself;
 // TORCHELASTIC_SIGNALS_TO_HANDLE; with --virtual_local_rank LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES
 // the worker's own GPU; files.python_bootstrap, if any, first on PYTHONPATH (its sitecustomize
-// takes it off again), and with it files.python_stacks and the signal that asks for them.
+// takes it off again), and with it files.python_stacks and the signal that asks for them;
+// DDPRUN_SNAPSHOT_DIR files.snapshot_dir, and none (not an inherited one) without it.
 std::vector<std::string> worker_environment(const std::map<std::string, std::string>& base,
                                             const config::LaunchConfig& config,
                                             const elastic::RoundAssignment& round, int local_rank,
@@ -40,10 +42,11 @@ std::vector<std::string> worker_environment(const std::map<std::string, std::str
 // The environment of the warm interpreter (--warm_start, zygote.hpp): `base` without what
 // worker_environment() takes out, with what it adds for every worker alike that a program may read
 // at import (OMP_NUM_THREADS) and `python_bootstrap`, if any, first on PYTHONPATH, so that the
-// zygote's imports see what a cold worker's would. The per-rank variables are each worker's own.
+// zygote's imports see what a cold worker's would, and DDPRUN_SNAPSHOT_DIR as worker_environment()
+// sets it (the job's, the same for every worker). The per-rank variables are each worker's own.
 std::vector<std::string> zygote_environment(const std::map<std::string, std::string>& base,
-                                            const config::LaunchConfig& config,
-                                            const std::string& python_bootstrap);
+                                            const config::LaunchConfig& config, const std::string& python_bootstrap,
+                                            const std::string& snapshot_dir);
 
 // The option among an interpreter's arguments `args` (those before its script, -c or -m) that
 // keeps ddprun's bootstrap out of it: 'I' (isolated: -E and -s), 'E' (PYTHONPATH ignored) or 'S'

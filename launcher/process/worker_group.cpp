@@ -55,7 +55,8 @@ WorkerGroup::WorkerGroup(asio::io_context& io, const config::LaunchConfig& confi
   if (const std::string folder = python_bootstrap_folder(); !folder.empty() && fs::exists(folder + "/_ddprun_zygote.py", ec)) {
     zygote_script = folder + "/_ddprun_zygote.py";
   }
-  warm_ = std::make_unique<WarmStart>(config_, argv_.front(), zygote_environment(environ_, config_, python_bootstrap_),
+  warm_ = std::make_unique<WarmStart>(config_, argv_.front(),
+                                      zygote_environment(environ_, config_, python_bootstrap_, paths_.snapshot_dir),
                                       zygote_script);
   warm_->begin();
 }
@@ -146,6 +147,7 @@ std::vector<WorkerGroup::Planned> WorkerGroup::plan(const elastic::RoundAssignme
     files.timer_file = timer_file;
     files.python_bootstrap = python_bootstrap_;
     files.python_stacks = w->python_stacks_file;
+    files.snapshot_dir = paths_.snapshot_dir;
     std::vector<std::string> environ = worker_environment(environ_, config_, round, local_rank, files);
     planned.push_back(Planned{std::move(w), std::move(environ)});
   }

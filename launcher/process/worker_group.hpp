@@ -35,6 +35,7 @@ struct RunPaths {
   std::string logs_root;      // attempt_N/rank_R/{stdout,stderr}.log; empty: no log files
   bool log_everything = false;  // --log_dir given: every stream, not just redirected/teed ones
   std::string private_root;   // the workers' own files when there is no logs_root; removed at exit
+  std::string snapshot_dir;   // DDPRUN_SNAPSHOT_DIR (snapshots/snapshot_dir.hpp); "" with --snapshot=off
   // Where each worker's own files go: the log folder, else the private one.
   const std::string& files_root() const { return logs_root.empty() ? private_root : logs_root; }
 };

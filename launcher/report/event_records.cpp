@@ -123,8 +123,10 @@ EventRecord stacks_written(int rank, pid_t pid, const std::string& file) {
 
 EventRecord heartbeats_missing(double after) { return {"heartbeats_missing", {{"after", after}}}; }
 
-EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal) {
+EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,
+                 const std::string& snapshot_dir) {
   json fields = {{"exit_code", exit_code}};
+  if (!snapshot_dir.empty()) fields["snapshot_dir"] = snapshot_dir;
   if (shutdown_signal != 0) fields["signal"] = signal_name(shutdown_signal);
   if (!outcome.failures.empty()) {
     const auto& root = outcome.failures.front();

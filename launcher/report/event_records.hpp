@@ -54,8 +54,10 @@ EventRecord timer_expired(pid_t pid, const std::string& scope_id, int signal);
 // A worker's stacks collected; `file`: where they are kept, "" when nowhere after ddprun exits.
 EventRecord stacks_written(int rank, pid_t pid, const std::string& file);
 EventRecord heartbeats_missing(double after);
-// The last record: ddprun's exit code, the signal that stopped it, the root cause, the error.
-EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal);
+// The last record: ddprun's exit code, the signal that stopped it, the root cause, the error, and
+// the snapshot folder kept for a requeue (`snapshot_dir`, "": none; the field only when kept).
+EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,
+                 const std::string& snapshot_dir = "");
 
 }  // namespace records
 }  // namespace ddprun::launcher

@@ -8,20 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/launch_config.hpp"
+#include "resolve_testing.hpp"
 
 using namespace ddprun::config;
-
-namespace {
-
-LaunchConfig resolve(const RawOptions& cli, const RawOptions& file = {}, const RawOptions& env = {},
-                     std::vector<std::string> program = {"train"}) {
-  ResolveContext context;
-  context.cpu_count = 6;
-  context.gpu_count = 0;
-  return resolve_config({{}, env, file, cli}, program, context);
-}
-
-}  // namespace
 
 TEST_CASE("defaults match torchrun") {
   const auto c = resolve({});
@@ -120,50 +109,6 @@ TEST_CASE("Python workers (--progress): a Python program, or an interpreter name
   for (const Case& c : cases) {
     CAPTURE(c.program[0]);
     CHECK(resolve(c.cli, {}, {}, c.program).python_workers() == c.python);
-  }
-}
-
-TEST_CASE("--progress: on by default; on or off, from the command line, PET_PROGRESS or the config") {
-  CHECK(resolve({}).progress);
-  CHECK_FALSE(resolve({{"progress", "off"}}).progress);
-  CHECK_FALSE(resolve({}, {}, {{"progress", "off"}}).progress);
-  CHECK(resolve({{"progress", "on"}}, {{"progress", "off"}}).progress);
-  // on and off are true and false as every flag reads them (parse.hpp).
-  CHECK(resolve({{"progress", "yes"}}).progress);
-  CHECK_FALSE(resolve({{"progress", "0"}}).progress);
-  CHECK_THROWS_WITH(resolve({{"progress", "later"}}),
-                    "--progress=later: expected true or false (or 1/0, yes/no, on/off)");
-  CHECK(to_json(resolve({{"progress", "False"}}))["progress"] == "off");
-}
-
-TEST_CASE("--warm_start: auto by default; on, off or auto from the command line, PET_WARM_START or the config; --preload's names") {
-  using W = LaunchConfig::WarmStart;
-  CHECK(resolve({}).warm_start == W::kAuto);
-  CHECK(resolve({{"warm_start", "on"}}).warm_start == W::kOn);
-  CHECK(resolve({{"warm_start", "off"}}).warm_start == W::kOff);
-  CHECK(resolve({{"warm_start", "0"}}).warm_start == W::kOff);
-  CHECK(resolve({{"warm_start", "yes"}}).warm_start == W::kOn);
-  CHECK(resolve({{"warm_start", "auto"}}).warm_start == W::kAuto);
-  CHECK(resolve({}, {}, {{"warm_start", "on"}}).warm_start == W::kOn);
-  CHECK(resolve({}, {{"warm_start", "on"}}, {{"warm_start", "off"}}).warm_start == W::kOn);
-  CHECK(resolve({{"warm_start", "off"}}, {{"warm_start", "on"}}).warm_start == W::kOff);
-  CHECK(options_from_environment({{"PET_WARM_START", "on"}, {"PET_PRELOAD", "numpy"}}) ==
-        RawOptions{{"preload", "numpy"}, {"warm_start", "on"}});
-  CHECK_THROWS_WITH(resolve({{"warm_start", "sometimes"}}),
-                    "--warm_start=sometimes: expected auto, on or off (or true/false, 1/0, yes/no)");
-  CHECK(to_json(resolve({}))["warm_start"] == "auto");
-  CHECK(to_json(resolve({{"warm_start", "false"}}))["warm_start"] == "off");
-  CHECK(to_json(resolve({}))["preload"].is_null());
-  // auto forks restarts only: where none can come, it makes no warm interpreter.
-  CHECK_FALSE(resolve({}).may_restart());
-  CHECK(resolve({{"max_restarts", "1"}}).may_restart());
-  CHECK(resolve({{"nnodes", "1:2"}}).may_restart());
-  CHECK_FALSE(resolve({{"nnodes", "2"}}).may_restart());
-  CHECK(resolve({{"preload", "numpy,my_pkg.models"}}).preload == "numpy,my_pkg.models");
-  for (const char* bad : {"", "numpy,", ",numpy", "a,,b", "numpy os", "numpy;rm"}) {
-    CAPTURE(bad);
-    CHECK_THROWS_WITH(resolve({{"preload", bad}}),
-                      doctest::Contains("expected Python module names separated by commas (numpy,my.pkg)"));
   }
 }
 
@@ -299,20 +244,6 @@ TEST_CASE("--print_config output is itself a valid --config file") {
   CHECK(to_json(again) == j);
 }
 
-namespace {
-
-// The UsageError resolve() throws, or "" when it accepts.
-std::string usage_error(const RawOptions& cli, const RawOptions& env = {}) {
-  try {
-    resolve(cli, {}, env);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-}  // namespace
-
 TEST_CASE("--print_config writes every option of the table, and reads back through a real --config file") {
   char path[] = "/tmp/ddprun_print_config_XXXXXX";
   const int fd = mkstemp(path);
@@ -320,11 +251,28 @@ TEST_CASE("--print_config writes every option of the table, and reads back throu
   close(fd);
   const std::vector<RawOptions> configs = {
       {},
-      {{"nnodes", "2:4"}, {"node_rank", "1"}, {"rdzv_backend", "c10d"}, {"rdzv_endpoint", "h:1"}, {"rdzv_id", "j"},
-       {"hang_timeout", "auto:45"}, {"restart_window", "60"}, {"local_ranks_filter", "0"}, {"status_port", "0"},
-       {"duplicate_stdout_filters", "a,,b,c"}, {"numa_binding", "socket"}, {"logs_specs", "default"}},
-      {{"standalone", "yes"}, {"hang_timeout", "12.5"}, {"progress", "off"}, {"module", "on"}, {"tee", "0:3,1:1"},
-       {"warm_start", "on"}, {"preload", "numpy,my_pkg.models"},
+      {{"nnodes", "2:4"},
+       {"node_rank", "1"},
+       {"rdzv_backend", "c10d"},
+       {"rdzv_endpoint", "h:1"},
+       {"rdzv_id", "j"},
+       {"hang_timeout", "auto:45"},
+       {"restart_window", "60"},
+       {"local_ranks_filter", "0"},
+       {"status_port", "0"},
+       {"duplicate_stdout_filters", "a,,b,c"},
+       {"numa_binding", "socket"},
+       {"logs_specs", "default"}},
+      {{"standalone", "yes"},
+       {"hang_timeout", "12.5"},
+       {"progress", "off"},
+       {"module", "on"},
+       {"tee", "0:3,1:1"},
+       {"warm_start", "on"},
+       {"preload", "numpy,my_pkg.models"},
+       {"snapshot", "off"},
+       {"snapshot_dir_size", "1536M"},
+       {"snapshot_keep", "1"},
        {"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": false}])"}},
   };
   for (const auto& options : configs) {
@@ -449,62 +397,4 @@ TEST_CASE("the longest values that are valid are accepted") {
   for (int i = 0; i < 30000; ++i) many += (i ? "," : "") + std::to_string(i) + ":3";
   CHECK(resolve({{"redirects", many}}).redirects.per_rank.size() == 30000);
   CHECK(resolve({{"tee", "0:1,1:2"}}).tee.mask_for(1) == 2);
-}
-
-TEST_CASE("--progress_pattern: repeatable, from the command line, PET_PROGRESS_PATTERN or the config") {
-  CHECK(resolve({}).progress_patterns.empty());
-  using V = std::vector<std::string>;
-  CHECK(resolve({{"progress_pattern", "^step"}}).progress_patterns == V{"^step"});
-  // The command line and a config array hold several, one a line (OptionKind::kList).
-  CHECK(resolve({{"progress_pattern", "^step\n^epoch"}}).progress_patterns == V{"^step", "^epoch"});
-  CHECK(resolve({}, {}, {{"progress_pattern", "^it (?<step>\\d+)"}}).progress_patterns == V{"^it (?<step>\\d+)"});
-  CHECK(resolve({{"progress_pattern", "a"}}, {{"progress_pattern", "b"}}).progress_patterns == V{"a"});
-  CHECK(resolve({{"progress_pattern", ""}}, {{"progress_pattern", "b"}}).progress_patterns.empty());
-  CHECK_THROWS_WITH_AS(resolve({{"progress_pattern", "^step\n(x"}}),
-                       doctest::Contains("--progress_pattern=(x: "), UsageError);
-  const auto json = to_json(resolve({{"progress_pattern", "^step\n^epoch"}}));
-  CHECK(json["progress_pattern"] == nlohmann::json::array({"^step", "^epoch"}));
-}
-
-TEST_CASE("the restart policy's options, from every source") {
-  auto c = resolve({});
-  CHECK_FALSE(c.restart_on_any);
-  CHECK(c.restart_window == 0);
-  CHECK(c.restart_backoff_max == 60);
-  CHECK(c.crash_loop_limit == 5);
-  CHECK(c.failure_rules.empty());
-  CHECK(c.result_file.empty());
-  c = resolve({{"restart_on", "any"}, {"restart_window", "86400"}}, {{"crash_loop_limit", "0"}},
-              {{"restart_backoff_max", "0"}, {"result_file", "/tmp/r.json"}});
-  CHECK(c.restart_on_any);
-  CHECK(c.restart_window == 86400);
-  CHECK(c.crash_loop_limit == 0);
-  CHECK(c.restart_backoff_max == 0);
-  CHECK(c.result_file == "/tmp/r.json");
-  c = resolve({}, {{"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": true}])"}});
-  REQUIRE(c.failure_rules.size() == 1);
-  CHECK(c.failure_rules[0].kind.name() == "gpu_fault");
-  CHECK(to_json(c)["failure_rules"][0]["pattern"] == "Xid");
-  CHECK(usage_error({{"restart_on", "always"}}) == "--restart_on=always: expected retryable or any");
-  CHECK(usage_error({{"restart_window", "0"}}).rfind("--restart_window=0: expected a number of seconds greater than 0", 0) == 0);
-  CHECK(usage_error({{"restart_backoff_max", "-1"}}).rfind("--restart_backoff_max=-1: expected a number of seconds (0 or more)", 0) == 0);
-  CHECK(usage_error({{"crash_loop_limit", "x"}}).rfind("--crash_loop_limit=x: expected a number of failures", 0) == 0);
-  CHECK(usage_error({}, {{"failure_rules", "[{}]"}}).rfind("PET_FAILURE_RULES: rule 0: \"pattern\" must be", 0) == 0);
-}
-
-TEST_CASE("--health_check and its timeout, from every source") {
-  auto c = resolve({});
-  CHECK(c.health_check.empty());
-  CHECK(c.health_check_timeout == 60);
-  CHECK(to_json(c)["health_check"].is_null());
-  c = resolve({{"health_check", "nvidia-smi -L"}, {"health_check_timeout", "5.5"}});
-  CHECK(c.health_check == "nvidia-smi -L");
-  CHECK(c.health_check_timeout == 5.5);
-  CHECK(to_json(c)["health_check"] == "nvidia-smi -L");
-  CHECK(resolve({}, {{"health_check", "/opt/check"}}).health_check == "/opt/check");
-  CHECK(resolve({}, {}, {{"health_check", "/opt/check"}, {"health_check_timeout", "9"}}).health_check_timeout == 9);
-  CHECK(usage_error({{"health_check_timeout", "0"}})
-            .rfind("--health_check_timeout=0: expected a number of seconds greater than 0", 0) == 0);
-  CHECK(usage_error({{"health_check_timeout", "soon"}}).rfind("--health_check_timeout=soon: expected", 0) == 0);
-  CHECK(usage_error({}, {{"health_check_timeout", "-1"}}).rfind("PET_HEALTH_CHECK_TIMEOUT=-1: expected", 0) == 0);
 }

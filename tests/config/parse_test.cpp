@@ -145,3 +145,43 @@ TEST_CASE("choices: one of a few words, the message listing them") {
   CHECK(refusal([] { parse_choice("--rdzv_conf auth", "x\ny", {"auto", "none"}); }) ==
         "--rdzv_conf auth=x?y: expected auto or none");
 }
+
+TEST_CASE("sizes: a whole number and K, M, G or T (powers of 1024), or bytes") {
+  struct Row {
+    const char* text;
+    std::optional<unsigned long long> bytes;
+  };
+  const std::vector<Row> rows = {
+      {"4G", 4ULL << 30},
+      {"512M", 512ULL << 20},
+      {"512m", 512ULL << 20},
+      {"2GiB", 2ULL << 30},
+      {"2gib", 2ULL << 30},
+      {"1T", 1ULL << 40},
+      {"64K", 64ULL << 10},
+      {"1048576", 1048576},
+      {"0", 0},
+      {"1.5G", std::nullopt},
+      {"4GB", std::nullopt},
+      {"G", std::nullopt},
+      {"", std::nullopt},
+      {" 4G", std::nullopt},
+      {"4G ", std::nullopt},
+      {"-4G", std::nullopt},
+      {"+4G", std::nullopt},
+      {"4 G", std::nullopt},
+      {"4P", std::nullopt},
+      {"99999999999999999999", std::nullopt},
+      {"4194305T", std::nullopt},  // 2^62 bytes is the most
+      {"4194304T", 1ULL << 62},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.text);
+    CHECK(to_size(row.text) == row.bytes);
+  }
+  CHECK(parse_size("--snapshot_dir_size", "4G", 1 << 20) == 4ULL << 30);
+  CHECK(refusal([] { parse_size("--snapshot_dir_size", "4GB", 1 << 20); }) ==
+        "--snapshot_dir_size=4GB: expected a size such as 512M or 4G (a whole number and K, M, G or T, powers of "
+        "1024), at least 1024K");
+  CHECK(refusal([] { parse_size("--snapshot_dir_size", "1000", 1 << 20); }) != "");  // bytes, below the least
+}

@@ -80,6 +80,8 @@ TEST_CASE("event log records, as a table") {
        {{"rank", 5}, {"pid", 1234}, {"file", "/logs/attempt_0/5/stacks"}}},
       {records::stacks_written(5, 1234, ""), "stacks_written", {{"rank", 5}, {"pid", 1234}, {"file", nullptr}}},
       {records::exit(elastic::JobOutcome{}, 143, SIGTERM), "exit", {{"exit_code", 143}, {"signal", "SIGTERM"}}},
+      {records::exit(elastic::JobOutcome{}, 143, SIGTERM, "/dev/shm/ddprun-snapshots.0.j"), "exit",
+       {{"exit_code", 143}, {"signal", "SIGTERM"}, {"snapshot_dir", "/dev/shm/ddprun-snapshots.0.j"}}},
       {records::exit(outcome, 139, 0), "exit",
        {{"exit_code", 139},
         {"root_cause", {{"rank", 5}, {"host", ""}, {"exit_code", 139}, {"hung", false}, {"kind", "segfault"},

@@ -37,7 +37,7 @@ TEST_CASE("every worker gets torchrun's environment contract") {
   round.run_id = "job42";
   round.agent_store = true;
   const auto env = as_map(launcher::worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, cfg,
-                                                        round, 3, {"/tmp/e.json", "/tmp/hb", "", ""}));
+                                                        round, 3, {"/tmp/e.json", "/tmp/hb", "", "", "", ""}));
   const std::map<std::string, std::string> expected = {
       {"PATH", "/bin"},
       {"RANK", "7"},
@@ -234,7 +234,7 @@ TEST_CASE("the warm interpreter's environment: what every worker alike gets befo
                                                    {"PYTHONPATH", "/mine"},
                                                    {"TORCH_CPP_LOG_LEVEL", "INFO"},
                                                    {env::kRdzvSecret, "s3cret"}};
-  const auto z = as_map(launcher::zygote_environment(base, cfg, "/boot"));
+  const auto z = as_map(launcher::zygote_environment(base, cfg, "/boot", ""));
   CHECK(z.at("OMP_NUM_THREADS") == "1");  // as worker_environment() sets it for 2 workers
   CHECK(z.at("PYTHONPATH") == "/boot:/mine");
   CHECK(z.at("TORCH_CPP_LOG_LEVEL") == "INFO");
@@ -243,7 +243,41 @@ TEST_CASE("the warm interpreter's environment: what every worker alike gets befo
     CHECK(z.count(per_rank) == 0);
   }
   cfg.nproc_per_node = 1;
-  const auto one = as_map(launcher::zygote_environment({{"PATH", "/bin"}}, cfg, ""));
+  const auto one = as_map(launcher::zygote_environment({{"PATH", "/bin"}}, cfg, "", ""));
   CHECK(one.count("OMP_NUM_THREADS") == 0);
   CHECK(one.count("PYTHONPATH") == 0);
+}
+
+TEST_CASE("DDPRUN_SNAPSHOT_DIR: the job's folder for every worker and the warm interpreter; none with --snapshot=off") {
+  config::LaunchConfig cfg;
+  struct Row {
+    std::map<std::string, std::string> base;
+    std::string snapshot_dir;  // "": --snapshot=off
+    const char* expected;      // nullptr: unset
+  };
+  const std::vector<Row> rows = {
+      {{}, "/dev/shm/ddprun-snapshots.0.job", "/dev/shm/ddprun-snapshots.0.job"},
+      {{}, "", nullptr},
+      // A ddprun started by a worker of another: the outer job's folder is not the inner job's.
+      {{{"DDPRUN_SNAPSHOT_DIR", "/dev/shm/outer"}}, "/dev/shm/inner", "/dev/shm/inner"},
+      {{{"DDPRUN_SNAPSHOT_DIR", "/dev/shm/outer"}}, "", nullptr},
+  };
+  for (const Row& row : rows) {
+    launcher::WorkerFiles files;
+    files.snapshot_dir = row.snapshot_dir;
+    for (int local_rank : {0, 1}) {
+      const auto worker = as_map(launcher::worker_environment(row.base, cfg, {}, local_rank, files));
+      if (row.expected == nullptr) {
+        CHECK(worker.count("DDPRUN_SNAPSHOT_DIR") == 0);
+      } else {
+        CHECK(worker.at("DDPRUN_SNAPSHOT_DIR") == row.expected);
+      }
+    }
+    const auto zygote = as_map(launcher::zygote_environment(row.base, cfg, "", row.snapshot_dir));
+    if (row.expected == nullptr) {
+      CHECK(zygote.count("DDPRUN_SNAPSHOT_DIR") == 0);
+    } else {
+      CHECK(zygote.at("DDPRUN_SNAPSHOT_DIR") == row.expected);
+    }
+  }
 }

@@ -25,6 +25,9 @@ inline constexpr int kMaxJsonDepth = 64;
 // A host name or address given to a flag (DNS limits names to 253 characters).
 inline constexpr std::size_t kMaxHostChars = 255;
 inline constexpr std::size_t kMaxShownChars = 80;
+// The least --snapshot_dir_size: a tmpfs smaller than a megabyte holds no checkpoint, and a size
+// without a unit ("4") is then a mistake caught, not a folder of one page.
+inline constexpr unsigned long long kMinSnapshotDirSize = 1ULL << 20;
 
 // `value` as an error message quotes it: control characters (newlines) become '?', and text
 // past `max` characters is cut and marked with "...".

@@ -141,6 +141,12 @@ struct LaunchConfig {
   double output_stall_timeout = 30;  // seconds a reader may take nothing before output for it is dropped
   int status_port = -1;           // -1: no status server; 0: a free port
   std::string status_addr = "127.0.0.1";
+  // Snapshots (launcher/snapshots/): --snapshot, the job's folder in memory that outlives its
+  // workers (DDPRUN_SNAPSHOT_DIR), on by default; --snapshot_dir_size, its cap in bytes (0: none
+  // but its file system's); --snapshot_keep, kept after a success too.
+  bool snapshot = true;
+  unsigned long long snapshot_dir_size = 0;
+  bool snapshot_keep = false;
   // The program.
   bool module = false;            // -m: PROGRAM is a Python module
   bool no_python = false;

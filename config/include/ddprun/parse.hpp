@@ -45,6 +45,14 @@ std::optional<bool> to_bool(std::string_view text);
 // to_bool(), or throws bad_value(name, text, ...) listing what is accepted.
 bool parse_bool(std::string_view name, std::string_view text);
 
+// A size in bytes: a whole number followed by K, M, G or T (powers of 1024, as tmpfs's size=
+// and `df -h` mean them; KiB, MiB, GiB, TiB too, any case), or bytes without a unit. "4G",
+// "512M", "1.5G" is not one (no fractions: 1536M). nullopt for anything else and past 2^62 bytes.
+std::optional<unsigned long long> to_size(std::string_view text);
+
+// to_size(), at least `min` bytes; else throws bad_value(name, text, ...) with examples.
+unsigned long long parse_size(std::string_view name, std::string_view text, unsigned long long min);
+
 // The index of `text` among `words`; else throws bad_value(name, text, "a, b or c"). An empty
 // word among them accepts "" (the option unset) and is not listed.
 std::size_t parse_choice(std::string_view name, std::string_view text, std::initializer_list<std::string_view> words);

@@ -33,6 +33,11 @@ inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 // ddprun's own: a file private to the worker; touching it (a new modification time) says "I made
 // progress". The worker library touches it at every DDP step and collective (--hang_timeout).
 inline constexpr const char* kHeartbeatFile = "DDPRUN_HEARTBEAT_FILE";
+// ddprun's own (--snapshot, on by default): the job's folder in memory on this node, the same for
+// every worker, kept across worker deaths, restarts and rounds; a checkpoint written there (to a
+// temporary name, then renamed) is read back by the next round's workers. Unset with
+// --snapshot=off.
+inline constexpr const char* kSnapshotDir = "DDPRUN_SNAPSHOT_DIR";
 // Python's module path: ddprun puts its bootstrap folder first for Python workers (--progress).
 inline constexpr const char* kPythonPath = "PYTHONPATH";
 // ddprun's own, with its bootstrap: the bootstrap registers Python's faulthandler on the signal

@@ -222,6 +222,17 @@ void resolve_output(const MergedOptions& m, LaunchConfig& c) {
   c.status_addr = m.host("status_addr");
 }
 
+// The job's folder in memory (launcher/snapshots/).
+void resolve_snapshots(const MergedOptions& m, LaunchConfig& c) {
+  const auto on = to_bool(m.text("snapshot"));
+  if (!on) throw bad_value("--snapshot", m.text("snapshot"), "on or off (or true/false, 1/0, yes/no)");
+  c.snapshot = *on;
+  if (!m.text("snapshot_dir_size").empty()) {
+    c.snapshot_dir_size = parse_size("--snapshot_dir_size", m.text("snapshot_dir_size"), kMinSnapshotDirSize);
+  }
+  c.snapshot_keep = m.flag("snapshot_keep");
+}
+
 void resolve_program(const MergedOptions& m, const std::vector<std::string>& program_and_args, LaunchConfig& c) {
   c.module = m.flag("module");
   c.no_python = m.flag("no_python");
@@ -333,6 +344,7 @@ LaunchConfig resolve(const MergedOptions& merged, const OptionSources& sources,
   resolve_supervision(merged, c);
   resolve_hangs(merged, c);
   resolve_output(merged, c);
+  resolve_snapshots(merged, c);
   resolve_program(merged, program_and_args, c);
   apply_modes(merged, sources, c);
   resolve_workers(merged, context, c);

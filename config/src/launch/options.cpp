@@ -31,6 +31,17 @@ using json = nlohmann::json;
 using Config = const LaunchConfig&;
 json nullable(const std::string& text) { return text.empty() ? json() : json(text); }
 
+// A size as parse_size() reads it back: in the largest unit that divides it ("4G", "1536M").
+std::string size_text(unsigned long long bytes) {
+  const char* units = "KMGT";
+  int unit = -1;
+  while (unit < 3 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit < 0 ? std::to_string(bytes) : std::to_string(bytes) + units[unit];
+}
+
 const std::vector<OptionSpec> kOptions = {
     {"nproc_per_node", nullptr, kText, "1", "Workers",
      "workers on this node: a number, 'gpu' (one per visible GPU), 'cpu' (one per core) or "
@@ -180,6 +191,19 @@ const std::vector<OptionSpec> kOptions = {
      [](Config c) -> json { return c.status_port >= 0 ? json(c.status_port) : json(); }},
     {"status_addr", nullptr, kText, "127.0.0.1", "Output", "address the status server listens on",
      [](Config c) -> json { return c.status_addr; }},
+    {"snapshot", nullptr, kText, "on", "Snapshots",
+     "on: every worker gets DDPRUN_SNAPSHOT_DIR, a folder in memory (tmpfs) made for the job on this "
+     "node, kept across worker failures, restarts and rounds, removed when the job succeeds and kept "
+     "when it fails (for a requeue with the same --rdzv_id, e.g. SLURM's job id); off: none",
+     [](Config c) -> json { return c.snapshot ? "on" : "off"; }},
+    {"snapshot_dir_size", nullptr, kText, nullptr, "Snapshots",
+     "SIZE (512M, 4G): the most DDPRUN_SNAPSHOT_DIR may hold, a tmpfs of its own where ddprun may mount "
+     "one (root): a write past it fails with ENOSPC; where it may not, said at start (default: the "
+     "room of the file system it is on, /dev/shm's)",
+     [](Config c) -> json { return c.snapshot_dir_size > 0 ? json(size_text(c.snapshot_dir_size)) : json(); }},
+    {"snapshot_keep", nullptr, kFlag, nullptr, "Snapshots",
+     "keep DDPRUN_SNAPSHOT_DIR after the job succeeds too (remove it yourself: it holds memory)",
+     [](Config c) -> json { return c.snapshot_keep; }},
     {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)",
      [](Config c) -> json { return c.module; }},
     {"no_python", nullptr, kFlag, nullptr, "Program",

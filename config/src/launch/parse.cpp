@@ -55,6 +55,41 @@ double parse_seconds(std::string_view name, std::string_view text, Zero zero) {
   return *value;
 }
 
+std::optional<unsigned long long> to_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 19) return std::nullopt;
+  std::string unit(text.substr(digits));
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (unit.size() == 3 && unit.compare(1, 2, "IB") == 0) unit.resize(1);
+  int shift = 0;
+  if (unit == "K") {
+    shift = 10;
+  } else if (unit == "M") {
+    shift = 20;
+  } else if (unit == "G") {
+    shift = 30;
+  } else if (unit == "T") {
+    shift = 40;
+  } else if (!unit.empty()) {
+    return std::nullopt;
+  }
+  const unsigned long long number = std::stoull(std::string(text.substr(0, digits)));
+  if (number > (1ULL << (62 - shift))) return std::nullopt;
+  return number << shift;
+}
+
+unsigned long long parse_size(std::string_view name, std::string_view text, unsigned long long min) {
+  const auto value = to_size(text);
+  if (!value || *value < min) {
+    throw bad_value(name, text,
+                    fmt::format("a size such as 512M or 4G (a whole number and K, M, G or T, powers of 1024), at "
+                                "least {}K",
+                                min >> 10));
+  }
+  return *value;
+}
+
 std::optional<bool> to_bool(std::string_view text) {
   if (text.size() > 5) return std::nullopt;
   std::string lower(text);
