@@ -92,7 +92,13 @@ class Agent::Impl {
     elastic::Rendezvous::Handlers handlers;
     handlers.start_round = [this](const elastic::RoundAssignment& a) { dispatch(occurred::RoundStarted{a}); };
     handlers.stop_round = [this](elastic::StopReason reason, const std::string& why) {
-      dispatch(occurred::StopRequested{why.empty() ? elastic::to_string(reason) : why});
+      std::string text = why.empty() ? elastic::to_string(reason) : why;
+      // A failure elsewhere leaves this node's workers holding the step it happened in: they may
+      // gasp (--snapshot_signal). A change of members or a shutdown is no failure.
+      if (reason == elastic::StopReason::kWorkerFailed || reason == elastic::StopReason::kNodeLost) {
+        return dispatch(occurred::PeerFailed{std::move(text)});
+      }
+      dispatch(occurred::StopRequested{std::move(text)});
     };
     handlers.say = [](const std::string& line) { say(line); };
     handlers.spare = [this](int place, const std::string& why) {
@@ -161,10 +167,9 @@ class Agent::Impl {
 
   void handle(Occurrence& o) {
     std::visit([this](auto& e) { note(e); }, o);
-    const Transition t = next_transition(phase_, event_of(o));
+    const Transition t = next_transition(phase_, event_of(o), supervision_);
     phase_ = t.next;
-    auto* failed = std::get_if<occurred::WorkerFailed>(&o);
-    for (Action action : t.actions) perform(action, failed);
+    for (Action action : t.actions) perform(action, &o);
   }
 
   // What an occurrence changes before the supervisor's transition.
@@ -191,15 +196,30 @@ class Agent::Impl {
     if (std::exchange(fenced_, true)) return;  // the launcher's own, then the rendezvous's
     events_.write(records::stop_requested(node_.round.round, e.why));
   }
-  void note(const occurred::StopRequested& e) {
-    events_.write(records::stop_requested(node_.round.round, e.why));
-    if (is_up(phase_)) say(fmt::format("ddprun: stopping workers: {}\n", e.why));
+  void note(const occurred::StopRequested& e) { stop_requested(e.why); }
+  void note(const occurred::PeerFailed& e) { stop_requested(e.why); }
+  void stop_requested(const std::string& why) {
+    events_.write(records::stop_requested(node_.round.round, why));
+    if (is_up(phase_)) say(fmt::format("ddprun: stopping workers: {}\n", why));
     if (phase_ == Phase::kWaitingForRound && !workers_.group().workers().empty() && !fenced_) {
-      say(fmt::format("ddprun: the round ended on another node: {}\n", e.why));  // ours had succeeded
+      say(fmt::format("ddprun: the round ended on another node: {}\n", why));  // ours had succeeded
     }
   }
 
-  void perform(Action action, occurred::WorkerFailed* o) {
+  // What ended a dying gasp, from the event that ended it.
+  static GaspEnd gasp_end(Event event) {
+    switch (event) {
+      case Event::kAllEnded: return GaspEnd::kWorkersEnded;
+      case Event::kShutdownSignal: return GaspEnd::kShutdownSignal;
+      case Event::kJobFinished: return GaspEnd::kJobFinished;
+      case Event::kFenced: return GaspEnd::kFenced;
+      default: return GaspEnd::kGracePassed;
+    }
+  }
+
+  // `occurrence`: the one whose transition asked for `action`; null for the first transition's.
+  void perform(Action action, Occurrence* occurrence) {
+    auto* o = occurrence != nullptr ? std::get_if<occurred::WorkerFailed>(occurrence) : nullptr;
     switch (action) {
       case Action::kRunHealthCheck: run_health_check(); break;
       case Action::kStopHealthCheck: health_.stop(); break;
@@ -222,6 +242,11 @@ class Agent::Impl {
         break;
       case Action::kArmGraceTimer: workers_.arm_grace(config_.shutdown_timeout); break;
       case Action::kKillWorkers: workers_.group().signal(SIGKILL); break;
+      case Action::kGasp: workers_.gasp(config_.snapshot_signal, config_.snapshot_grace); break;
+      case Action::kEndGasp:
+        workers_.end_gasp(gasp_end(occurrence != nullptr ? event_of(*occurrence) : Event::kGaspEnded),
+                          shutdown_signal_);
+        break;
       case Action::kReportStopped:
         workers_.end_round();
         rendezvous_->workers_stopped(node_.round.round, std::exchange(further_failures_, {}));
@@ -357,6 +382,7 @@ class Agent::Impl {
   bool fenced_ = false;  // the workers were fenced: the rendezvous's end follows
   config::PythonInterpreter python_;  // runs_python() only
   NodeSettings settings_;
+  Supervision supervision_{config_.snapshot_signal != 0};  // what the configuration changes in the table
   EventLog events_;
   Phase phase_ = Phase::kWaitingForRound;
   NodeRecord node_;  // what the live view shows

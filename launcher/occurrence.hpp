@@ -37,10 +37,15 @@ struct AllEnded {};
 struct StopRequested {
   std::string why;
 };
+struct PeerFailed {
+  std::string why;
+};
 struct ShutdownSignal {
   int signal = 0;
 };
 struct GraceExpired {};
+// From the gasp's timer (RoundWorkers::gasp()); another source may end the gasp the same way.
+struct GaspEnded {};
 struct JobFinished {
   elastic::JobOutcome outcome;
 };
@@ -56,8 +61,8 @@ struct HealthCheckFailed {
 
 using Occurrence =
     std::variant<occurred::RoundStarted, occurred::WorkersStarted, occurred::WorkerSucceeded, occurred::WorkerFailed,
-                 occurred::AllEnded, occurred::StopRequested, occurred::ShutdownSignal, occurred::GraceExpired,
-                 occurred::JobFinished, occurred::Fenced, occurred::HealthCheckPassed, occurred::HealthCheckFailed>;
+                 occurred::AllEnded, occurred::StopRequested, occurred::PeerFailed, occurred::ShutdownSignal,
+                 occurred::GraceExpired, occurred::GaspEnded, occurred::JobFinished, occurred::Fenced, occurred::HealthCheckPassed, occurred::HealthCheckFailed>;
 
 // The supervisor's event an occurrence is.
 inline Event event_of(const Occurrence& o) { return static_cast<Event>(o.index()); }
@@ -71,8 +76,10 @@ static_assert(occurs_as<Event::kRoundStarted, occurred::RoundStarted> &&
               occurs_as<Event::kWorkerFailed, occurred::WorkerFailed> &&
               occurs_as<Event::kAllEnded, occurred::AllEnded> &&
               occurs_as<Event::kStopRequested, occurred::StopRequested> &&
+              occurs_as<Event::kPeerFailed, occurred::PeerFailed> &&
               occurs_as<Event::kShutdownSignal, occurred::ShutdownSignal> &&
               occurs_as<Event::kGraceExpired, occurred::GraceExpired> &&
+              occurs_as<Event::kGaspEnded, occurred::GaspEnded> &&
               occurs_as<Event::kJobFinished, occurred::JobFinished> && occurs_as<Event::kFenced, occurred::Fenced> &&
               occurs_as<Event::kHealthCheckPassed, occurred::HealthCheckPassed> &&
               occurs_as<Event::kHealthCheckFailed, occurred::HealthCheckFailed>);

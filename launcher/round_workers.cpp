@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
+#include "ddprun/system.hpp"
 #include "output/output_writer.hpp"
 #include "report/event_records.hpp"
 #include "process/spawn.hpp"
@@ -22,7 +24,8 @@ RoundWorkers::RoundWorkers(Context context)
     : c_(std::move(context)),
       group_(c_.io, c_.config, c_.environ, c_.config.worker_argv(c_.python.program), c_.guard, c_.containment,
              c_.paths),
-      grace_timer_(c_.io) {}
+      grace_timer_(c_.io),
+      gasp_timer_(c_.io) {}
 
 void RoundWorkers::start(int attempt) {
   grace_timer_.cancel();
@@ -46,6 +49,47 @@ void RoundWorkers::arm_grace(double seconds) {
   grace_timer_.async_wait([this, round = c_.node.round.round](std::error_code ec) {
     if (!ec && open_ && round == c_.node.round.round) c_.dispatch(occurred::GraceExpired{});
   });
+}
+
+void RoundWorkers::gasp(int signal, double grace) {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &now);  // at or before any file stamp that follows
+  Gasp g;
+  g.signal = signal;
+  g.since = static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9;
+  g.at = std::chrono::steady_clock::now();
+  g.ranks = group_.gasp(signal);
+  gasp_ = std::move(g);
+  gasp_timer_.expires_after(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(grace)));
+  gasp_timer_.async_wait([this, round = c_.node.round.round](std::error_code ec) {
+    if (!ec && open_ && gasp_ && round == c_.node.round.round) c_.dispatch(occurred::GaspEnded{});
+  });
+}
+
+void RoundWorkers::end_gasp(GaspEnd how, int by_signal) {
+  if (!gasp_) return;
+  gasp_timer_.cancel();
+  const Gasp g = std::move(*gasp_);
+  gasp_.reset();
+  GaspReport r;
+  r.signal = g.signal;
+  r.ranks = g.ranks;
+  r.since = g.since;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - g.at).count();
+  r.grace = c_.config.snapshot_grace;
+  r.end = how;
+  if (by_signal != 0) r.by_signal = signal_name(by_signal);
+  for (const auto& w : group_.workers()) {
+    if (w->alive && w->sent_gasp != 0) ++r.still_running;
+  }
+  if (r.ranks.empty()) return;  // no survivor: nothing was asked of anyone
+  r.written = written_since(c_.paths.snapshot_dir, g.since);
+  say(gasp_line(r));
+  c_.events.write(records::dying_gasp(
+      r.signal, r.ranks, r.written.files, r.written.bytes,
+      r.written.last ? std::optional(std::max(0.0, *r.written.last - r.since)) : std::nullopt, r.seconds,
+      to_string(how), r.still_running));
 }
 
 void RoundWorkers::start_now(int attempt) {
@@ -130,6 +174,7 @@ void RoundWorkers::reap(const std::function<bool(pid_t, int)>& claim) {
 void RoundWorkers::ended(WorkerProcess& w, int status) {
   elastic::WorkerFailure f = identity(w);
   WorkerEnd end{status, w.sent_signal, w.sent_kill};
+  end.sent_gasp = w.sent_gasp;
   end.past_fence_backstop = fence_ && std::chrono::steady_clock::now() >= fence_->backstop;
   if (status != 0) {  // what tells a failure from ddprun's stop taking effect
     // Error files outlive ddprun in a log folder; the private folder is deleted at exit.
@@ -163,6 +208,8 @@ void RoundWorkers::end_round() {
   if (!open_) return;
   open_ = false;
   grace_timer_.cancel();
+  gasp_timer_.cancel();
+  gasp_.reset();
   starting_ = false;
   group_.warm_start().cancel_wait();
   hangs_->watchdog().end_round();

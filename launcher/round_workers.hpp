@@ -22,6 +22,7 @@
 #include "process/containment.hpp"
 #include "process/worker_group.hpp"
 #include "report/node_record.hpp"
+#include "snapshots/dying_gasp.hpp"
 
 namespace ddprun::launcher {
 
@@ -61,6 +62,13 @@ class RoundWorkers {
   // The workers were told to stop: GraceExpired is dispatched if this round is still open in
   // `seconds` (--shutdown_timeout).
   void arm_grace(double seconds);
+  // The dying gasp (--snapshot_signal): `signal` to each live worker's own process; GaspEnded is
+  // dispatched if this round is still open in `grace` seconds (--snapshot_grace).
+  void gasp(int signal, double grace);
+  // The gasp is over (`how`; `by_signal`: the shutdown signal that cut it short): its timer
+  // cancelled, what the workers wrote in DDPRUN_SNAPSHOT_DIR since the signal said on the console
+  // and in the event log. Once a gasp.
+  void end_gasp(GaspEnd how, int by_signal);
   // Children ended (SIGCHLD): each worker's end is dispatched, a success or a failure (or the
   // orphan guard's fence). A child that is not a worker is offered to `claim` (the health check)
   // with its wait status, then to the hang response (its stack tools).
@@ -91,6 +99,16 @@ class RoundWorkers {
   Context c_;
   WorkerGroup group_;
   asio::steady_timer grace_timer_;
+  // The dying gasp under way: its signal, the ranks signalled and when (seconds since the epoch,
+  // the kernel's coarse clock that stamps files; and the steady clock for its length).
+  struct Gasp {
+    int signal = 0;
+    std::vector<int> ranks;
+    double since = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::optional<Gasp> gasp_;
+  asio::steady_timer gasp_timer_;
   HangWatch* hangs_ = nullptr;
   std::optional<elastic::FenceDeadlines> fence_;
   bool open_ = false;                 // workers were started and their round has not ended yet

@@ -9,6 +9,7 @@ const char* to_string(Phase phase) {
     case Phase::kWaitingForRound: return "WaitingForRound";
     case Phase::kStarting: return "Starting";
     case Phase::kRunning: return "Running";
+    case Phase::kGasping: return "Gasping";
     case Phase::kStopping: return "Stopping";
     case Phase::kStoppingToExit: return "StoppingToExit";
     case Phase::kStoppingToLeave: return "StoppingToLeave";
@@ -24,6 +25,7 @@ const char* status_name(Phase phase) {
     case Phase::kWaitingForRound: return "waiting";
     case Phase::kStarting:
     case Phase::kRunning: return "running";
+    case Phase::kGasping:
     case Phase::kStopping:
     case Phase::kStoppingToExit:
     case Phase::kStoppingToLeave: return "stopping";
@@ -40,8 +42,10 @@ const char* to_string(Event event) {
     case Event::kWorkerFailed: return "WorkerFailed";
     case Event::kAllEnded: return "AllEnded";
     case Event::kStopRequested: return "StopRequested";
+    case Event::kPeerFailed: return "PeerFailed";
     case Event::kShutdownSignal: return "ShutdownSignal";
     case Event::kGraceExpired: return "GraceExpired";
+    case Event::kGaspEnded: return "GaspEnded";
     case Event::kJobFinished: return "JobFinished";
     case Event::kFenced: return "Fenced";
     case Event::kHealthCheckPassed: return "HealthCheckPassed";
@@ -63,6 +67,8 @@ const char* to_string(Action action) {
     case Action::kTerminateWorkers: return "TerminateWorkers";
     case Action::kArmGraceTimer: return "ArmGraceTimer";
     case Action::kKillWorkers: return "KillWorkers";
+    case Action::kGasp: return "Gasp";
+    case Action::kEndGasp: return "EndGasp";
     case Action::kReportStopped: return "ReportStopped";
     case Action::kReportSucceeded: return "ReportSucceeded";
     case Action::kLeaveRendezvous: return "LeaveRendezvous";
@@ -75,7 +81,8 @@ const char* to_string(Action action) {
 bool is_up(Phase phase) { return phase == Phase::kStarting || phase == Phase::kRunning; }
 
 bool is_stopping(Phase phase) {
-  return phase == Phase::kStopping || phase == Phase::kStoppingToExit || phase == Phase::kStoppingToLeave;
+  return phase == Phase::kGasping || phase == Phase::kStopping || phase == Phase::kStoppingToExit ||
+         phase == Phase::kStoppingToLeave;
 }
 
 namespace {
@@ -85,7 +92,7 @@ using E = Event;
 using P = Phase;
 
 // Starting and Running: the workers start or run.
-Transition while_up(P phase, E event) {
+Transition while_up(P phase, E event, Supervision s) {
   // A start still under way is cancelled first: nothing may start once the workers are stopped.
   const auto stop = [phase](P next, std::vector<A> actions) {
     if (phase == P::kStarting) actions.insert(actions.begin(), A::kCancelStart);
@@ -95,8 +102,13 @@ Transition while_up(P phase, E event) {
     case E::kWorkersStarted: return {P::kRunning, {}};
     case E::kWorkerFailed:
       // The others are told first: what the failure was is found after (0.5 ms for the first
-      // one), off the path from a worker's exit to its restart.
+      // one), off the path from a worker's exit to its restart. The gasp's signal too: a
+      // survivor saves before it finds its peer gone (a collective's error).
+      if (s.gasp && phase == P::kRunning) return {P::kGasping, {A::kGasp, A::kReportFirstFailure}};
       return stop(P::kStopping, {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer});
+    case E::kPeerFailed:
+      if (s.gasp && phase == P::kRunning) return {P::kGasping, {A::kGasp}};
+      return stop(P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer});
     case E::kAllEnded:
       // Every worker succeeded. A start ends with its WorkersStarted before its AllEnded.
       return phase == P::kRunning ? Transition{P::kWaitingForRound, {A::kReportSucceeded}} : Transition{phase, {}};
@@ -105,6 +117,23 @@ Transition while_up(P phase, E event) {
     case E::kShutdownSignal: return stop(P::kStoppingToLeave, {A::kTerminateWorkers, A::kArmGraceTimer});
     case E::kFenced: return stop(P::kStopping, {A::kKillWorkers});
     default: return {phase, {}};
+  }
+}
+
+// Gasping: the survivors of a failure were sent --snapshot_signal and save. The gasp ends when
+// its grace passes (GaspEnded: the others are stopped as after any failure), when every survivor
+// ended on its own, or at once for what would stop the workers at once anyway; its end is always
+// said first (EndGasp).
+Transition while_gasping(P phase, E event) {
+  switch (event) {
+    case E::kWorkerFailed: return {phase, {A::kRecordFailure}};
+    case E::kGaspEnded: return {P::kStopping, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
+    case E::kAllEnded: return {P::kCheckingToRejoin, {A::kEndGasp, A::kRunHealthCheck}};
+    case E::kShutdownSignal:
+      return {P::kStoppingToLeave, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
+    case E::kJobFinished: return {P::kStoppingToExit, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
+    case E::kFenced: return {P::kStopping, {A::kEndGasp, A::kKillWorkers}};
+    default: return {phase, {}};  // a stop request or a failure elsewhere: already stopping
   }
 }
 
@@ -152,21 +181,23 @@ Transition while_checking(P phase, E event) {
 
 Transition first_transition() { return {P::kCheckingToJoin, {A::kRunHealthCheck}}; }
 
-Transition next_transition(Phase phase, Event event) {
+Transition next_transition(Phase phase, Event event, Supervision supervision) {
   switch (phase) {
     case P::kCheckingToJoin:
     case P::kCheckingToRejoin: return while_checking(phase, event);
     case P::kWaitingForRound:
       switch (event) {
         case E::kRoundStarted: return {P::kStarting, {A::kStartWorkers}};
-        case E::kStopRequested: return {P::kWaitingForRound, {A::kReportStopped}};
+        case E::kStopRequested:
+        case E::kPeerFailed: return {P::kWaitingForRound, {A::kReportStopped}};
         case E::kShutdownSignal: return {P::kExiting, {A::kLeaveRendezvous, A::kExit}};
         case E::kJobFinished: return {P::kExiting, {A::kExit}};
         case E::kWorkerFailed: return {phase, {A::kNoteFailure}};
         default: return {phase, {}};
       }
     case P::kStarting:
-    case P::kRunning: return while_up(phase, event);
+    case P::kRunning: return while_up(phase, event, supervision);
+    case P::kGasping: return while_gasping(phase, event);
     case P::kStopping:
     case P::kStoppingToExit:
     case P::kStoppingToLeave: return while_stopping(phase, event);

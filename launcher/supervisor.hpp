@@ -9,9 +9,13 @@
 //   Starting: the round's workers start; with --warm_start, maybe after the warm interpreter's
 //     imports (a stop meanwhile cancels the start: CancelStart)
 //   Running --AllEnded (all succeeded)--> WaitingForRound (exit barrier: the rendezvous decides)
-//   Starting or Running --WorkerFailed / StopRequested--> Stopping --AllEnded--> CheckingToRejoin
-//     --HealthCheckPassed--> WaitingForRound (reports the stop: the rendezvous restarts or
-//     finishes the job)
+//   Starting or Running --WorkerFailed / StopRequested / PeerFailed--> Stopping --AllEnded-->
+//     CheckingToRejoin --HealthCheckPassed--> WaitingForRound (reports the stop: the rendezvous
+//     restarts or finishes the job)
+//   With --snapshot_signal (Supervision::gasp), a failure's dying gasp comes first:
+//     Running --WorkerFailed / PeerFailed--> Gasping (the survivors get the signal and the grace to
+//     save) --GaspEnded--> Stopping, or --AllEnded (every survivor ended on its own)-->
+//     CheckingToRejoin; a shutdown signal, the job's end or a fence ends the gasp at once
 //   CheckingToJoin or CheckingToRejoin --HealthCheckFailed--> Exiting (exit 71: the node leaves
 //     the job as quarantined); --ShutdownSignal--> Exiting (the check killed). --health_check
 //     (health_check.hpp): without one, the check passes at once
@@ -33,6 +37,9 @@ enum class Phase {
   kWaitingForRound,
   kStarting,         // the round's workers are being started (or wait for the warm interpreter)
   kRunning,
+  // A failure's dying gasp (--snapshot_signal): the survivors were sent the signal and are given
+  // --snapshot_grace to save and end on their own; then the others are stopped (Stopping).
+  kGasping,
   kStopping,         // then the rendezvous is told, and decides
   kStoppingToExit,   // the job finished: then ddprun exits with its outcome
   kStoppingToLeave,  // a shutdown signal came: then ddprun leaves the rendezvous and exits
@@ -41,7 +48,8 @@ enum class Phase {
 
 // Whether the round's workers start or run in `phase` (/status shows it as running).
 bool is_up(Phase phase);
-// Whether `phase` stops the workers, whatever follows (a failure now comes after another).
+// Whether `phase` stops the workers, whatever follows (a failure now comes after another);
+// Gasping too.
 bool is_stopping(Phase phase);
 
 enum class Event {
@@ -50,9 +58,12 @@ enum class Event {
   kWorkerSucceeded,  // a worker exited 0
   kWorkerFailed,     // a worker failed: non-zero exit or a signal not sent by ddprun
   kAllEnded,         // no worker of the round is left, and none is to start or to be reported
-  kStopRequested,    // the rendezvous asked to stop the round (a failure or change elsewhere)
+  kStopRequested,    // the rendezvous asked to stop the round (a change elsewhere, a shutdown)
+  kPeerFailed,       // the rendezvous asked to stop the round for a failure elsewhere: a worker
+                     // failed or a node was lost (its survivors here hold the step it failed in)
   kShutdownSignal,   // SIGINT, SIGTERM, SIGHUP or SIGQUIT reached ddprun
   kGraceExpired,     // workers ignored SIGTERM for the whole grace period
+  kGaspEnded,        // the dying gasp is over: its grace (--snapshot_grace) passed
   kJobFinished,      // the rendezvous ended the job
   kFenced,           // the rendezvous may count this node lost at any moment: kill the workers now
   kHealthCheckPassed,  // the health check says join: it passed, or ended otherwise with a warning
@@ -71,6 +82,10 @@ enum class Action {
   kTerminateWorkers,     // SIGTERM (or the received signal) to every worker's process group
   kArmGraceTimer,
   kKillWorkers,          // SIGKILL to every worker's process group
+  kGasp,                 // --snapshot_signal to each live worker's own process; GaspEnded armed
+                         // after --snapshot_grace
+  kEndGasp,              // the gasp's timer cancelled; what the workers wrote since the signal
+                         // in DDPRUN_SNAPSHOT_DIR is said and logged
   kReportStopped,
   kReportSucceeded,
   kLeaveRendezvous,
@@ -90,8 +105,15 @@ struct Transition {
   std::vector<Action> actions;
 };
 
+// What the node's configuration changes in the table.
+struct Supervision {
+  // --snapshot_signal is set: a failure (here or on another node) while the workers run is
+  // followed by a dying gasp (Gasping) before the stop. Starting has no gasp: no step was taken.
+  bool gasp = false;
+};
+
 // Where ddprun starts: the health check before the first join.
 Transition first_transition();
-Transition next_transition(Phase phase, Event event);
+Transition next_transition(Phase phase, Event event, Supervision supervision = {});
 
 }  // namespace ddprun::launcher

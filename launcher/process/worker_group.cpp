@@ -311,6 +311,17 @@ void WorkerGroup::forward(int sig) {
   }
 }
 
+std::vector<int> WorkerGroup::gasp(int sig) {
+  std::vector<int> ranks;
+  for (auto& w : workers_) {
+    if (!w->alive || w->reaped) continue;
+    w->sent_gasp = sig;
+    ::kill(w->pid, sig);
+    ranks.push_back(w->rank);
+  }
+  return ranks;
+}
+
 std::vector<std::pair<WorkerProcess*, int>> WorkerGroup::reap(const std::function<void(pid_t, int)>& other) {
   // Every exit first: workers that died together are all failures, not "stopped by ddprun"
   // because the first one's stop signal went out before the others were seen.

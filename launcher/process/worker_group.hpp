@@ -53,6 +53,7 @@ struct WorkerProcess {
   bool alive = false;    // until its end has been handled
   bool reaped = false;   // its pid is gone: never signal it again
   int sent_signal = 0;   // the stop signal ddprun sent, 0 if none
+  int sent_gasp = 0;     // the dying gasp's signal ddprun sent (--snapshot_signal), 0 if none
   bool sent_kill = false;
   std::string error_file;
   std::string heartbeat_file;
@@ -88,6 +89,9 @@ class WorkerGroup {
   void signal(int sig);
   // To each live worker's own process only: its children keep SIGUSR1/2's default, which is to die.
   void forward(int sig);
+  // The dying gasp (--snapshot_signal): `sig` to each live worker's own process, as forward()
+  // does, marked as ddprun's (a worker it kills was stopped by ddprun). Returns their ranks.
+  std::vector<int> gasp(int sig);
   // Collects every child that ended: workers as (worker, wait status), marked reaped; any other
   // pid (a stack tool, the health check, an orphaned grandchild) goes to `other` with its wait status.
   std::vector<std::pair<WorkerProcess*, int>> reap(const std::function<void(pid_t, int)>& other);

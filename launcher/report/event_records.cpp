@@ -123,6 +123,18 @@ EventRecord stacks_written(int rank, pid_t pid, const std::string& file) {
 
 EventRecord heartbeats_missing(double after) { return {"heartbeats_missing", {{"after", after}}}; }
 
+EventRecord dying_gasp(int signal, const std::vector<int>& ranks, unsigned long long files, unsigned long long bytes,
+                       std::optional<double> last_write, double seconds, const std::string& ended, int still_running) {
+  return {"dying_gasp", {{"signal", signal_name(signal)},
+                         {"ranks", ranks},
+                         {"files", files},
+                         {"bytes", bytes},
+                         {"last_write", last_write ? json(*last_write) : json()},
+                         {"seconds", seconds},
+                         {"ended", ended},
+                         {"still_running", still_running}}};
+}
+
 EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,
                  const std::string& snapshot_dir) {
   json fields = {{"exit_code", exit_code}};

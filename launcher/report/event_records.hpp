@@ -54,6 +54,13 @@ EventRecord timer_expired(pid_t pid, const std::string& scope_id, int signal);
 // A worker's stacks collected; `file`: where they are kept, "" when nowhere after ddprun exits.
 EventRecord stacks_written(int rank, pid_t pid, const std::string& file);
 EventRecord heartbeats_missing(double after);
+// A dying gasp ended (--snapshot_signal, launcher/snapshots/dying_gasp.hpp): the signal, the
+// ranks signalled, the files and bytes written in the snapshot folder since the signal, the
+// seconds from the signal to the last of them (`last_write`; none: nothing written) and to the
+// gasp's end, what ended it (`ended`: dying_gasp.hpp's words) and how many signalled workers
+// were still running then.
+EventRecord dying_gasp(int signal, const std::vector<int>& ranks, unsigned long long files, unsigned long long bytes,
+                       std::optional<double> last_write, double seconds, const std::string& ended, int still_running);
 // The last record: ddprun's exit code, the signal that stopped it, the root cause, the error, and
 // the snapshot folder kept for a requeue (`snapshot_dir`, "": none; the field only when kept).
 EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,

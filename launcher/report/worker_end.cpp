@@ -12,8 +12,9 @@ WorkerEndVerdict judge_worker_end(const WorkerEnd& end) {
   WorkerEndVerdict v;
   v.signal = WIFSIGNALED(end.wait_status) ? WTERMSIG(end.wait_status) : 0;
   v.exit_code = v.signal != 0 ? exit_code::kSignalBase + v.signal : WEXITSTATUS(end.wait_status);
-  v.signalled_by_ddprun = end.sent_signal != 0 || end.sent_kill;
-  const bool our_signal = v.signal == end.sent_signal || (v.signal == SIGKILL && end.sent_kill);
+  v.signalled_by_ddprun = end.sent_signal != 0 || end.sent_kill || end.sent_gasp != 0;
+  const bool our_signal = (v.signal != 0 && (v.signal == end.sent_signal || v.signal == end.sent_gasp)) ||
+                          (v.signal == SIGKILL && end.sent_kill);
   v.signal_from_outside = v.signal != 0 && !our_signal;
   if (v.exit_code == 0) {
     v.verdict = EndVerdict::kSucceeded;

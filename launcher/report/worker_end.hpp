@@ -19,6 +19,7 @@ struct WorkerEnd {
   // The rendezvous fence's backstop deadline had passed when its end was handled: the orphan
   // guard fences this node's workers then (process/orphan_guard.hpp).
   bool past_fence_backstop = false;
+  int sent_gasp = 0;  // the dying gasp's signal ddprun sent it (--snapshot_signal), 0 if none
 };
 
 enum class EndVerdict {
@@ -39,7 +40,8 @@ struct WorkerEndVerdict {
   bool signal_from_outside = false;  // killed by a signal ddprun did not send
 };
 
-// After ddprun's own stop signal, an exit is the stop taking effect, not a failure, unless the
+// After ddprun's own stop signal (or its dying gasp's: a worker with no handler for it dies of
+// it), an exit is the stop taking effect, not a failure, unless the
 // worker left an error message of its own, exited by itself with an exception of its own (a
 // SyntaxError on every rank at once), or was killed by a signal ddprun did not send. A SIGKILL
 // from outside once the fence's backstop has passed is the guard's fence, not a failure.

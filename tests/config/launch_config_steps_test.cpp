@@ -2,10 +2,13 @@
 // resolve_supervision, resolve_hangs, resolve_snapshots, resolve_program): each option from every
 // source, its refusals and what --print_config writes. The merging, the modes and the bad input
 // that spans options are launch_config_test.cpp's (split there at 500 lines).
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "ddprun/launch_config.hpp"
@@ -160,4 +163,51 @@ TEST_CASE("--snapshot, --snapshot_dir_size and --snapshot_keep, from every sourc
   CHECK(to_json(resolve({{"snapshot_dir_size", "1536M"}}))["snapshot_dir_size"] == "1536M");
   CHECK(to_json(resolve({{"snapshot_dir_size", "4096M"}}))["snapshot_dir_size"] == "4G");
   CHECK(to_json(resolve({{"snapshot", "no"}, {"snapshot_keep", "y"}}))["snapshot"] == "off");
+}
+
+TEST_CASE("--snapshot_signal and --snapshot_grace (the dying gasp), from every source") {
+  struct Row {
+    RawOptions cli, file, env;
+    int signal;
+    double grace;
+  };
+  const std::vector<Row> rows = {
+      {{}, {}, {}, 0, 5},  // off by default: a signal a script has no handler for kills it
+      {{{"snapshot_signal", "SIGUSR1"}}, {}, {}, SIGUSR1, 5},
+      {{{"snapshot_signal", "USR1"}}, {}, {}, SIGUSR1, 5},
+      {{{"snapshot_signal", "usr2"}}, {}, {}, SIGUSR2, 5},
+      {{{"snapshot_signal", std::to_string(SIGUSR1)}}, {}, {}, SIGUSR1, 5},
+      {{{"snapshot_signal", "SIGTERM"}}, {}, {}, SIGTERM, 5},
+      {{{"snapshot_signal", "off"}}, {}, {}, 0, 5},
+      {{{"snapshot_signal", "OFF"}}, {}, {{"snapshot_signal", "SIGUSR1"}}, 0, 5},
+      {{}, {{"snapshot_signal", "SIGUSR2"}, {"snapshot_grace", "0.5"}}, {}, SIGUSR2, 0.5},
+      {{}, {}, {{"snapshot_signal", "SIGUSR1"}, {"snapshot_grace", "30"}}, SIGUSR1, 30},
+      {{{"snapshot_grace", "2"}}, {}, {}, 0, 2},
+  };
+  for (const Row& row : rows) {
+    const LaunchConfig c = resolve(row.cli, row.file, row.env);
+    CHECK(c.snapshot_signal == row.signal);
+    CHECK(c.snapshot_grace == row.grace);
+  }
+  CHECK(options_from_environment({{"PET_SNAPSHOT_SIGNAL", "SIGUSR1"}, {"PET_SNAPSHOT_GRACE", "3"}}) ==
+        RawOptions{{"snapshot_signal", "SIGUSR1"}, {"snapshot_grace", "3"}});
+  const std::string accepted =
+      fmt::format("expected off or a signal among SIGHUP ({}), SIGINT ({}), SIGQUIT ({}), SIGTERM ({}), SIGUSR1 ({}), "
+                  "SIGUSR2 ({}), by name, without SIG or by number",
+                  SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2);
+  CHECK(usage_error({{"snapshot_signal", "SIGKILL"}}) == "--snapshot_signal=SIGKILL: " + accepted);
+  CHECK(usage_error({{"snapshot_signal", "9"}}) == "--snapshot_signal=9: " + accepted);
+  CHECK(usage_error({{"snapshot_signal", "SIGSEGV"}}) == "--snapshot_signal=SIGSEGV: " + accepted);
+  CHECK(usage_error({{"snapshot_signal", "yes"}}) == "--snapshot_signal=yes: " + accepted);
+  CHECK(usage_error({}, {{"snapshot_signal", "SIGUSR3"}}) == "PET_SNAPSHOT_SIGNAL=SIGUSR3: " + accepted);
+  CHECK(usage_error({{"snapshot_signal", "SIGUSR1"}, {"snapshot", "off"}}) ==
+        "--snapshot_signal=SIGUSR1: the dying gasp saves into DDPRUN_SNAPSHOT_DIR, which --snapshot=off turns off; "
+        "drop one of them");
+  CHECK(usage_error({{"snapshot_grace", "0"}}).rfind("--snapshot_grace=0: expected a number of seconds greater than 0",
+                                                     0) == 0);
+  CHECK(usage_error({{"snapshot_grace", "soon"}}).rfind("--snapshot_grace=soon: expected", 0) == 0);
+  CHECK(usage_error({}, {{"snapshot_grace", "-1"}}).rfind("PET_SNAPSHOT_GRACE=-1: expected", 0) == 0);
+  CHECK(to_json(resolve({}))["snapshot_signal"] == "off");
+  CHECK(to_json(resolve({}))["snapshot_grace"] == 5.0);
+  CHECK(to_json(resolve({{"snapshot_signal", "usr1"}}))["snapshot_signal"] == "SIGUSR1");
 }

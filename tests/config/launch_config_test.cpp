@@ -262,6 +262,8 @@ TEST_CASE("--print_config writes every option of the table, and reads back throu
        {"status_port", "0"},
        {"duplicate_stdout_filters", "a,,b,c"},
        {"numa_binding", "socket"},
+       {"snapshot_signal", "usr2"},
+       {"snapshot_grace", "2.5"},
        {"logs_specs", "default"}},
       {{"standalone", "yes"},
        {"hang_timeout", "12.5"},

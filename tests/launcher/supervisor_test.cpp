@@ -14,18 +14,23 @@ using P = Phase;
 
 namespace {
 
-const P kEveryPhase[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting, P::kRunning,
-                         P::kStopping,       P::kStoppingToExit,   P::kStoppingToLeave, P::kExiting};
+const P kEveryPhase[] = {P::kCheckingToJoin, P::kCheckingToRejoin, P::kWaitingForRound, P::kStarting,
+                         P::kRunning,        P::kGasping,          P::kStopping,        P::kStoppingToExit,
+                         P::kStoppingToLeave, P::kExiting};
 
-// Calls `check(phase, event, transition)` for every row of the table.
+// Calls `check(phase, event, transition)` for every row of the table, with and without the dying
+// gasp (--snapshot_signal).
 template <typename Check>
 void for_every_transition(Check&& check) {
-  for (P phase : kEveryPhase) {
-    for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
-      const E event = static_cast<E>(e);
-      CAPTURE(to_string(phase));
-      CAPTURE(to_string(event));
-      check(phase, event, next_transition(phase, event));
+  for (const bool gasp : {false, true}) {
+    for (P phase : kEveryPhase) {
+      for (int e = 0; e <= static_cast<int>(E::kHealthCheckFailed); ++e) {
+        const E event = static_cast<E>(e);
+        CAPTURE(gasp);
+        CAPTURE(to_string(phase));
+        CAPTURE(to_string(event));
+        check(phase, event, next_transition(phase, event, Supervision{gasp}));
+      }
     }
   }
 }
@@ -72,6 +77,16 @@ TEST_CASE("supervisor transitions") {
       {P::kRunning, E::kAllEnded, P::kWaitingForRound, {A::kReportSucceeded}},
       {P::kRunning, E::kWorkerFailed, P::kStopping, {A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}},
       {P::kRunning, E::kStopRequested, P::kStopping, stop},
+      // Without --snapshot_signal, a failure elsewhere stops the workers as any stop request.
+      {P::kRunning, E::kPeerFailed, P::kStopping, stop},
+      {P::kStarting, E::kPeerFailed, P::kStopping, cancel_and_stop},
+      {P::kWaitingForRound, E::kPeerFailed, P::kWaitingForRound, {A::kReportStopped}},
+      {P::kStopping, E::kPeerFailed, P::kStopping, {}},
+      {P::kCheckingToRejoin, E::kPeerFailed, P::kCheckingToRejoin, {}},
+      // A gasp's timer of a round already stopped otherwise changes nothing.
+      {P::kStopping, E::kGaspEnded, P::kStopping, {}},
+      {P::kRunning, E::kGaspEnded, P::kRunning, {}},
+      {P::kCheckingToRejoin, E::kGaspEnded, P::kCheckingToRejoin, {}},
       {P::kRunning, E::kShutdownSignal, P::kStoppingToLeave, stop},
       {P::kRunning, E::kJobFinished, P::kStoppingToExit, stop},
       {P::kRunning, E::kWorkersStarted, P::kRunning, {}},
@@ -140,10 +155,92 @@ TEST_CASE("supervisor transitions") {
   }
 }
 
+TEST_CASE("the dying gasp (--snapshot_signal): a phase between a failure and the stop") {
+  struct Row {
+    P phase;
+    E event;
+    P next;
+    std::vector<A> actions;
+  };
+  const std::vector<Row> table = {
+      // A failure here: the survivors get the signal first, then the rendezvous is told (which
+      // stops the other nodes, whose workers gasp too).
+      {P::kRunning, E::kWorkerFailed, P::kGasping, {A::kGasp, A::kReportFirstFailure}},
+      // A failure elsewhere (a worker, a lost node): this node's workers hold the same step.
+      {P::kRunning, E::kPeerFailed, P::kGasping, {A::kGasp}},
+      // A membership change or a shutdown of the rendezvous is no failure: no gasp.
+      {P::kRunning, E::kStopRequested, P::kStopping, {A::kTerminateWorkers, A::kArmGraceTimer}},
+      // A start under way took no step yet: stopped at once, as without a gasp.
+      {P::kStarting, E::kWorkerFailed, P::kStopping,
+       {A::kCancelStart, A::kTerminateWorkers, A::kReportFirstFailure, A::kArmGraceTimer}},
+      {P::kStarting, E::kPeerFailed, P::kStopping, {A::kCancelStart, A::kTerminateWorkers, A::kArmGraceTimer}},
+      // The grace passed (or another source ended it): the gasp is said, the rest stopped as now.
+      {P::kGasping, E::kGaspEnded, P::kStopping, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}},
+      // Every survivor saved and ended on its own: nothing left to stop.
+      {P::kGasping, E::kAllEnded, P::kCheckingToRejoin, {A::kEndGasp, A::kRunHealthCheck}},
+      // A second failure during the gasp is recorded as after the first (not the root cause);
+      // the gasp goes on for the others.
+      {P::kGasping, E::kWorkerFailed, P::kGasping, {A::kRecordFailure}},
+      {P::kGasping, E::kWorkerSucceeded, P::kGasping, {}},
+      // Already stopping: the rendezvous's stop (for this very failure) changes nothing.
+      {P::kGasping, E::kStopRequested, P::kGasping, {}},
+      {P::kGasping, E::kPeerFailed, P::kGasping, {}},
+      // A signal to ddprun, the job's end or a fence cut the gasp short: its end is said first.
+      {P::kGasping, E::kShutdownSignal, P::kStoppingToLeave, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}},
+      {P::kGasping, E::kJobFinished, P::kStoppingToExit, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}},
+      {P::kGasping, E::kFenced, P::kStopping, {A::kEndGasp, A::kKillWorkers}},
+      // No stop's grace is armed during the gasp, no worker starts, no check runs.
+      {P::kGasping, E::kGraceExpired, P::kGasping, {}},
+      {P::kGasping, E::kWorkersStarted, P::kGasping, {}},
+      {P::kGasping, E::kRoundStarted, P::kGasping, {}},
+      {P::kGasping, E::kHealthCheckPassed, P::kGasping, {}},
+      // After the gasp, everything is as without one.
+      {P::kStopping, E::kGaspEnded, P::kStopping, {}},
+      {P::kStopping, E::kAllEnded, P::kCheckingToRejoin, {A::kRunHealthCheck}},
+  };
+  for (const auto& row : table) {
+    CAPTURE(to_string(row.phase));
+    CAPTURE(to_string(row.event));
+    const Transition t = next_transition(row.phase, row.event, Supervision{true});
+    CHECK(t.next == row.next);
+    CHECK(t.actions == row.actions);
+  }
+  CHECK(is_stopping(P::kGasping));  // a failure now comes after another
+  CHECK_FALSE(is_up(P::kGasping));
+}
+
+TEST_CASE("the gasp changes only what follows a failure while the workers run, and is always said once") {
+  for_every_transition([](P phase, E event, const Transition& t) {
+    const auto has = [&](A a) { return std::count(t.actions.begin(), t.actions.end(), a) > 0; };
+    const Transition off = next_transition(phase, event, Supervision{false});
+    if (phase == P::kRunning && (event == E::kWorkerFailed || event == E::kPeerFailed)) {
+      // The one difference: the gasp instead of the stop, and only where asked for.
+      CHECK(has(A::kGasp) == (t.next == P::kGasping));
+    } else {
+      CHECK(t.next == off.next);
+      CHECK(t.actions == off.actions);
+      CHECK_FALSE(has(A::kGasp));
+    }
+    // Gasping is entered only with a Gasp, and left only with its end said, first.
+    if (phase != P::kGasping && t.next == P::kGasping) CHECK(has(A::kGasp));
+    if (phase == P::kGasping && t.next != P::kGasping) {
+      REQUIRE_FALSE(t.actions.empty());
+      CHECK(t.actions.front() == A::kEndGasp);
+    }
+    if (has(A::kEndGasp)) CHECK(phase == P::kGasping);
+    // Nothing stops the workers during the gasp but the end of it.
+    if (phase == P::kGasping && t.next == P::kGasping) {
+      CHECK_FALSE(has(A::kTerminateWorkers));
+      CHECK_FALSE(has(A::kKillWorkers));
+    }
+  });
+}
+
 TEST_CASE("the phase as /status names it") {
   const std::vector<std::pair<P, std::string>> table = {
       {P::kCheckingToJoin, "waiting"},  {P::kCheckingToRejoin, "waiting"},
       {P::kWaitingForRound, "waiting"}, {P::kStarting, "running"},        {P::kRunning, "running"},
+      {P::kGasping, "stopping"},
       {P::kStopping, "stopping"},       {P::kStoppingToExit, "stopping"}, {P::kStoppingToLeave, "stopping"},
       {P::kExiting, "exiting"},
   };
@@ -156,13 +253,16 @@ TEST_CASE("the phase as /status names it") {
 
 TEST_CASE("every failure, in every phase, is classified and counted once") {
   // ReportFirstFailure and RecordFailure find its kind too; NoteFailure only that.
-  for (P phase : kEveryPhase) {
-    CAPTURE(to_string(phase));
-    const auto actions = next_transition(phase, E::kWorkerFailed).actions;
-    const auto count = std::count_if(actions.begin(), actions.end(), [](A a) {
-      return a == A::kReportFirstFailure || a == A::kRecordFailure || a == A::kNoteFailure;
-    });
-    CHECK(count == 1);
+  for (const bool gasp : {false, true}) {
+    for (P phase : kEveryPhase) {
+      CAPTURE(gasp);
+      CAPTURE(to_string(phase));
+      const auto actions = next_transition(phase, E::kWorkerFailed, Supervision{gasp}).actions;
+      const auto count = std::count_if(actions.begin(), actions.end(), [](A a) {
+        return a == A::kReportFirstFailure || a == A::kRecordFailure || a == A::kNoteFailure;
+      });
+      CHECK(count == 1);
+    }
   }
 }
 

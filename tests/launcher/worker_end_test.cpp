@@ -44,6 +44,19 @@ TEST_CASE("the verdict on a worker's end, as a table") {
       {"SIGSEGV past the backstop is a failure", {segv, 0, false, false, false, true}, EndVerdict::kFailed, 139, true},
       {"exit 1 past the backstop is a failure", {exited_1, 0, false, false, false, true}, EndVerdict::kFailed, 1, false},
       {"exit 0 past the backstop", {W_EXITCODE(0, 0), 0, false, false, false, true}, EndVerdict::kSucceeded, 0, false},
+      // The dying gasp (--snapshot_signal): a worker with no handler for SIGUSR1 dies of it, which
+      // is ddprun's doing, never a failure of its own; one that saves and exits is stopped too.
+      {"killed by our gasp's SIGUSR1", {W_EXITCODE(0, SIGUSR1), 0, false, false, false, false, SIGUSR1},
+       EndVerdict::kStoppedByDdprun, 128 + SIGUSR1, false},
+      {"killed by our gasp's SIGUSR1 after our SIGTERM", {W_EXITCODE(0, SIGUSR1), SIGTERM, false, false, false, false, SIGUSR1},
+       EndVerdict::kStoppedByDdprun, 128 + SIGUSR1, false},
+      {"exit 1 after our gasp", {exited_1, 0, false, false, false, false, SIGUSR1}, EndVerdict::kStoppedByDdprun, 1, false},
+      {"exit 0 after our gasp", {W_EXITCODE(0, 0), 0, false, false, false, false, SIGUSR1}, EndVerdict::kSucceeded, 0, false},
+      {"exit 1 after our gasp, its own exception", {exited_1, 0, false, false, true, false, SIGUSR1},
+       EndVerdict::kFailed, 1, false},
+      {"SIGUSR1 from outside, no gasp sent", {W_EXITCODE(0, SIGUSR1), 0, false, false, false}, EndVerdict::kFailed,
+       128 + SIGUSR1, true},
+      {"SIGSEGV during our gasp", {segv, 0, false, false, false, false, SIGUSR1}, EndVerdict::kFailed, 139, true},
   };
   for (const Row& row : rows) {
     CAPTURE(row.name);
@@ -51,7 +64,7 @@ TEST_CASE("the verdict on a worker's end, as a table") {
     CHECK(v.verdict == row.verdict);
     CHECK(v.exit_code == row.exit_code);
     CHECK(v.signal_from_outside == row.signal_from_outside);
-    CHECK(v.signalled_by_ddprun == (row.end.sent_signal != 0 || row.end.sent_kill));
+    CHECK(v.signalled_by_ddprun == (row.end.sent_signal != 0 || row.end.sent_kill || row.end.sent_gasp != 0));
     CHECK(v.signal == (WIFSIGNALED(row.end.wait_status) ? WTERMSIG(row.end.wait_status) : 0));
   }
 }

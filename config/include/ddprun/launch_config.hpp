@@ -147,6 +147,10 @@ struct LaunchConfig {
   bool snapshot = true;
   unsigned long long snapshot_dir_size = 0;
   bool snapshot_keep = false;
+  // --snapshot_signal: the dying gasp's signal, sent to a failure's surviving workers before they
+  // are stopped (0: off, the default); --snapshot_grace: the seconds they get to save and end.
+  int snapshot_signal = 0;
+  double snapshot_grace = 5;
   // The program.
   bool module = false;            // -m: PROGRAM is a Python module
   bool no_python = false;

@@ -231,6 +231,13 @@ void resolve_snapshots(const MergedOptions& m, LaunchConfig& c) {
     c.snapshot_dir_size = parse_size("--snapshot_dir_size", m.text("snapshot_dir_size"), kMinSnapshotDirSize);
   }
   c.snapshot_keep = m.flag("snapshot_keep");
+  c.snapshot_signal = parse_snapshot_signal(m.text("snapshot_signal"));
+  c.snapshot_grace = m.seconds("snapshot_grace", Zero::kRefused);
+  if (c.snapshot_signal != 0 && !c.snapshot) {
+    throw UsageError(fmt::format("--snapshot_signal={}: the dying gasp saves into DDPRUN_SNAPSHOT_DIR, which "
+                                 "--snapshot=off turns off; drop one of them",
+                                 shown(m.text("snapshot_signal"))));
+  }
 }
 
 void resolve_program(const MergedOptions& m, const std::vector<std::string>& program_and_args, LaunchConfig& c) {

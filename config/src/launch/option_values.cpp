@@ -175,6 +175,23 @@ std::set<int> parse_signals(const std::string& text) {
   return signals;
 }
 
+int parse_snapshot_signal(const std::string& text) {
+  std::string name = text;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  if (name.empty() || name == "OFF") return 0;
+  if (name.rfind("SIG", 0) != 0) name = "SIG" + name;
+  for (const auto& [known, number] : handled_signal_names()) {
+    if (name == known || text == std::to_string(number)) return number;
+  }
+  std::string accepted;
+  for (const auto& [known, number] : handled_signal_names()) {
+    accepted += fmt::format("{}{} ({})", accepted.empty() ? "" : ", ", known, number);
+  }
+  throw UsageError(fmt::format("--snapshot_signal={}: expected off or a signal among {}, by name, without SIG or by "
+                               "number",
+                               shown(text), accepted));
+}
+
 void check_python_plugin(const std::string& key, const std::string& value, const char* what, const char* accepted,
                          const char* instead) {
   if (value.empty() || value == accepted) return;

@@ -37,6 +37,10 @@ std::string filters_text(const std::vector<std::string>& filters);
 // --signals_to_handle: names of the signals ddprun handles, separated by commas.
 std::set<int> parse_signals(const std::string& text);
 
+// --snapshot_signal: "off" (or empty): 0; else a signal that --signals_to_handle accepts, as
+// "SIGUSR1", "USR1" (any case) or its number.
+int parse_snapshot_signal(const std::string& text);
+
 // --logs_specs, --event_log_handler name Python plug-ins of torchrun's: "" and `accepted` (its
 // default) pass, anything else is refused with what ddprun does `instead`.
 void check_python_plugin(const std::string& key, const std::string& value, const char* what, const char* accepted,

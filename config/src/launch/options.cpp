@@ -15,6 +15,7 @@
 
 #include "ddprun/input_limits.hpp"
 #include "ddprun/launch_config.hpp"
+#include "ddprun/system.hpp"
 #include "ddprun/worker_env.hpp"
 #include "option_values.hpp"
 
@@ -204,6 +205,15 @@ const std::vector<OptionSpec> kOptions = {
     {"snapshot_keep", nullptr, kFlag, nullptr, "Snapshots",
      "keep DDPRUN_SNAPSHOT_DIR after the job succeeds too (remove it yourself: it holds memory)",
      [](Config c) -> json { return c.snapshot_keep; }},
+    {"snapshot_signal", nullptr, kText, "off", "Snapshots",
+     "SIG (SIGUSR1, USR1 or its number): a dying gasp: when a worker fails (here or on another node), "
+     "the surviving workers of this node get this signal and --snapshot_grace to save into "
+     "DDPRUN_SNAPSHOT_DIR before they are stopped; off: none",
+     [](Config c) -> json { return c.snapshot_signal != 0 ? json(signal_name(c.snapshot_signal)) : json("off"); }},
+    {"snapshot_grace", nullptr, kText, "5", "Snapshots",
+     "seconds the dying gasp of --snapshot_signal waits for the surviving workers to save and end "
+     "on their own; then they are stopped",
+     [](Config c) -> json { return c.snapshot_grace; }},
     {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)",
      [](Config c) -> json { return c.module; }},
     {"no_python", nullptr, kFlag, nullptr, "Program",
