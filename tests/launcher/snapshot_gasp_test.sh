@@ -179,6 +179,102 @@ for r in 0 1 2; do expect_eq "$(cat "$T/g.read.$r")" 7 "(g) the step rank $r rea
 wait_for 10 no_leftovers
 ok "(g) two nodes: a failure on one makes the other node's workers gasp; the next round reads their step"
 
+# (i) A hang: rank 1 stops beating (and ignores SIGUSR1: it cannot save); found hung after 2 s,
+# the gasp still signals both ranks: rank 0 saves, rank 1 is stopped after the grace. The root
+# cause is the hang (exit 124).
+worker beater <<'SH'
+#!/bin/bash
+n=0
+if [ "$RANK" = 1 ]; then trap '' USR1; else trap 'echo $n > "$DDPRUN_SNAPSHOT_DIR/step.0.tmp"; mv "$DDPRUN_SNAPSHOT_DIR/step.0.tmp" "$DDPRUN_SNAPSHOT_DIR/step.0"; exit 0' USR1; fi
+while :; do
+  touch "$DDPRUN_HEARTBEAT_FILE"; n=$((n + 1))
+  [ "$RANK" = 1 ] && [ $n -ge 5 ] && exec -a "stuck $T" sleep 1000
+  sleep 0.1
+done
+SH
+id="$id_base-i"
+run_ddprun i --nproc_per_node=2 --hang_timeout=2 --max_restarts=0 --rdzv_id="$id" --snapshot_signal=SIGUSR1 \
+  --snapshot_grace=1 --result_file="$T/i.json" --event_log="$T/i.jsonl" "$T/beater"
+expect_eq "$RC" 124 "(i) a hung job ($(cat "$T/i.err"))"
+expect_in "$T/i.err" "rank 1 hung: no progress"
+expect_in "$T/i.err" \
+  "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \([0-9]+ B\) written in [0-9.]+ s within the 1.0 s grace \(--snapshot_grace\); 1 still running: stopping$"
+expect_eq "$(json_field "$T/i.json" '["root_cause"]["rank"]') $(json_field "$T/i.json" '["root_cause"]["kind"]')" "1 hang" \
+  "(i) the root cause"
+[[ -s $(folder "$id")/step.0 ]] || fail "(i) rank 0 saved nothing"
+wait_for 10 no_leftovers
+ok "(i) a hang: both ranks signalled, rank 0 saves, the hung rank is stopped after the grace; the hang stays the root cause"
+
+# (h) A real DDP job (gloo, PyTorch 1.13 of Debian's python3): rank 1 dies after step 5; rank 0,
+# whose next all_reduce fails, holds the model of step 5 and saves it on SIGUSR1 (torch.save to a
+# temporary name, os.replace); the restarted round loads it and resumes at step 6 with the same
+# parameters.
+TORCH_PY=${TORCH_PYTHON:-/usr/bin/python3}
+if "$TORCH_PY" -c 'import torch.distributed' 2>/dev/null; then
+  cat > "$T/ddp_gasp.py" <<'PY'
+import os, signal, sys, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+T, rank = os.environ["T"], int(os.environ["RANK"])
+ckpt = os.path.join(os.environ["DDPRUN_SNAPSHOT_DIR"], "ddp.pt")
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = DDP(torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+done = 0  # the last step whose update was applied on every rank
+if os.environ["TORCHELASTIC_RESTART_COUNT"] != "0":
+    state = torch.load(ckpt)
+    model.module.load_state_dict(state["model"])
+    done = state["step"]
+    total = sum(p.sum().item() for p in model.parameters())
+    with open(os.path.join(T, "h.read.%d" % rank), "w") as f:
+        f.write("%d %.6f" % (done + 1, total))
+    sys.exit(0)
+
+def save(signum, frame):
+    tmp = ckpt + ".tmp"
+    torch.save({"step": done, "model": model.module.state_dict()}, tmp)
+    os.replace(tmp, ckpt)
+    os._exit(0)
+
+signal.signal(signal.SIGUSR1, save)
+try:
+    for step in range(1, 1000):
+        g = torch.Generator().manual_seed(step * 10 + rank)
+        x = torch.randn(16, 8, generator=g)
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        done = step
+        if rank == 0:
+            with open(os.path.join(T, "h.sum.%d" % step), "w") as f:
+                f.write("%.6f" % sum(p.sum().item() for p in model.parameters()))
+        if rank == 1 and step == 5:
+            print("rank 1 dies after step 5", file=sys.stderr, flush=True)
+            os._exit(1)
+except RuntimeError:
+    pass  # the peer is gone: wait for the gasp (or the stop)
+while True:
+    time.sleep(0.1)
+PY
+  id="$id_base-h"
+  PYTHON_EXEC=$TORCH_PY run_ddprun h --nproc_per_node=2 --max_restarts=1 --restart_backoff_max=0 --rdzv_id="$id" \
+    --snapshot_signal=SIGUSR1 --snapshot_grace=60 --event_log="$T/h.jsonl" "$T/ddp_gasp.py"
+  expect_eq "$RC" 0 "(h) the DDP job ($(cat "$T/h.err"))"
+  expect_in "$T/h.err" "^ddprun: rank 1 \(local rank 1\) failed: exit code 1"
+  expect_in "$T/h.err" "^ddprun: dying gasp: SIGUSR1 to 1 worker; 1 file \([0-9.]+ (B|KiB)\) written in [0-9.]+ s; the worker ended in"
+  for r in 0 1; do
+    expect_eq "$(cat "$T/h.read.$r")" "6 $(cat "$T/h.sum.5")" "(h) rank $r's resumed step and parameters"
+  done
+  expect_eq "$(events "$T/h.jsonl" worker_failed rank)" 1 "(h) the one failure"
+  wait_for 10 no_leftovers
+  ok "(h) DDP on gloo: rank 0 saves step 5's model on SIGUSR1 after rank 1 died; the next round resumes at step 6 with it"
+else
+  echo "note: $TORCH_PY has no torch.distributed: the DDP case (h) is not run"
+fi
+
 # Bad values: one line, exit 64, nothing started.
 for bad in SIGKILL 9 SIGSTOP lots; do
   run_ddprun bad --snapshot_signal="$bad" "$T/gasp_worker" bad save
