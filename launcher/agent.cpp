@@ -206,9 +206,10 @@ class Agent::Impl {
     }
   }
 
-  // What ended a dying gasp, from the event that ended it.
-  static GaspEnd gasp_end(Event event) {
-    switch (event) {
+  // What ended a dying gasp: what its GaspEnded says, or the event that cut it short.
+  static GaspEnd gasp_end(const Occurrence& o) {
+    if (const auto* ended = std::get_if<occurred::GaspEnded>(&o)) return ended->how;
+    switch (event_of(o)) {
       case Event::kAllEnded: return GaspEnd::kWorkersEnded;
       case Event::kShutdownSignal: return GaspEnd::kShutdownSignal;
       case Event::kJobFinished: return GaspEnd::kJobFinished;
@@ -244,8 +245,7 @@ class Agent::Impl {
       case Action::kKillWorkers: workers_.group().signal(SIGKILL); break;
       case Action::kGasp: workers_.gasp(config_.snapshot_signal, config_.snapshot_grace); break;
       case Action::kEndGasp:
-        workers_.end_gasp(gasp_end(occurrence != nullptr ? event_of(*occurrence) : Event::kGaspEnded),
-                          shutdown_signal_);
+        workers_.end_gasp(occurrence != nullptr ? gasp_end(*occurrence) : GaspEnd::kGracePassed, shutdown_signal_);
         break;
       case Action::kReportStopped:
         workers_.end_round();

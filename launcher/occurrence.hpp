@@ -10,6 +10,7 @@
 #include "ddprun/rendezvous.hpp"
 #include "process/worker_group.hpp"
 #include "report/health_check_end.hpp"
+#include "snapshots/dying_gasp.hpp"
 #include "supervisor.hpp"
 
 namespace ddprun::launcher {
@@ -44,8 +45,11 @@ struct ShutdownSignal {
   int signal = 0;
 };
 struct GraceExpired {};
-// From the gasp's timer (RoundWorkers::gasp()); another source may end the gasp the same way.
-struct GaspEnded {};
+// From the gasp's timer (RoundWorkers::gasp()); another source may end the gasp the same way,
+// saying how (a watch that sees the folder settle).
+struct GaspEnded {
+  GaspEnd how = GaspEnd::kGracePassed;
+};
 struct JobFinished {
   elastic::JobOutcome outcome;
 };
@@ -62,7 +66,8 @@ struct HealthCheckFailed {
 using Occurrence =
     std::variant<occurred::RoundStarted, occurred::WorkersStarted, occurred::WorkerSucceeded, occurred::WorkerFailed,
                  occurred::AllEnded, occurred::StopRequested, occurred::PeerFailed, occurred::ShutdownSignal,
-                 occurred::GraceExpired, occurred::GaspEnded, occurred::JobFinished, occurred::Fenced, occurred::HealthCheckPassed, occurred::HealthCheckFailed>;
+                 occurred::GraceExpired, occurred::GaspEnded, occurred::JobFinished, occurred::Fenced,
+                 occurred::HealthCheckPassed, occurred::HealthCheckFailed>;
 
 // The supervisor's event an occurrence is.
 inline Event event_of(const Occurrence& o) { return static_cast<Event>(o.index()); }

@@ -86,10 +86,10 @@ void RoundWorkers::end_gasp(GaspEnd how, int by_signal) {
   if (r.ranks.empty()) return;  // no survivor: nothing was asked of anyone
   r.written = written_since(c_.paths.snapshot_dir, g.since);
   say(gasp_line(r));
-  c_.events.write(records::dying_gasp(
-      r.signal, r.ranks, r.written.files, r.written.bytes,
-      r.written.last ? std::optional(std::max(0.0, *r.written.last - r.since)) : std::nullopt, r.seconds,
-      to_string(how), r.still_running));
+  c_.events.write(
+      records::dying_gasp(r.signal, r.ranks, r.written.files, r.written.bytes,
+                          r.written.last ? std::optional(std::max(0.0, *r.written.last - r.since)) : std::nullopt,
+                          r.seconds, to_string(how), r.still_running));
 }
 
 void RoundWorkers::start_now(int attempt) {

@@ -129,8 +129,7 @@ Transition while_gasping(P phase, E event) {
     case E::kWorkerFailed: return {phase, {A::kRecordFailure}};
     case E::kGaspEnded: return {P::kStopping, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
     case E::kAllEnded: return {P::kCheckingToRejoin, {A::kEndGasp, A::kRunHealthCheck}};
-    case E::kShutdownSignal:
-      return {P::kStoppingToLeave, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
+    case E::kShutdownSignal: return {P::kStoppingToLeave, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
     case E::kJobFinished: return {P::kStoppingToExit, {A::kEndGasp, A::kTerminateWorkers, A::kArmGraceTimer}};
     case E::kFenced: return {P::kStopping, {A::kEndGasp, A::kKillWorkers}};
     default: return {phase, {}};  // a stop request or a failure elsewhere: already stopping

@@ -63,7 +63,8 @@ enum class Event {
                      // failed or a node was lost (its survivors here hold the step it failed in)
   kShutdownSignal,   // SIGINT, SIGTERM, SIGHUP or SIGQUIT reached ddprun
   kGraceExpired,     // workers ignored SIGTERM for the whole grace period
-  kGaspEnded,        // the dying gasp is over: its grace (--snapshot_grace) passed
+  kGaspEnded,        // the dying gasp is over: its grace (--snapshot_grace) passed, or another
+                     // source (occurrence.hpp) ended it
   kJobFinished,      // the rendezvous ended the job
   kFenced,           // the rendezvous may count this node lost at any moment: kill the workers now
   kHealthCheckPassed,  // the health check says join: it passed, or ended otherwise with a warning

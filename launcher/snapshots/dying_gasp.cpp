@@ -54,7 +54,8 @@ FolderWrites written_since(const std::string& folder, double since) {
 
 std::string gasp_line(const GaspReport& r) {
   if (r.ranks.empty()) return "";
-  std::string line = fmt::format("ddprun: dying gasp: {} to {}; ", signal_name(r.signal), workers_words(r.ranks.size()));
+  std::string line = fmt::format("ddprun: dying gasp: {} to {}; ", signal_name(r.signal),
+                                 workers_words(r.ranks.size()));
   if (r.written.files > 0) {
     const double in = r.written.last ? std::max(0.0, *r.written.last - r.since) : r.seconds;
     line += fmt::format("{} file{} ({}) written in {}", r.written.files, r.written.files == 1 ? "" : "s",

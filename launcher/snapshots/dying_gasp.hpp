@@ -42,8 +42,8 @@ struct GaspReport {
   double seconds = 0;      // from the signal to the gasp's end
   double grace = 0;        // --snapshot_grace
   GaspEnd end = GaspEnd::kGracePassed;
-  int still_running = 0;   // of those signalled, alive at the gasp's end (stopped now)
-  std::string by_signal;   // kShutdownSignal: its name
+  int still_running = 0;  // of those signalled, alive at the gasp's end (stopped now)
+  std::string by_signal;  // kShutdownSignal: its name
 };
 
 // The console line, e.g. "ddprun: dying gasp: SIGUSR1 to 3 workers; 2 files (1.2 MiB) written
