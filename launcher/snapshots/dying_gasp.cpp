@@ -28,7 +28,11 @@ namespace {
 
 double seconds_of(const struct timespec& t) { return static_cast<double>(t.tv_sec) + t.tv_nsec / 1e9; }
 
-std::string seconds_words(double seconds) { return fmt::format("{:.1f} s", seconds); }
+// "0.8 s"; below a tenth, in milliseconds ("8 ms"), which a save into memory often takes.
+std::string seconds_words(double seconds) {
+  if (seconds < 0.0995) return fmt::format("{:.0f} ms", seconds * 1000);
+  return fmt::format("{:.1f} s", seconds);
+}
 
 std::string workers_words(std::size_t n) { return fmt::format("{} worker{}", n, n == 1 ? "" : "s"); }
 

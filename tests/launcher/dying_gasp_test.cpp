@@ -46,12 +46,14 @@ TEST_CASE("the dying gasp's console line, as a table") {
        "ddprun: dying gasp: SIGUSR1 to 2 workers; nothing written within the 5.0 s grace (--snapshot_grace); 2 "
        "still running: stopping\n"},
       {"killed by the signal, nothing written", report({1}, 0, 0, std::nullopt, 0.01, GaspEnd::kWorkersEnded, 0),
-       "ddprun: dying gasp: SIGUSR1 to 1 worker; nothing written; the worker ended in 0.0 s\n"},
+       "ddprun: dying gasp: SIGUSR1 to 1 worker; nothing written; the worker ended in 10 ms\n"},
       {"cut short by SIGTERM", report({0}, 0, 0, std::nullopt, 1.2, GaspEnd::kShutdownSignal, 1, "SIGTERM"),
        "ddprun: dying gasp: SIGUSR1 to 1 worker; nothing written; cut short after 1.2 s by SIGTERM to ddprun\n"},
       {"cut short by the job's end", report({0}, 1, 1, 1000.1, 0.5, GaspEnd::kJobFinished, 1),
        "ddprun: dying gasp: SIGUSR1 to 1 worker; 1 file (1 B) written in 0.1 s; cut short after 0.5 s by the job's "
        "end\n"},
+      {"in milliseconds, below a tenth of a second", report({0}, 1, 10, 1000.008, 0.0995, GaspEnd::kWorkersEnded, 0),
+       "ddprun: dying gasp: SIGUSR1 to 1 worker; 1 file (10 B) written in 8 ms; the worker ended in 0.1 s\n"},
       {"cut short by the fence", report({0}, 0, 0, std::nullopt, 0.5, GaspEnd::kFenced, 1),
        "ddprun: dying gasp: SIGUSR1 to 1 worker; nothing written; cut short after 0.5 s by the rendezvous's fence\n"},
       // No survivor (every worker failed together): there was no one to ask, nothing to say.

@@ -53,7 +53,7 @@ id="$id_base-a0"
 run_ddprun a0 --nproc_per_node=3 --max_restarts=1 --restart_backoff_max=0 --rdzv_id="$id" --snapshot_signal=SIGUSR1 \
   --event_log="$T/a0.jsonl" "$T/gasp_worker" a0 none fail none
 expect_eq "$RC" 0 "(a0) with no handler anywhere ($(cat "$T/a0.err"))"
-expect_in "$T/a0.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; nothing written; every worker ended in [0-9.]+ s$"
+expect_in "$T/a0.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; nothing written; every worker ended in [0-9.]+ m?s$"
 expect_eq "$(cat "$T/a0.read.0")" none "(a0) nothing saved"
 expect_eq "$(events "$T/a0.jsonl" worker_failed rank)" 1 "(a0) the one failure"
 ok "(a0) survivors with no handler die of the signal: no failure, nothing written, said so"
@@ -65,7 +65,7 @@ run_ddprun a --nproc_per_node=3 --max_restarts=1 --restart_backoff_max=0 --rdzv_
   --event_log="$T/a.jsonl" "$T/gasp_worker" a save fail none
 expect_eq "$RC" 0 "(a) the failure, the gasp, the restart ($(cat "$T/a.err"))"
 expect_in "$T/a.err" "^ddprun: rank 1 \(local rank 1\) failed: exit code 1"
-expect_in "$T/a.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(2 B\) written in [0-9.]+ s; every worker ended in [0-9.]+ s$"
+expect_in "$T/a.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(2 B\) written in [0-9.]+ m?s; every worker ended in [0-9.]+ m?s$"
 for r in 0 1 2; do expect_eq "$(cat "$T/a.read.$r")" 7 "(a) the step rank $r read in the restarted round"; done
 expect_eq "$(events "$T/a.jsonl" dying_gasp signal)" SIGUSR1 "(a) the record's signal"
 expect_eq "$(events "$T/a.jsonl" dying_gasp ranks)" "[0, 2]" "(a) the ranks signalled"
@@ -101,7 +101,7 @@ run_ddprun c --nproc_per_node=3 --max_restarts=0 --rdzv_id="$id" --snapshot_sign
 expect_eq "$RC" 1 "(c) the root cause's exit code ($(cat "$T/c.err"))"
 expect_eq "$(json_field "$T/c.json" '["root_cause"]["rank"]')" 1 "(c) the result file's root cause"
 expect_eq "$(events "$T/c.jsonl" worker_failed rank | tr '\n' ' ')" "1 2 " "(c) both failures, rank 1 first"
-expect_in "$T/c.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(2 B\) written in [0-9.]+ s; every worker ended in"
+expect_in "$T/c.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(2 B\) written in [0-9.]+ m?s; every worker ended in"
 wait_for 10 no_leftovers
 ok "(c) a second failure during the gasp is recorded after the first; the root cause stays rank 1"
 
@@ -112,7 +112,7 @@ PET_SNAPSHOT_GRACE=1 run_ddprun d --nproc_per_node=3 --max_restarts=0 --rdzv_id=
   --event_log="$T/d.jsonl" "$T/gasp_worker" d hang fail ignore
 expect_eq "$RC" 1 "(d) ($(cat "$T/d.err"))"
 expect_in "$T/d.err" \
-  "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(7 B\) written in [0-9.]+ s within the 1.0 s grace \(--snapshot_grace\); 2 still running: stopping$"
+  "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(7 B\) written in [0-9.]+ m?s within the 1.0 s grace \(--snapshot_grace\); 2 still running: stopping$"
 expect_eq "$(events "$T/d.jsonl" dying_gasp ended) $(events "$T/d.jsonl" dying_gasp still_running)" "grace 2" "(d) its end"
 within 1 60 "$(events "$T/d.jsonl" dying_gasp seconds)" || fail "(d) the gasp took $(events "$T/d.jsonl" dying_gasp seconds) s"
 expect_eq "$(events "$T/d.jsonl" worker_failed rank)" 1 "(d) the one failure"
@@ -138,7 +138,7 @@ kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
 expect_eq "$rc" 143 "(e) SIGTERM during the gasp ($(cat "$T/e.err"))"
-expect_in "$T/e.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(7 B\) written in [0-9.]+ s; cut short after [0-9.]+ s by SIGTERM to ddprun$"
+expect_in "$T/e.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \(7 B\) written in [0-9.]+ m?s; cut short after [0-9.]+ m?s by SIGTERM to ddprun$"
 expect_eq "$(events "$T/e.jsonl" dying_gasp ended)" signal "(e) its end"
 wait_for 10 no_leftovers
 ok "(e) SIGTERM to ddprun during the gasp: cut short, said, exit 143"
@@ -173,7 +173,7 @@ node 127.0.0.2 a "${job[@]}" --nproc_per_node=2 --event_log="$T/g.jsonl" "$T/gas
 finish_within 120 a
 finish_within 60 b
 expect_eq "$RC_a $RC_b" "0 0" "(g) two nodes ($(show a b))"
-expect_in "$T/a.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 2 files \(4 B\) written in [0-9.]+ s; every worker ended in"
+expect_in "$T/a.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 2 files \(4 B\) written in [0-9.]+ m?s; every worker ended in"
 expect_not_in "$T/b.err" "dying gasp"  # its one worker was the failure: no survivor
 for r in 0 1 2; do expect_eq "$(cat "$T/g.read.$r")" 7 "(g) the step rank $r read in the next round"; done
 wait_for 10 no_leftovers
@@ -198,7 +198,7 @@ run_ddprun i --nproc_per_node=2 --hang_timeout=2 --max_restarts=0 --rdzv_id="$id
 expect_eq "$RC" 124 "(i) a hung job ($(cat "$T/i.err"))"
 expect_in "$T/i.err" "rank 1 hung: no progress"
 expect_in "$T/i.err" \
-  "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \([0-9]+ B\) written in [0-9.]+ s within the 1.0 s grace \(--snapshot_grace\); 1 still running: stopping$"
+  "^ddprun: dying gasp: SIGUSR1 to 2 workers; 1 file \([0-9]+ B\) written in [0-9.]+ m?s within the 1.0 s grace \(--snapshot_grace\); 1 still running: stopping$"
 expect_eq "$(json_field "$T/i.json" '["root_cause"]["rank"]') $(json_field "$T/i.json" '["root_cause"]["kind"]')" "1 hang" \
   "(i) the root cause"
 [[ -s $(folder "$id")/step.0 ]] || fail "(i) rank 0 saved nothing"
@@ -264,7 +264,7 @@ PY
     --snapshot_signal=SIGUSR1 --snapshot_grace=60 --event_log="$T/h.jsonl" "$T/ddp_gasp.py"
   expect_eq "$RC" 0 "(h) the DDP job ($(cat "$T/h.err"))"
   expect_in "$T/h.err" "^ddprun: rank 1 \(local rank 1\) failed: exit code 1"
-  expect_in "$T/h.err" "^ddprun: dying gasp: SIGUSR1 to 1 worker; 1 file \([0-9.]+ (B|KiB)\) written in [0-9.]+ s; the worker ended in"
+  expect_in "$T/h.err" "^ddprun: dying gasp: SIGUSR1 to 1 worker; 1 file \([0-9.]+ (B|KiB)\) written in [0-9.]+ m?s; the worker ended in"
   for r in 0 1; do
     expect_eq "$(cat "$T/h.read.$r")" "6 $(cat "$T/h.sum.5")" "(h) rank $r's resumed step and parameters"
   done
