@@ -33,23 +33,20 @@ WorkerSeen worker_seen(std::string_view stat) {
   return WorkerSeen::kRunning;
 }
 
+std::string uncommitted_why(const Uncommitted& f) {
+  if (!f.closed) return "never closed";
+  if (f.ranks.empty()) return "closed as the round's processes were killed";
+  std::string ranks;
+  for (int r : f.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  return std::string("closed as rank") + (f.ranks.size() > 1 ? "s " : " ") + ranks + " ended";
+}
+
 std::string removed_line(const std::vector<Uncommitted>& files) {
   if (files.empty()) return "";
   constexpr std::size_t kNamed = 5;
   std::string names;
   for (std::size_t i = 0; i < files.size() && i < kNamed; ++i) {
-    const Uncommitted& f = files[i];
-    std::string why;
-    if (!f.closed) {
-      why = "never closed";
-    } else if (f.ranks.empty()) {
-      why = "closed as the round's processes were killed";
-    } else {
-      std::string ranks;
-      for (int r : f.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-      why = std::string("closed as rank") + (f.ranks.size() > 1 ? "s " : " ") + ranks + " ended";
-    }
-    names += (i == 0 ? "" : ", ") + f.path + " (" + why + ")";
+    names += (i == 0 ? "" : ", ") + files[i].path + " (" + uncommitted_why(files[i]) + ")";
   }
   if (files.size() > kNamed) names += " and " + std::to_string(files.size() - kNamed) + " more";
   return "ddprun: snapshots: removed " + std::to_string(files.size()) + (files.size() == 1 ? " file" : " files") +
@@ -64,14 +61,44 @@ const CommitIndex::Entry* CommitIndex::find(const std::string& path) const {
 
 // A close or rename by a live process: the bytes are whole. The same bytes closed again (opened
 // for writing, nothing written) keep their number, so that nobody ships them twice.
-void CommitIndex::commit(Entry& e, const Batch& b, const std::optional<FileIdentity>& now) {
+void CommitIndex::commit(Entry& e, int round, const std::optional<FileIdentity>& now) {
   const bool same = e.state == State::kCommitted && (!now || *now == e.id);
   e.state = State::kCommitted;
   e.ranks.clear();
+  e.doubts.clear();
   if (now) e.id = *now;
   if (same) return;
   e.seq = next_seq_++;
-  e.round = b.round;
+  e.round = round;
+}
+
+void CommitIndex::doubt(Entry& e, const Batch& b) {
+  e.state = b.killed ? State::kHalfWritten : State::kDoubted;
+  e.ranks.clear();
+  e.doubts.clear();
+  for (const auto& w : b.ending) {
+    e.ranks.push_back(w.rank);
+    if (!b.killed) e.doubts.push_back(w.pid);
+  }
+  std::sort(e.ranks.begin(), e.ranks.end());
+  e.ranks.erase(std::unique(e.ranks.begin(), e.ranks.end()), e.ranks.end());
+}
+
+std::vector<SnapshotChange> CommitIndex::worker_ended(pid_t pid, bool killed) {
+  for (auto& [path, e] : entries_) {
+    if (e.state != State::kDoubted) continue;
+    const auto it = std::find(e.doubts.begin(), e.doubts.end(), pid);
+    if (it == e.doubts.end()) continue;
+    if (killed) {
+      e.state = State::kHalfWritten;
+      e.doubts.clear();
+      continue;
+    }
+    e.doubts.erase(it);
+    if (e.doubts.empty()) commit(e, e.round, std::nullopt);
+  }
+  std::map<std::string, long long> before = announced_;
+  return changes_since(before, 0);
 }
 
 void CommitIndex::moved_to(const FolderEvent& ev, const Batch& b) {
@@ -83,7 +110,7 @@ void CommitIndex::moved_to(const FolderEvent& ev, const Batch& b) {
     if (ev.folder) return;
     Entry& e = entries_[ev.path];
     e = Entry{};
-    commit(e, b, ev.now);
+    commit(e, b.round, ev.now);
     return;
   }
   Moving moving = std::move(it->second);
@@ -92,12 +119,16 @@ void CommitIndex::moved_to(const FolderEvent& ev, const Batch& b) {
     for (auto& [below, entry] : moving.entries) entries_[ev.path + "/" + below] = std::move(entry);
     return;
   }
-  Entry e = moving.entries.empty() ? Entry{} : std::move(moving.entries.begin()->second);
+  // A file whose earlier events told nothing (made before a scan that missed it) is judged by
+  // the rename alone.
+  Entry e;
+  e.state = State::kHalfWritten;
+  if (!moving.entries.empty()) e = std::move(moving.entries.begin()->second);
   // The rename is the program's word that the file is whole, whatever the batch of its last close:
   // a live process made it, and a process renames what it finished (a close by a worker that died
   // beside it does not undo that). A file written to since its last close is still open: its
   // close decides.
-  if (e.state != State::kWriting) commit(e, b, ev.now);
+  if (e.state != State::kWriting) commit(e, b.round, ev.now);
   if (ev.now) e.id = *ev.now;
   entries_[ev.path] = std::move(e);
 }
@@ -120,6 +151,7 @@ std::vector<SnapshotChange> CommitIndex::apply(const Batch& b) {
         Entry& e = entries_[ev.path];
         e.state = State::kWriting;
         e.ranks.clear();
+        e.doubts.clear();
         break;
       }
       case Kind::kClosed: {
@@ -128,19 +160,19 @@ std::vector<SnapshotChange> CommitIndex::apply(const Batch& b) {
         // came after): not a file any more.
         if (it == entries_.end() && !ev.now) break;
         Entry& e = entries_[ev.path];
-        if (b.tainted) {
-          e.state = State::kHalfWritten;
-          e.ranks = b.ending_ranks;
+        if (b.killed || !b.ending.empty()) {
+          doubt(e, b);
+          e.round = b.round;
           if (ev.now) e.id = *ev.now;
         } else {
-          commit(e, b, ev.now);
+          commit(e, b.round, ev.now);
         }
         break;
       }
       case Kind::kLinked: {
         Entry& e = entries_[ev.path];
         e = Entry{};
-        commit(e, b, ev.now);
+        commit(e, b.round, ev.now);
         break;
       }
       case Kind::kMovedFrom: {
@@ -172,11 +204,12 @@ std::vector<SnapshotChange> CommitIndex::apply(const Batch& b) {
         if (ev.open_for_writing) {
           e.state = State::kWriting;
           e.ranks.clear();
-        } else if (b.tainted) {
-          e.state = State::kHalfWritten;
-          e.ranks = b.ending_ranks;
+          e.doubts.clear();
+        } else if (b.killed || !b.ending.empty()) {
+          doubt(e, b);
+          e.round = b.round;
         } else {
-          commit(e, b, ev.now);
+          commit(e, b.round, ev.now);
         }
         if (ev.now) e.id = *ev.now;
         break;
@@ -206,7 +239,8 @@ std::vector<Uncommitted> CommitIndex::end_round(std::vector<SnapshotChange>* cha
       ++it;
       continue;
     }
-    out.push_back({it->first, it->second.state == State::kHalfWritten, it->second.ranks});
+    const State state = it->second.state;
+    out.push_back({it->first, state == State::kHalfWritten || state == State::kDoubted, it->second.ranks});
     it = entries_.erase(it);
   }
   std::map<std::string, long long> before = announced_;

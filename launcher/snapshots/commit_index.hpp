@@ -62,10 +62,17 @@ struct FolderEvent {
 // One read of the inotify instance and what ddprun knew right after it.
 struct Batch {
   std::vector<FolderEvent> events;
-  // A close in it may have been made by a dying process: a worker was seen exiting or a zombie
-  // after the read, or the read was made as a worker was reaped (its closes were all queued then).
-  bool tainted = false;
-  std::vector<int> ending_ranks;  // the ranks that tainted it, for what ddprun says
+  // The workers seen ending after the read (exiting or a zombie), or reaped right before it (every
+  // close of theirs was queued then): a close in the batch may be one their death made. How they
+  // ended decides it (CommitIndex::worker_ended()).
+  struct Ending {
+    pid_t pid = -1;
+    int rank = 0;
+  };
+  std::vector<Ending> ending;
+  // A close in it may be a killed process's, and no end will tell (the round's end, when ddprun has
+  // just killed what the workers left behind): never a commit.
+  bool killed = false;
   // The events are a scan of the whole folder (the start, or after IN_Q_OVERFLOW): a file the index
   // holds that is not among them is gone.
   bool complete_scan = false;
@@ -92,9 +99,12 @@ struct SnapshotChange {
 // A file that was not committed at a round's end (removed from the folder then).
 struct Uncommitted {
   std::string path;
-  bool closed = false;     // closed in a tainted batch (else written and never closed, or found open)
-  std::vector<int> ranks;  // closed: the ranks that were ending then
+  bool closed = false;     // closed as workers were ending (else written and never closed, or found open)
+  std::vector<int> ranks;  // closed: the ranks that were ending then (none: the round's end's kill)
 };
+
+// What is known of why `file` was not committed: "never closed", "closed as rank 1 ended", ...
+std::string uncommitted_why(const Uncommitted& file);
 
 // The line that says which files a round's end removed and why ("" for none): at most a few
 // names, each with what is known of it (the ranks that were ending when it was closed, or that it
@@ -103,17 +113,28 @@ std::string removed_line(const std::vector<Uncommitted>& files);
 
 class CommitIndex {
  public:
-  enum class State { kCommitted, kWriting, kHalfWritten };
+  enum class State {
+    kCommitted,
+    kWriting,      // written since its last close (or a scan found it open for writing)
+    kDoubted,      // closed as workers were ending, not all their ends known yet
+    kHalfWritten,  // closed as a worker was killed (or by ddprun's kill at a round's end)
+  };
   struct Entry {
     State state = State::kWriting;
     long long seq = 0;  // kCommitted
     int round = 0;
     FileIdentity id;
-    std::vector<int> ranks;  // kHalfWritten: the ranks ending when it was closed
+    std::vector<int> ranks;     // kDoubted, kHalfWritten: the ranks ending when it was closed
+    std::vector<pid_t> doubts;  // kDoubted: the workers whose end is still to know
   };
 
   // Applies one batch; returns the changes to the committed files, in path order, removals first.
   std::vector<SnapshotChange> apply(const Batch& batch);
+  // The worker `pid` was reaped, `killed` by a signal or not (it exited, by its own choice: its
+  // files were closed as its program left them, as when it closes them itself). The files closed
+  // while it was ending are half-written if it was killed; else committed once no other doubt is
+  // left on them. Returns the changes.
+  std::vector<SnapshotChange> worker_ended(pid_t pid, bool killed);
   // A round's end (every worker ended): the files that are not committed, taken out of the index
   // for the caller to remove from the folder, with a rename still unpaired treated as a move out.
   std::vector<Uncommitted> end_round(std::vector<SnapshotChange>* changes);
@@ -128,7 +149,9 @@ class CommitIndex {
     bool folder = false;
     int batches = 0;  // carried into the next batch once, where its kMovedTo may be
   };
-  void commit(Entry& e, const Batch& b, const std::optional<FileIdentity>& now);
+  void commit(Entry& e, int round, const std::optional<FileIdentity>& now);
+  // A close (or a scan's find) in a batch with workers ending.
+  static void doubt(Entry& e, const Batch& b);
   void moved_to(const FolderEvent& ev, const Batch& b);
   std::map<std::string, long long> committed_view() const;
   std::vector<SnapshotChange> changes_since(const std::map<std::string, long long>& before, int round);

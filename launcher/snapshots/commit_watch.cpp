@@ -13,7 +13,6 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
-#include <system_error>
 
 #include <fmt/format.h>
 
@@ -49,7 +48,10 @@ std::string read_small(const std::string& path) {
 CommitWatch::CommitWatch(asio::io_context& io, UniqueFd instance, std::string folder, Hooks hooks)
     : inotify_(io), root_(std::move(folder)), hooks_(std::move(hooks)) {
   if (!instance) instance.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!instance) throw std::system_error(errno, std::generic_category(), "inotify_init1");
+  if (!instance) {
+    cannot_watch(root_, errno, "fs.inotify.max_user_instances");
+    return;
+  }
   inotify_.assign(instance.release());
   // Every file there now counts as committed: no worker of this job runs yet, so a file found is
   // one a run of this job kept (a requeue), whole as far as anyone can tell.
@@ -74,13 +76,7 @@ void CommitWatch::watch_tree(const std::string& relative, std::vector<FolderEven
   const int wd = ::inotify_add_watch(inotify_.native_handle(), path.c_str(), kFolderEvents);
   if (wd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return;  // gone already: its removal's events follow
-    watching_ = false;
-    if (hooks_.say) {
-      hooks_.say(fmt::format("ddprun: snapshots: cannot watch {} ({}{}); files left half-written by a worker's "
-                             "death are not told from whole ones in this run\n",
-                             path, std::strerror(errno),
-                             errno == ENOSPC ? ": raise fs.inotify.max_user_watches" : ""));
-    }
+    cannot_watch(path, errno, "fs.inotify.max_user_watches");
     return;
   }
   folder_of_watch_[wd] = relative;
@@ -106,6 +102,15 @@ void CommitWatch::watch_tree(const std::string& relative, std::vector<FolderEven
   ::closedir(dir);
 }
 
+void CommitWatch::cannot_watch(const std::string& path, int error, const char* limit) {
+  watching_ = false;
+  if (!hooks_.say) return;
+  hooks_.say(fmt::format("ddprun: snapshots: cannot watch {} ({}{}{}); files left half-written by a worker's death "
+                         "are not told from whole ones in this run\n",
+                         path, std::strerror(error), error == ENOSPC || error == EMFILE ? ": raise " : "",
+                         error == ENOSPC || error == EMFILE ? limit : ""));
+}
+
 void CommitWatch::forget_tree(const std::string& relative) {
   for (auto it = folder_of_watch_.begin(); it != folder_of_watch_.end();) {
     const std::string& f = it->second;
@@ -122,7 +127,7 @@ void CommitWatch::forget_tree(const std::string& relative) {
 void CommitWatch::wait() {
   inotify_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
     if (ec || !inotify_.is_open()) return;
-    read_batch(false, {});
+    read_batch({}, false);
     wait();
   });
 }
@@ -144,26 +149,25 @@ std::vector<CommitWatch::Raw> CommitWatch::read_queued(bool* overflowed) {
   return raw;
 }
 
-void CommitWatch::read_batch(bool reaping, const std::vector<Worker>& reaped) {
+void CommitWatch::read_batch(const std::vector<Worker>& reaped, bool killed) {
   if (!watching_) return;
   bool overflowed = false;
   const std::vector<Raw> raw = read_queued(&overflowed);
+  const bool reaping = !reaped.empty() || killed;
   if (raw.empty() && !reaping) return;
   // After the read, never before: a close this batch holds was queued before the read, so a
   // worker that made it while dying was exiting (PF_EXITING, set before its files are closed)
   // or a zombie by now; only ddprun reaps its workers, on this thread, and it reads first.
   Batch b;
   b.round = round_;
-  b.tainted = reaping;
-  for (const Worker& w : reaped) b.ending_ranks.push_back(w.rank);
+  b.killed = killed;
+  for (const Worker& w : reaped) b.ending.push_back({w.pid, w.rank});
   const std::vector<Worker> workers = hooks_.workers ? hooks_.workers() : std::vector<Worker>{};
   for (const Worker& w : workers) {
-    if (worker_seen(read_small(fmt::format("/proc/{}/stat", w.pid))) == WorkerSeen::kRunning) continue;
-    b.tainted = true;
-    b.ending_ranks.push_back(w.rank);
+    if (worker_seen(read_small(fmt::format("/proc/{}/stat", w.pid))) != WorkerSeen::kRunning) {
+      b.ending.push_back({w.pid, w.rank});
+    }
   }
-  std::sort(b.ending_ranks.begin(), b.ending_ranks.end());
-  b.ending_ranks.erase(std::unique(b.ending_ranks.begin(), b.ending_ranks.end()), b.ending_ranks.end());
   const bool scans = overflowed || std::any_of(raw.begin(), raw.end(), [](const Raw& r) {
                        return (r.mask & IN_ISDIR) && (r.mask & (IN_CREATE | IN_MOVED_TO));
                      });
@@ -179,7 +183,11 @@ void CommitWatch::read_batch(bool reaping, const std::vector<Worker>& reaped) {
     b.events = events_of(raw, open);
   }
   if (!watching_) return;
-  const std::vector<SnapshotChange> changes = index_.apply(b);
+  std::vector<SnapshotChange> changes = index_.apply(b);
+  for (const Worker& w : reaped) {
+    const auto more = index_.worker_ended(w.pid, w.killed);
+    changes.insert(changes.end(), more.begin(), more.end());
+  }
   if (overflowed && hooks_.say) {
     long long whole = 0;
     long long not_whole = 0;
@@ -187,7 +195,7 @@ void CommitWatch::read_batch(bool reaping, const std::vector<Worker>& reaped) {
     hooks_.say(fmt::format("ddprun: snapshots: inotify's queue overflowed (fs.inotify.max_queued_events): events "
                            "were lost; {} listed again: {} files committed, {} not ({})\n",
                            root_, whole, not_whole,
-                           b.tainted ? "a worker was ending: files changed since their commit are not"
+                           !b.ending.empty() || b.killed ? "a worker was ending: files changed since their commit are not"
                                      : "those a worker holds open for writing"));
   }
   changed(changes);
@@ -240,9 +248,11 @@ std::vector<FolderEvent> CommitWatch::events_of(const std::vector<Raw>& raw, con
     }
     const std::string full = root_ + "/" + ev.path;
     bool symlink = false;
+    struct stat st {};
     ev.now = identity_of(full, &symlink);
     if (r.mask & IN_CREATE) {
-      if (!ev.now) continue;  // a fifo, a socket, or gone already
+      // Gone already (renamed or removed later in this read: its events follow) is a file made.
+      if (!ev.now && ::lstat(full.c_str(), &st) == 0) continue;  // a fifo, a socket
       ev.kind = symlink ? Kind::kLinked : Kind::kCreated;
     } else if (r.mask & IN_MODIFY) {
       ev.kind = Kind::kModified;
@@ -295,11 +305,11 @@ std::vector<std::string> CommitWatch::open_for_writing() const {
   return open;
 }
 
-void CommitWatch::reaped(const std::vector<Worker>& ended) { read_batch(true, ended); }
+void CommitWatch::reaped(const std::vector<Worker>& ended) { read_batch(ended, false); }
 
 void CommitWatch::end_round() {
   if (!watching_) return;
-  read_batch(true, {});
+  read_batch({}, true);
   std::vector<SnapshotChange> changes;
   const std::vector<Uncommitted> gone = index_.end_round(&changes);
   for (const Uncommitted& f : gone) ::unlink((root_ + "/" + f.path).c_str());
@@ -308,6 +318,13 @@ void CommitWatch::end_round() {
     if (hooks_.removed) hooks_.removed(gone);
   }
   changed(changes);
+}
+
+void CommitWatch::stop() {
+  if (!watching_) return;
+  watching_ = false;
+  for (const auto& [wd, folder] : folder_of_watch_) ::inotify_rm_watch(inotify_.native_handle(), wd);
+  folder_of_watch_.clear();
 }
 
 void CommitWatch::changed(const std::vector<SnapshotChange>& changes) {

@@ -25,6 +25,7 @@ class CommitWatch {
   struct Worker {
     pid_t pid = -1;
     int rank = 0;
+    bool killed = false;  // reaped(): it ended by a signal
   };
   struct Hooks {
     std::function<std::vector<Worker>()> workers;  // this node's workers that are not reaped yet
@@ -37,8 +38,8 @@ class CommitWatch {
 
   // Watches `folder` (the snapshot folder, made), and counts every file in it as committed (a kept
   // folder that a requeue finds). `instance`: the inotify instance to use (OrphanGuard's, whose
-  // close is cheap); invalid: one is made here. Says one line, and decides nothing, where the
-  // folder cannot be watched (the user's inotify watches ran out).
+  // close is cheap); invalid: one is made here. Says one line, and decides nothing (removes
+  // nothing), where the folder cannot be watched (the user's inotify instances or watches ran out).
   CommitWatch(asio::io_context& io, UniqueFd instance, std::string folder, Hooks hooks);
   ~CommitWatch();
   CommitWatch(const CommitWatch&) = delete;
@@ -46,13 +47,18 @@ class CommitWatch {
 
   // The round the next batches belong to.
   void set_round(int round) { round_ = round; }
-  // Children were reaped (waitpid), `ended` the workers among them: every close they made is
-  // queued now, so what is queued is read at once, as a tainted batch; they taint no later batch.
+  // Workers were reaped (waitpid): every close they made is queued now, so what is queued is read
+  // at once, with them among the ending workers, and then how each ended decides the closes made
+  // while it was ending; they are in no later batch.
   void reaped(const std::vector<Worker>& ended);
-  // The round's end (every worker ended, what they left behind killed): what is queued is read (a
-  // tainted batch: those processes were just killed), and the files that are not committed are
-  // removed from the folder, with one line and the `removed` hook.
+  // The round's end (every worker ended, what they left behind killed): what is queued is read (no
+  // close in it is a commit: those processes were just killed), and the files that are not
+  // committed are removed from the folder, with one line and the `removed` hook.
   void end_round();
+
+  // The job's end, before the folder is removed or unmounted: every watch goes (the orphan guard
+  // holds the instance beyond ddprun's exit, and a watch holds the folder's file system busy).
+  void stop();
 
   const CommitIndex& index() const { return index_; }
 
@@ -65,11 +71,13 @@ class CommitWatch {
   };
   void wait();
   // Reads every queued event, looks at the workers (after the read: see README), decides.
-  void read_batch(bool reaping, const std::vector<Worker>& reaped);
+  void read_batch(const std::vector<Worker>& reaped, bool killed);
   std::vector<Raw> read_queued(bool* overflowed);
   // Adds watches to `relative` (a folder) and every folder below it; `found` gets its files.
   void watch_tree(const std::string& relative, std::vector<FolderEvent>* found, const std::vector<std::string>& open);
   void forget_tree(const std::string& relative);
+  // One line, and nothing decided from now on.
+  void cannot_watch(const std::string& path, int error, const char* limit);
   std::vector<FolderEvent> events_of(const std::vector<Raw>& raw, const std::vector<std::string>& open);
   // The files below the folder that a live worker holds open for writing (a scan's question).
   std::vector<std::string> open_for_writing() const;

@@ -39,12 +39,19 @@ FolderEvent found(const std::string& path, FileIdentity id, bool open = false) {
   return e;
 }
 
-Batch batch(std::vector<FolderEvent> events, bool tainted = false, std::vector<int> ranks = {}) {
+// A batch read while the workers of `ranks` were ending (pid 100 + rank each).
+Batch batch(std::vector<FolderEvent> events, std::vector<int> ranks = {}) {
   Batch b;
   b.events = std::move(events);
-  b.tainted = tainted;
-  b.ending_ranks = std::move(ranks);
+  for (int r : ranks) b.ending.push_back({100 + r, r});
   b.round = 1;
+  return b;
+}
+
+// The round's end's read: what ddprun just killed may have closed them.
+Batch killed(std::vector<FolderEvent> events) {
+  Batch b = batch(std::move(events));
+  b.killed = true;
   return b;
 }
 
@@ -54,6 +61,7 @@ std::string state_of(const CommitIndex& index, const std::string& path) {
   switch (e->state) {
     case State::kCommitted: return "committed";
     case State::kWriting: return "writing";
+    case State::kDoubted: return "doubted";
     case State::kHalfWritten: return "half-written";
   }
   return "?";
@@ -96,53 +104,67 @@ TEST_CASE("a worker as /proc/PID/stat shows it: running, exiting (PF_EXITING), a
   }
 }
 
-TEST_CASE("a close commits a file when no worker was ending; a close in a tainted batch does not") {
+TEST_CASE("a close commits a file when no worker was ending; one made as a worker ended waits for how it ended") {
+  struct End {
+    int rank;
+    bool killed;
+  };
   struct Row {
     const char* what;
     std::vector<Batch> batches;
+    std::vector<End> ends;  // workers reaped after the batches (pid 100 + rank)
     const char* state;
-    const char* changes;  // of the last batch
+    const char* changes;  // of the last step
   };
+  const auto written = [] { return batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a")}); };
+  const auto committed = [] { return batch({ev(Kind::kCreated, "a"), ev(Kind::kClosed, "a")}); };
   const std::vector<Row> rows = {
       {"written and closed, every worker alive",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a"), ev(Kind::kClosed, "a")})}, "committed", "+a"},
-      {"created, written, not closed yet", {batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a")})}, "writing", ""},
-      {"closed while a worker was exiting (or a zombie, or reaped at the read)",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a")}), batch({ev(Kind::kClosed, "a")}, true, {1})},
-       "half-written", ""},
+       {batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a"), ev(Kind::kClosed, "a")})}, {}, "committed", "+a"},
+      {"created, written, not closed yet", {written()}, {}, "writing", ""},
+      {"closed while rank 1 was ending (exiting, a zombie, or reaped just before the read)",
+       {written(), batch({ev(Kind::kClosed, "a")}, {1})}, {}, "doubted", ""},
+      {"... and rank 1 was killed (SIGKILL, SIGSEGV, the OOM killer)",
+       {written(), batch({ev(Kind::kClosed, "a")}, {1})}, {{1, true}}, "half-written", ""},
+      {"... and rank 1 exited (its own choice): its files as it left them",
+       {written(), batch({ev(Kind::kClosed, "a")}, {1})}, {{1, false}}, "committed", "+a"},
+      {"closed while ranks 0 and 1 were ending: 0 exited, 1 was killed",
+       {written(), batch({ev(Kind::kClosed, "a")}, {0, 1})}, {{0, false}, {1, true}}, "half-written", ""},
+      {"closed while ranks 0 and 1 were ending: both exited",
+       {written(), batch({ev(Kind::kClosed, "a")}, {0, 1})}, {{0, false}, {1, false}}, "committed", "+a"},
+      {"closed while ranks 0 and 1 were ending: only 0's end known yet",
+       {written(), batch({ev(Kind::kClosed, "a")}, {0, 1})}, {{0, false}}, "doubted", ""},
+      {"another worker's end does not decide it",
+       {written(), batch({ev(Kind::kClosed, "a")}, {1})}, {{2, true}}, "doubted", ""},
+      {"closed at the round's end, when ddprun has just killed what was left",
+       {written(), killed({ev(Kind::kClosed, "a")})}, {}, "half-written", ""},
       {"the close read apart from its writes: the close's batch decides",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a")}, true, {0}), batch({ev(Kind::kClosed, "a")})},
+       {batch({ev(Kind::kCreated, "a"), ev(Kind::kModified, "a")}, {0}), batch({ev(Kind::kClosed, "a")})}, {},
        "committed", "+a"},
-      {"a committed file written again: no longer committed",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kClosed, "a")}), batch({ev(Kind::kModified, "a")})}, "writing", "-a"},
-      {"a committed file rewritten and closed by a dying worker",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kClosed, "a")}), batch({ev(Kind::kModified, "a")}),
-        batch({ev(Kind::kClosed, "a")}, true, {0})},
+      {"a committed file written again: no longer committed", {committed(), batch({ev(Kind::kModified, "a")})}, {},
+       "writing", "-a"},
+      {"a committed file rewritten and closed by a killed worker",
+       {committed(), batch({ev(Kind::kModified, "a")}), batch({ev(Kind::kClosed, "a")}, {0})}, {{0, true}},
        "half-written", ""},
-      {"a committed file opened for writing by a dying worker, nothing written: still its close is doubted",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kClosed, "a")}), batch({ev(Kind::kClosed, "a")}, true, {0})},
-       "half-written", "-a"},
+      {"a committed file opened for writing by a dying worker, nothing written: its close is doubted too",
+       {committed(), batch({ev(Kind::kClosed, "a")}, {0})}, {}, "doubted", "-a"},
       {"a committed file closed again, unchanged, by a live one: no new commit",
-       {batch({ev(Kind::kCreated, "a"), ev(Kind::kClosed, "a")}), batch({ev(Kind::kClosed, "a")})}, "committed", ""},
-      {"a late close of a file removed since: nothing", {batch({gone(Kind::kClosed, "a")})}, "none", ""},
-      {"a symbolic link: whole as it is made", {batch({ev(Kind::kLinked, "latest")})}, "committed", "+latest"},
-      {"deleted", {batch({ev(Kind::kCreated, "a"), ev(Kind::kClosed, "a")}), batch({gone(Kind::kDeleted, "a")})},
-       "none", "-a"},
-      {"nested folders: paths below the folder",
-       {batch({ev(Kind::kCreated, "d/e/a"), ev(Kind::kModified, "d/e/a"), ev(Kind::kClosed, "d/e/a")})}, "committed",
-       "+d/e/a"},
+       {committed(), batch({ev(Kind::kClosed, "a")})}, {}, "committed", ""},
+      {"a late close of a file removed since: nothing", {batch({gone(Kind::kClosed, "a")})}, {}, "none", ""},
+      {"deleted", {committed(), batch({gone(Kind::kDeleted, "a")})}, {}, "none", "-a"},
   };
   for (const Row& row : rows) {
     CAPTURE(row.what);
     CommitIndex index;
     std::vector<SnapshotChange> last;
     for (const Batch& b : row.batches) last = index.apply(b);
-    const std::string path = std::string(row.what).find("link") != std::string::npos ? "latest"
-                             : std::string(row.what).find("nested") != std::string::npos ? "d/e/a"
-                                                                                         : "a";
-    CHECK(state_of(index, path) == row.state);
+    for (const End& e : row.ends) last = index.worker_ended(100 + e.rank, e.killed);
+    CHECK(state_of(index, "a") == row.state);
     CHECK(words(last) == row.changes);
   }
+  CommitIndex index;
+  CHECK(words(index.apply(batch({ev(Kind::kLinked, "latest")}, {0}))) == "+latest");  // whole as it is made
+  CHECK(words(index.apply(batch({ev(Kind::kCreated, "d/e/a"), ev(Kind::kClosed, "d/e/a")}))) == "+d/e/a");
 }
 
 TEST_CASE("a rename commits the file at its new name, unless it is still being written") {
@@ -160,7 +182,7 @@ TEST_CASE("a rename commits the file at its new name, unless it is still being w
         batch({ev(Kind::kMovedFrom, "tmp", 7), ev(Kind::kMovedTo, "ckpt", 7)})},
        "none", "committed", "-tmp +ckpt<tmp"},
       {"tmp closed while another worker died, then renamed by its live writer: committed",
-       {batch({ev(Kind::kCreated, "tmp"), ev(Kind::kModified, "tmp")}), batch({ev(Kind::kClosed, "tmp")}, true, {1}),
+       {batch({ev(Kind::kCreated, "tmp"), ev(Kind::kModified, "tmp")}), batch({ev(Kind::kClosed, "tmp")}, {1}),
         batch({ev(Kind::kMovedFrom, "tmp", 7), ev(Kind::kMovedTo, "ckpt", 7)})},
        "none", "committed", "+ckpt"},
       {"tmp renamed while still open for writing: not committed until its close",
@@ -170,12 +192,12 @@ TEST_CASE("a rename commits the file at its new name, unless it is still being w
       {"... and its writer killed before the close",
        {batch({ev(Kind::kCreated, "tmp"), ev(Kind::kModified, "tmp"), ev(Kind::kMovedFrom, "tmp", 7),
                ev(Kind::kMovedTo, "ckpt", 7)}),
-        batch({ev(Kind::kClosed, "ckpt")}, true, {0})},
-       "none", "half-written", ""},
-      {"tmp's writer killed mid-write, no rename: the last checkpoint stays committed",
+        batch({ev(Kind::kClosed, "ckpt")}, {0})},
+       "none", "doubted", ""},
+      {"tmp's writer dying mid-write, no rename: the last checkpoint stays committed",
        {batch({ev(Kind::kCreated, "ckpt"), ev(Kind::kClosed, "ckpt")}),
-        batch({ev(Kind::kCreated, "tmp"), ev(Kind::kModified, "tmp")}), batch({ev(Kind::kClosed, "tmp")}, true, {0})},
-       "half-written", "committed", ""},
+        batch({ev(Kind::kCreated, "tmp"), ev(Kind::kModified, "tmp")}), batch({ev(Kind::kClosed, "tmp")}, {0})},
+       "doubted", "committed", ""},
       {"the two halves of a rename read apart",
        {batch({ev(Kind::kCreated, "tmp"), ev(Kind::kClosed, "tmp")}), batch({ev(Kind::kMovedFrom, "tmp", 7)}),
         batch({ev(Kind::kMovedTo, "ckpt", 7)})},
@@ -185,6 +207,16 @@ TEST_CASE("a rename commits the file at its new name, unless it is still being w
         batch({ev(Kind::kCreated, "x")})},
        "none", "none", "-tmp"},
       {"moved in from outside: whole", {batch({ev(Kind::kMovedTo, "ckpt", 9)})}, "none", "committed", "+ckpt"},
+      // Each event's path is looked at once the batch is read: by then tmp had its new name.
+      {"made, written, closed and renamed in one read",
+       {batch({gone(Kind::kCreated, "tmp"), gone(Kind::kModified, "tmp"), gone(Kind::kClosed, "tmp"),
+               ev(Kind::kMovedFrom, "tmp", 7), ev(Kind::kMovedTo, "ckpt", 7)},
+              {0})},
+       "none", "committed", "+ckpt"},
+      {"made and written, then renamed in one read, still open",
+       {batch({gone(Kind::kCreated, "tmp"), gone(Kind::kModified, "tmp"), ev(Kind::kMovedFrom, "tmp", 7),
+               ev(Kind::kMovedTo, "ckpt", 7)})},
+       "none", "writing", ""},
   };
   for (const Row& row : rows) {
     CAPTURE(row.what);
@@ -221,20 +253,20 @@ TEST_CASE("a scan: at the start every file is committed; after an overflow, chan
   struct Row {
     const char* what;
     FolderEvent file;
-    bool tainted;
+    bool ending;  // a worker was ending
     const char* state;
   };
   const std::vector<Row> rows = {
       {"unchanged since its commit, a worker ending meanwhile", found("kept.pt", id_of(1)), true, "committed"},
       {"changed, no worker ending, nobody writing it", found("kept.pt", id_of(1, 99)), false, "committed"},
-      {"changed, a worker ending", found("kept.pt", id_of(1, 99)), true, "half-written"},
+      {"changed, a worker ending", found("kept.pt", id_of(1, 99)), true, "doubted"},
       {"changed, a live worker holds it open for writing", found("kept.pt", id_of(1, 99), true), false, "writing"},
       {"new, no worker ending", found("kept.pt", id_of(5)), false, "committed"},
   };
   for (const Row& row : rows) {
     CAPTURE(row.what);
     CommitIndex i = index;
-    Batch rescan = batch({row.file}, row.tainted, row.tainted ? std::vector<int>{0} : std::vector<int>{});
+    Batch rescan = batch({row.file}, row.ending ? std::vector<int>{0} : std::vector<int>{});
     rescan.complete_scan = true;
     const auto changes = i.apply(rescan);
     CHECK(state_of(i, "kept.pt") == row.state);
@@ -248,7 +280,7 @@ TEST_CASE("a round's end: what is not committed is taken out, with what is known
   index.apply(batch({ev(Kind::kCreated, "ckpt"), ev(Kind::kClosed, "ckpt"), ev(Kind::kCreated, "open"),
                      ev(Kind::kModified, "open"), ev(Kind::kCreated, "torn"), ev(Kind::kModified, "torn"),
                      ev(Kind::kCreated, "tmp"), ev(Kind::kClosed, "tmp")}));
-  index.apply(batch({ev(Kind::kClosed, "torn"), ev(Kind::kMovedFrom, "tmp", 5)}, true, {0, 3}));
+  index.apply(batch({ev(Kind::kClosed, "torn"), ev(Kind::kMovedFrom, "tmp", 5)}, {0, 3}));
   std::vector<SnapshotChange> changes;
   const std::vector<Uncommitted> out = index.end_round(&changes);
   REQUIRE(out.size() == 2);
