@@ -118,7 +118,7 @@ id="$id_base-inplace"
 run_ddprun inplace --max_restarts=20 --restart_backoff_max=0 --rdzv_id="$id" --event_log="$T/inplace.jsonl" \
   "$T/writer" inplace 20
 expect_eq "$RC" 0 "20 SIGKILLs mid-write, then a success"
-raced=$(check_inplace 20 "$T/inplace.err") || fail "$raced"
+raced=$(check_inplace 20 "$T/inplace.err" 2>&1) || fail "$raced"
 removals=$(grep -c "^ddprun: snapshots: removed .* (closed as rank 0 ended)" "$T/inplace.err" || true)
 ((removals >= 1)) || fail "no round removed a half-written file in 20 kills mid-write: $(cat "$T/inplace.err")"
 expect_eq "$(grep -c '"event":"snapshots_removed"' "$T/inplace.jsonl")" \
