@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "ddprun/unique_fd.hpp"
 #include "snapshots/commit_index.hpp"
@@ -84,6 +85,7 @@ class CommitWatch {
   void changed(const std::vector<SnapshotChange>& changes);
 
   asio::posix::stream_descriptor inotify_;
+  asio::steady_timer pause_;  // between two reads of the loop's own
   std::string root_;
   Hooks hooks_;
   std::map<int, std::string> folder_of_watch_;  // watch descriptor -> folder below root_ ("": root_)

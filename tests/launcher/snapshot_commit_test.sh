@@ -68,9 +68,9 @@ while True:
         done.write(f"{n} {k}\n")
     else:
         done.write(f"ckpt_{n}_{k}\n")
-        if k >= 2:  # two finished files at most, and the one being written
-            os.unlink(f"{d}/ckpt_{n}_{k - 2}")
+        if k >= 2:  # two finished files at most, and the one being written (said before it goes)
             done.write(f"-ckpt_{n}_{k - 2}\n")
+            os.unlink(f"{d}/ckpt_{n}_{k - 2}")
     k += 1
 PY
 worker writer <<'SH'
