@@ -33,23 +33,21 @@ struct FileIdentity {
   unsigned long long inode = 0;
   unsigned long long size = 0;
   long long mtime_ns = 0;
-  bool operator==(const FileIdentity& o) const {
-    return inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
-  }
+  bool operator==(const FileIdentity& o) const { return inode == o.inode && size == o.size && mtime_ns == o.mtime_ns; }
   bool operator!=(const FileIdentity& o) const { return !(*this == o); }
 };
 
 // One inotify event, as a path relative to the folder (or a file a scan found).
 struct FolderEvent {
   enum class Kind {
-    kCreated,     // IN_CREATE of a file
-    kModified,    // IN_MODIFY: a write or a truncation
-    kClosed,      // IN_CLOSE_WRITE: closed after being opened for writing
-    kMovedFrom,   // IN_MOVED_FROM (`folder`: a folder, everything under it moves)
-    kMovedTo,     // IN_MOVED_TO, paired with its kMovedFrom by `cookie`
-    kDeleted,     // IN_DELETE of a file
-    kLinked,      // IN_CREATE of a symbolic link: whole as it is made
-    kFound,       // a file a scan found (the start, a new folder's contents, an overflow's rescan)
+    kCreated,    // IN_CREATE of a file
+    kModified,   // IN_MODIFY: a write or a truncation
+    kClosed,     // IN_CLOSE_WRITE: closed after being opened for writing
+    kMovedFrom,  // IN_MOVED_FROM (`folder`: a folder, everything under it moves)
+    kMovedTo,    // IN_MOVED_TO, paired with its kMovedFrom by `cookie`
+    kDeleted,    // IN_DELETE of a file
+    kLinked,     // IN_CREATE of a symbolic link: whole as it is made
+    kFound,      // a file a scan found (the start, a new folder's contents, an overflow's rescan)
   };
   Kind kind = Kind::kCreated;
   std::string path;
@@ -87,10 +85,10 @@ struct SnapshotChange {
   enum class Kind { kCommitted, kRemoved };
   Kind kind = Kind::kCommitted;
   std::string path;
-  long long seq = 0;     // kCommitted: the bytes' number, growing with each commit; a rename keeps it
-  std::string from;      // kCommitted by a rename: the path these bytes had before the step
-  FileIdentity id;       // kCommitted: what the bytes were seen as (a shipper checks it before and after)
-  int round = 0;         // the round whose batch committed them
+  long long seq = 0;  // kCommitted: the bytes' number, growing with each commit; a rename keeps it
+  std::string from;   // kCommitted by a rename: the path these bytes had before the step
+  FileIdentity id;    // kCommitted: what the bytes were seen as (a shipper checks it before and after)
+  int round = 0;      // the round whose batch committed them
   bool operator==(const SnapshotChange& o) const {
     return kind == o.kind && path == o.path && seq == o.seq && from == o.from;
   }
@@ -157,7 +155,7 @@ class CommitIndex {
   std::vector<SnapshotChange> changes_since(const std::map<std::string, long long>& before, int round);
 
   std::map<std::string, Entry> entries_;
-  std::map<std::uint32_t, Moving> moving_;  // by cookie
+  std::map<std::uint32_t, Moving> moving_;      // by cookie
   std::map<std::string, long long> announced_;  // the committed files as the last changes told them
   long long next_seq_ = 1;
 };

@@ -112,17 +112,18 @@ void CommitWatch::watch_tree(const std::string& relative, std::vector<FolderEven
 void CommitWatch::cannot_watch(const std::string& path, int error, const char* limit) {
   watching_ = false;
   if (!hooks_.say) return;
-  hooks_.say(fmt::format("ddprun: snapshots: cannot watch {} ({}{}{}); files left half-written by a worker's death "
-                         "are not told from whole ones in this run\n",
-                         path, std::strerror(error), error == ENOSPC || error == EMFILE ? ": raise " : "",
-                         error == ENOSPC || error == EMFILE ? limit : ""));
+  hooks_.say(
+      fmt::format("ddprun: snapshots: cannot watch {} ({}{}{}); files left half-written by a worker's death "
+                  "are not told from whole ones in this run\n",
+                  path, std::strerror(error), error == ENOSPC || error == EMFILE ? ": raise " : "",
+                  error == ENOSPC || error == EMFILE ? limit : ""));
 }
 
 void CommitWatch::forget_tree(const std::string& relative) {
   for (auto it = folder_of_watch_.begin(); it != folder_of_watch_.end();) {
     const std::string& f = it->second;
-    if (f == relative || (f.size() > relative.size() && f.compare(0, relative.size(), relative) == 0 &&
-                          f[relative.size()] == '/')) {
+    if (f == relative ||
+        (f.size() > relative.size() && f.compare(0, relative.size(), relative) == 0 && f[relative.size()] == '/')) {
       ::inotify_rm_watch(inotify_.native_handle(), it->first);
       it = folder_of_watch_.erase(it);
     } else {
@@ -187,7 +188,8 @@ void CommitWatch::read_batch(const std::vector<Worker>& reaped, bool killed) {
   if (overflowed) {
     // Events were lost: the folder is listed again, and each file that changed since it was
     // committed is judged as the batch's closes are (and kept out while a worker writes it).
-    for (const auto& [wd, folder] : folder_of_watch_) ::inotify_rm_watch(inotify_.native_handle(), wd);
+    // Adding a watch to a folder watched already gives its descriptor again; a folder gone is
+    // left out, its watch's IN_IGNORED to come.
     folder_of_watch_.clear();
     b.complete_scan = true;
     watch_tree("", &b.events, open);
@@ -204,11 +206,12 @@ void CommitWatch::read_batch(const std::vector<Worker>& reaped, bool killed) {
     long long whole = 0;
     long long not_whole = 0;
     for (const auto& [path, e] : index_.entries()) (e.state == CommitIndex::State::kCommitted ? whole : not_whole)++;
-    hooks_.say(fmt::format("ddprun: snapshots: inotify's queue overflowed (fs.inotify.max_queued_events): events "
-                           "were lost; {} listed again: {} files committed, {} not ({})\n",
-                           root_, whole, not_whole,
-                           !b.ending.empty() || b.killed ? "a worker was ending: files changed since their commit are not"
-                                     : "those a worker holds open for writing"));
+    hooks_.say(
+        fmt::format("ddprun: snapshots: inotify's queue overflowed (fs.inotify.max_queued_events): events "
+                    "were lost; {} listed again: {} files committed, {} not ({})\n",
+                    root_, whole, not_whole,
+                    !b.ending.empty() || b.killed ? "a worker was ending: files changed since their commit are not"
+                                                  : "those a worker holds open for writing"));
   }
   changed(changes);
 }
@@ -242,7 +245,8 @@ std::vector<FolderEvent> CommitWatch::events_of(const std::vector<Raw>& raw, con
           for (auto& [wd, folder] : folder_of_watch_) {
             if (folder == from->second) {
               folder = ev.path;
-            } else if (folder.size() > from->second.size() && folder.compare(0, from->second.size(), from->second) == 0 &&
+            } else if (folder.size() > from->second.size() &&
+                       folder.compare(0, from->second.size(), from->second) == 0 &&
                        folder[from->second.size()] == '/') {
               folder = ev.path + folder.substr(from->second.size());
             }
