@@ -71,6 +71,10 @@ class Agent::Impl {
                                          status_ != nullptr || workers_.group().warm_start().waits_for_progress(),
                                          guard.take_inotify(), hang_hooks());
     workers_.watch_hangs(*hangs_);
+    if (!snapshots_.path().empty()) {
+      commits_ = std::make_unique<CommitWatch>(io_, guard.take_snapshot_inotify(), snapshots_.path(), commit_hooks());
+      workers_.watch_commits(commits_.get());
+    }
     // A worker waiting on a slow console is not hung.
     workers_.group().output_paused = [this](int local_rank, bool paused) {
       hangs_->watchdog().output_paused(local_rank, paused);
@@ -313,6 +317,7 @@ class Agent::Impl {
     exit_code_ = e.exit_code;
     if (!e.console.empty()) say(e.console);
     if (e.root_cause) node_.last_failure = e.root_cause;
+    if (commits_) commits_->stop();
     const SnapshotsLeft snapshots = snapshots_.finish(exit_code_ == 0);  // the workers are gone
     if (!snapshots.line.empty()) say(snapshots.line);
     const std::string error = record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_,
@@ -341,6 +346,19 @@ class Agent::Impl {
       if (status_) status_->update([&](JobView& view) { record_beat(view, local_rank, at, step, deadline, timeout); });
     };
     workers_.answer_hangs(h.response);
+    return h;
+  }
+
+  // The snapshot folder's watch: the workers it looks at, what it says and logs.
+  CommitWatch::Hooks commit_hooks() {
+    CommitWatch::Hooks h;
+    h.workers = [this] { return workers_.unreaped(); };
+    h.say = [](const std::string& line) { say(line); };
+    h.removed = [this](const std::vector<Uncommitted>& files) {
+      std::vector<std::pair<std::string, std::string>> list;
+      for (const auto& f : files) list.emplace_back(f.path, uncommitted_why(f));
+      events_.write(records::snapshots_removed(node_.round.round, list));
+    };
     return h;
   }
 
@@ -395,6 +413,7 @@ class Agent::Impl {
   std::unique_ptr<OutputWriters> writers_;
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<HangWatch> hangs_;
+  std::unique_ptr<CommitWatch> commits_;  // the snapshot folder's committed files; none with --snapshot=off
 
   int shutdown_signal_ = 0;       // the first shutdown signal received
   elastic::JobOutcome outcome_;   // the rendezvous's, once it ended the job

@@ -1,5 +1,7 @@
 #include "round_workers.hpp"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -28,6 +30,7 @@ RoundWorkers::RoundWorkers(Context context)
       gasp_timer_(c_.io) {}
 
 void RoundWorkers::start(int attempt) {
+  if (commits_) commits_->set_round(c_.node.round.round);
   grace_timer_.cancel();
   open_ = true;
   all_ended_ = false;
@@ -151,6 +154,13 @@ void RoundWorkers::reap(const std::function<bool(pid_t, int)>& claim) {
   auto ended_now = group_.reap([&](pid_t pid, int status) {
     if (!claim(pid, status)) hangs_->response().child_exited(pid);
   });
+  // Every close a reaped worker made is queued now: the snapshot folder's watch reads it before
+  // anything else happens (a round's end that follows removes what they left half-written).
+  if (commits_ && !ended_now.empty()) {
+    std::vector<CommitWatch::Worker> ended;
+    for (const auto& [worker, status] : ended_now) ended.push_back({worker->pid, worker->rank, WIFSIGNALED(status)});
+    commits_->reaped(ended);
+  }
   // What they printed last: the stderr tail tells the kind (and a traceback whether a worker
   // that ddprun had signalled failed on its own first), stdout may hold their last steps.
   for (const auto& [worker, status] : ended_now) {
@@ -214,7 +224,16 @@ void RoundWorkers::end_round() {
   group_.warm_start().cancel_wait();
   hangs_->watchdog().end_round();
   group_.end_round();
+  if (commits_) commits_->end_round();  // every worker ended: what is not whole goes
   c_.events.write(records::round_ended(c_.node.round.round));
+}
+
+std::vector<CommitWatch::Worker> RoundWorkers::unreaped() const {
+  std::vector<CommitWatch::Worker> out;
+  for (const auto& w : group_.workers()) {
+    if (w->pid > 0 && !w->reaped) out.push_back({w->pid, w->rank, false});
+  }
+  return out;
 }
 
 elastic::WorkerFailure RoundWorkers::identity(const WorkerProcess& w) const {

@@ -22,6 +22,7 @@
 #include "process/containment.hpp"
 #include "process/worker_group.hpp"
 #include "report/node_record.hpp"
+#include "snapshots/commit_watch.hpp"
 #include "snapshots/dying_gasp.hpp"
 
 namespace ddprun::launcher {
@@ -51,6 +52,11 @@ class RoundWorkers {
   // The rendezvous fence's deadlines, moved (Rendezvous::Handlers::fence_moved): no worker starts
   // at or after `fence`, and a SIGKILL from outside past `backstop` is the orphan guard's fence.
   void fence_moved(std::optional<elastic::FenceDeadlines> at) { fence_ = at; }
+  // The snapshot folder's watch (none with --snapshot=off): told of each reap, right after the
+  // waitpid, and of the round's end, once what the workers left behind is killed.
+  void watch_commits(CommitWatch* commits) { commits_ = commits; }
+  // The workers not reaped yet, as the snapshot folder's watch looks at them.
+  std::vector<CommitWatch::Worker> unreaped() const;
 
   // Starts the workers of the node's round as its start `attempt`, once the warm interpreter is
   // ready (WarmStart::when_ready); then dispatches WorkersStarted. None starts at or after the
@@ -110,6 +116,7 @@ class RoundWorkers {
   std::optional<Gasp> gasp_;
   asio::steady_timer gasp_timer_;
   HangWatch* hangs_ = nullptr;
+  CommitWatch* commits_ = nullptr;
   std::optional<elastic::FenceDeadlines> fence_;
   bool open_ = false;                 // workers were started and their round has not ended yet
   bool starting_ = false;             // waiting for the warm interpreter to start them

@@ -200,13 +200,14 @@ OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& pri
   }
   UniqueFd launcher_end(ends[0]), guard_end(ends[1]);
   UniqueFd inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));  // inherited by the guard
+  UniqueFd snapshot_inotify(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   const pid_t pid = ::fork();
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork (orphan guard)");
   if (pid == 0) {
     launcher_end.reset();
     run_guard(guard_end.get(), cgroup, private_folder, chores);
   }
-  return OrphanGuard(std::move(launcher_end), pid, std::move(inotify));
+  return OrphanGuard(std::move(launcher_end), pid, std::move(inotify), std::move(snapshot_inotify));
 }
 
 void OrphanGuard::watch(pid_t process_group) { send('+', process_group); }

@@ -12,8 +12,8 @@
 // is stopped (SIGSTOP) or stalled cannot run its own fence timer, so the guard kills the watched
 // groups itself at a deadline ddprun keeps moving (fence_at()), a little after ddprun's own.
 //
-// It also holds what would make ddprun's own exit slow to close: the heartbeat files' inotify
-// instance (take_inotify()).
+// It also holds what would make ddprun's own exit slow to close: the heartbeat files' and the
+// snapshot folder's inotify instances (take_inotify(), take_snapshot_inotify()).
 #pragma once
 
 #include <sys/types.h>
@@ -69,14 +69,20 @@ class OrphanGuard {
   // VM); ddprun's close then only drops a reference, and the guard, which exits after ddprun,
   // does the wait.
   UniqueFd take_inotify() { return std::move(inotify_); }
+  // Another, for the snapshot folder's watch (snapshots/commit_watch.hpp).
+  UniqueFd take_snapshot_inotify() { return std::move(snapshot_inotify_); }
 
  private:
-  OrphanGuard(UniqueFd to_guard, pid_t pid, UniqueFd inotify)
-      : to_guard_(std::move(to_guard)), pid_(pid), inotify_(std::move(inotify)) {}
+  OrphanGuard(UniqueFd to_guard, pid_t pid, UniqueFd inotify, UniqueFd snapshot_inotify)
+      : to_guard_(std::move(to_guard)),
+        pid_(pid),
+        inotify_(std::move(inotify)),
+        snapshot_inotify_(std::move(snapshot_inotify)) {}
   void send(char op, pid_t process_group, std::int64_t deadline = 0, int id = 0, int fd = -1);
   UniqueFd to_guard_;
   pid_t pid_ = -1;
   UniqueFd inotify_;
+  UniqueFd snapshot_inotify_;
 };
 
 }  // namespace ddprun::launcher

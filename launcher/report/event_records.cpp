@@ -79,6 +79,12 @@ EventRecord worker_failed(const elastic::WorkerFailure& f) {
 
 EventRecord round_ended(int round) { return {"round_ended", {{"round", round}}}; }
 
+EventRecord snapshots_removed(int round, const std::vector<std::pair<std::string, std::string>>& files) {
+  json list = json::array();
+  for (const auto& [path, why] : files) list.push_back({{"path", path}, {"why", why}});
+  return {"snapshots_removed", {{"round", round}, {"files", list}}};
+}
+
 EventRecord spare(int place, const std::string& why) { return {"spare", {{"place", place}, {"why", why}}}; }
 
 EventRecord quarantined(const elastic::QuarantinedNode& node) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -37,6 +38,9 @@ EventRecord worker_exited(int rank, int local_rank, pid_t pid, int exit_code, in
 // A failure once its kind is known.
 EventRecord worker_failed(const elastic::WorkerFailure& failure);
 EventRecord round_ended(int round);
+// The files of the snapshot folder that the end of `round` removed, as (path, why: what is known of
+// why it was not committed) (snapshots/commit_index.hpp).
+EventRecord snapshots_removed(int round, const std::vector<std::pair<std::string, std::string>>& files);
 EventRecord spare(int place, const std::string& why);
 EventRecord quarantined(const elastic::QuarantinedNode& node);
 // A --health_check ended: result_file.hpp's health_check_json().

@@ -62,6 +62,8 @@ TEST_CASE("event log records, as a table") {
        {{"rank", 5}, {"local_rank", 1}, {"exit_code", 139}, {"kind", "segfault"}, {"retryable", true},
         {"cause", "SIGSEGV"}, {"exception", nullptr}, {"location", nullptr}, {"step", 40}, {"progressed", true}}},
       {records::round_ended(2), "round_ended", {{"round", 2}}},
+      {records::snapshots_removed(2, {{"ckpt.pt", "closed as rank 1 ended"}}), "snapshots_removed",
+       {{"round", 2}, {"files", {{{"path", "ckpt.pt"}, {"why", "closed as rank 1 ended"}}}}}},
       {records::spare(1, "the job has its 2 nodes"), "spare", {{"place", 1}, {"why", "the job has its 2 nodes"}}},
       {records::quarantined({"h2 (10.0.0.2)", "2 segfaults"}), "quarantined",
        {{"node", "h2 (10.0.0.2)"}, {"why", "2 segfaults"}}},
