@@ -68,6 +68,15 @@ for r in 0 1; do
   expect_eq "${BASH_REMATCH[1]}" "$(at reference $r 8)" "$writer ($v): rank $r's parameters at the resume against the reference's after step 8"
   expect_eq "$(at killed $r 12)" "$(at reference $r 12)" "$writer ($v): rank $r's final parameters against the reference's"
 done
+if [[ $writer == lightning_ckpt ]]; then
+  # Lightning took ddprun's processes and ranks (torchelastic's environment), and started none.
+  for r in 0 1; do
+    for run in reference killed; do
+      [[ $(line $run $r "attempt=0 resumed_at=") == *" global_rank=$r world=2 environment=TorchElasticEnvironment launcher=ddprun" ]] \
+        || fail "lightning ($v): rank $r of the $run run: not ddprun's rank $r of 2 under torchelastic's environment: $(line $run $r "attempt=0 resumed_at=")"
+    done
+  done
+fi
 ok "$writer, torch $v: SIGKILL of rank $kill_rank after step 9, restart, every rank resumed at step 8 with the reference's parameters bit for bit, and ends with them ($(at reference 0 12))"
 
 # What the writer left in the folder (kept by --snapshot_keep).

@@ -3,6 +3,7 @@ steps, one folder per save (every rank writes its shard; rank 0 writes .metadata
 resumes at start from the newest folder that has its .metadata. The only change for ddprun: the
 folders are in DDPRUN_SNAPSHOT_DIR.
 Usage: dcp.py STEPS SAVE_EVERY"""
+import gc
 import os
 import sys
 
@@ -62,6 +63,12 @@ def main():
             dcp.save({"model": model_state, "optimizer": optimizer_state, "step": step},
                      storage_writer=FileSystemWriter(os.path.join(folder, f"step_{step}")))
         probe.step_done(step, net)
+    # DDP's reducer must not be what drops the last reference to the gloo process group: its
+    # destructor, run with the GIL held, waits for gloo's threads, one of which may need the GIL to
+    # free the tensors of DCP's last broadcast (pytorch/pytorch#56297; 1 exit in 5 hung on torch
+    # 2.11). So the model goes first, and destroy_process_group() drops the group without the GIL.
+    del model
+    gc.collect()
     dist.destroy_process_group()
 
 
