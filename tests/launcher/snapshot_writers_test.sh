@@ -59,14 +59,18 @@ SNAPSHOT_WRITERS_KILL=$kill_rank:9 run_ddprun killed --nproc_per_node=2 --max_re
 expect_in "$T/killed.err" "rank $kill_rank \(local rank $kill_rank\) failed: .*SIGKILL"
 line killed "$kill_rank" killed_after_step=9 >/dev/null
 for r in 0 1; do
-  expect_eq "$(at reference $r 8)" "$(at reference 0 8)" "$writer ($v): the reference's ranks after step 8"
+  # Each value assigned first: a line not found then ends the test (set -e), never compares as "".
+  reference8=$(at reference $r 8)
+  reference12=$(at reference $r 12)
+  killed12=$(at killed $r 12)
+  expect_eq "$reference8" "$(at reference 0 8)" "$writer ($v): the reference's ranks after step 8"
   first=$(line killed $r "attempt=0 resumed_at=")
   [[ $first == 0\ * ]] || fail "$writer ($v): rank $r's first attempt did not start afresh: resumed_at=$first"
   resumed=$(line killed $r "attempt=1 resumed_at=")
   [[ $resumed =~ ^8\ checksum=([0-9a-f]+) ]] \
     || fail "$writer ($v): rank $r resumed at '$resumed', not at step 8 (the last checkpoint committed before the SIGKILL after step 9)"
-  expect_eq "${BASH_REMATCH[1]}" "$(at reference $r 8)" "$writer ($v): rank $r's parameters at the resume against the reference's after step 8"
-  expect_eq "$(at killed $r 12)" "$(at reference $r 12)" "$writer ($v): rank $r's final parameters against the reference's"
+  expect_eq "${BASH_REMATCH[1]}" "$reference8" "$writer ($v): rank $r's parameters at the resume against the reference's after step 8"
+  expect_eq "$killed12" "$reference12" "$writer ($v): rank $r's final parameters against the reference's"
 done
 if [[ $writer == lightning_ckpt ]]; then
   # Lightning took ddprun's processes and ranks (torchelastic's environment), and started none.
@@ -77,7 +81,7 @@ if [[ $writer == lightning_ckpt ]]; then
     done
   done
 fi
-ok "$writer, torch $v: SIGKILL of rank $kill_rank after step 9, restart, every rank resumed at step 8 with the reference's parameters bit for bit, and ends with them ($(at reference 0 12))"
+ok "$writer, torch $v: SIGKILL of rank $kill_rank after step 9, restart, every rank resumed at step 8 with the reference's parameters bit for bit, and ends with them ($reference12)"
 
 # What the writer left in the folder (kept by --snapshot_keep).
 [[ -d $folder ]] || fail "$writer ($v): no kept snapshot folder $folder"
