@@ -2,13 +2,18 @@
 // every piece of the worker library in use. Run it alone (world size 1) or under a launcher:
 //
 //   ddprun --nproc_per_node=2 build/worker/train --epochs 5 --checkpoint-dir /tmp/ckpt
+//   ddprun --nproc_per_node=2 --max_restarts=3 build/worker/train --epochs 5 --snapshots
 //
-// With --checkpoint-dir, a restarted job resumes from the last completed epoch and ends with
-// the same parameters as an uninterrupted run; --crash-at-step lets tests prove it.
+// With --checkpoint-dir (or --snapshots: ddprun's DDPRUN_SNAPSHOT_DIR, in memory), a restarted
+// job resumes from the last completed epoch and ends with the same parameters as an
+// uninterrupted run; --crash-at-step lets tests prove it.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -40,7 +45,9 @@ struct Flags {
   int64_t val_samples = 1024;
   uint64_t seed = 0;
   std::string checkpoint_dir;
+  bool snapshots = false;
   int64_t crash_at_step = -1;
+  bool crash_with_sigkill = false;
   int crash_rank = 0;
   std::string save_params;
 };
@@ -109,9 +116,15 @@ int run(int argc, char** argv) {
   app.add_option("--seed", f.seed, "seed of the data, the model and the shuffles");
   app.add_option("--checkpoint-dir", f.checkpoint_dir,
                  "save a checkpoint after every epoch here and resume from the newest one");
+  app.add_flag("--snapshots", f.snapshots,
+               "the same in the folder a Checkpointer given none uses: DDPRUN_SNAPSHOT_DIR under ddprun "
+               "(in memory, kept across restarts), else ./checkpoints")
+      ->excludes("--checkpoint-dir");
   app.add_option("--crash-at-step", f.crash_at_step,
                  "test hook: throw at this global step (counted from 1), on the first attempt only");
   app.add_option("--crash-rank", f.crash_rank, "test hook: the rank that crashes");
+  app.add_flag("--crash-with-sigkill", f.crash_with_sigkill,
+               "test hook: the crash is a SIGKILL of the process, not an exception");
   app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
   try {
     app.parse(argc, argv);
@@ -142,8 +155,12 @@ int run(int argc, char** argv) {
   items.extra = &extra;
   int start_epoch = 0;
   std::optional<ddprun::Checkpointer> checkpointer;
-  if (!f.checkpoint_dir.empty()) {
-    checkpointer.emplace(f.checkpoint_dir, comm);
+  if (!f.checkpoint_dir.empty() || f.snapshots) {
+    if (f.snapshots) {
+      checkpointer.emplace(comm);
+    } else {
+      checkpointer.emplace(f.checkpoint_dir, comm);
+    }
     // After the wrapper exists, as PyTorch users load into ddp.module: loaded in place.
     if (auto done = checkpointer->load_latest(items)) start_epoch = static_cast<int>(*done);
   }
@@ -166,6 +183,7 @@ int run(int argc, char** argv) {
                   "{} epochs, {}",
                   comm->size(), comm->backend(), f.samples, f.batch_size, steps_per_epoch,
                   f.epochs, device.str()));
+  if (checkpointer) log("train: checkpoints in " + checkpointer->dir().string());
   if (start_epoch > 0) {
     log(fmt::format("resumed from the checkpoint after epoch {} (attempt {}; best val_loss {:.4f})",
                     start_epoch, env.restart_count, extra.at("best_val_loss").toDouble()));
@@ -181,6 +199,11 @@ int run(int argc, char** argv) {
     for (auto& batch : *loader) {
       ++step;
       if (step == f.crash_at_step && comm->rank() == f.crash_rank && env.restart_count == 0) {
+        if (f.crash_with_sigkill) {
+          std::printf("train: SIGKILL at step %lld on rank %d (--crash-with-sigkill)\n", static_cast<long long>(step), comm->rank());
+          std::fflush(stdout);
+          ::kill(::getpid(), SIGKILL);
+        }
         throw std::runtime_error(fmt::format("injected crash at step {} on rank {} (--crash-at-step)",
                                              step, comm->rank()));
       }

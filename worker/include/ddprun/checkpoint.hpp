@@ -18,8 +18,16 @@
 #include "ddprun/comm.hpp"
 #include "ddprun/distributed_sampler.hpp"
 #include "ddprun/export.hpp"
+#include "ddprun/launch_env.hpp"
 
 namespace ddprun {
+
+// The folder a Checkpointer given none uses: DDPRUN_SNAPSHOT_DIR, the folder in memory that
+// ddprun keeps for the job on this node across worker deaths, restarts and rounds
+// (docs/guides/snapshots.md), when it is set and not empty; else `fallback` (a program started
+// alone or by torchrun). A folder the program names is never replaced by it.
+DDPRUN_API std::filesystem::path default_checkpoint_dir(const std::filesystem::path& fallback = "checkpoints",
+                                                        const EnvLookup& env = process_env());
 
 // "checkpoint-<step, 9 digits>.pt"
 DDPRUN_API std::string checkpoint_file_name(int64_t step);
@@ -51,6 +59,9 @@ class DDPRUN_API Checkpointer {
   // Only rank 0 touches `dir` (creating it if needed); the other ranks receive what it reads
   // over `comm`, so the directory need not be visible from every node.
   Checkpointer(std::filesystem::path dir, std::shared_ptr<Comm> comm, int keep_last = 2);
+  // In default_checkpoint_dir(): DDPRUN_SNAPSHOT_DIR under ddprun, else "checkpoints" in the
+  // working directory.
+  explicit Checkpointer(std::shared_ptr<Comm> comm, int keep_last = 2);
 
   // Collective (every rank calls it; it gathers the RNG states); only rank 0 writes. `step`
   // is the number of steps (or epochs) completed, so resuming starts at step `step`. Writes

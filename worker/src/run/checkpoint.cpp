@@ -25,6 +25,7 @@
 
 #include "ddprun/collectives.hpp"
 #include "ddprun/system.hpp"
+#include "ddprun/worker_env.hpp"
 
 namespace ddprun {
 
@@ -214,6 +215,12 @@ void set_learning_rates(torch::optim::Optimizer& optimizer, const at::Tensor& lr
 
 }  // namespace
 
+fs::path default_checkpoint_dir(const fs::path& fallback, const EnvLookup& lookup) {
+  const std::optional<std::string> snapshots = lookup(env::kSnapshotDir);
+  if (snapshots && !snapshots->empty()) return *snapshots;
+  return fallback;
+}
+
 std::string checkpoint_file_name(int64_t step) {
   char name[64];
   std::snprintf(name, sizeof name, "checkpoint-%09lld.pt", static_cast<long long>(step));
@@ -233,6 +240,9 @@ std::optional<int64_t> newest_checkpoint(const std::vector<std::string>& file_na
 
 Checkpointer::Checkpointer(fs::path dir, std::shared_ptr<Comm> comm, int keep_last)
     : dir_(std::move(dir)), comm_(std::move(comm)), keep_last_(keep_last < 1 ? 1 : keep_last) {}
+
+Checkpointer::Checkpointer(std::shared_ptr<Comm> comm, int keep_last)
+    : Checkpointer(default_checkpoint_dir(), std::move(comm), keep_last) {}
 
 void Checkpointer::save(int64_t step, const CheckpointItems& items) {
   if (items.model == nullptr) throw std::invalid_argument("Checkpointer::save: CheckpointItems::model is required");
