@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "snapshots/replica_manifest.hpp"
+#include "replica/manifest.hpp"
 
-using namespace ddprun::launcher;
+using namespace ddprun::elastic;
 
 namespace {
 

@@ -1,17 +1,18 @@
 // The replicated snapshot folder's manifest: which version of each path a node holds, and the
 // decisions that follow from manifests: whether a copy received is newer, what a node must fetch
 // or remove before a round's workers start, and what no node holds whole any more. Pure: no I/O,
-// tested as tables (tests/launcher/replica_manifest_test.cpp). The design: README.md,
+// tested as tables (tests/elastic/replica_manifest_test.cpp). The design: README.md,
 // "Replication across nodes".
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
 
-namespace ddprun::launcher {
+namespace ddprun::elastic {
 
 // A commit's stamp: a Lamport clock and the node that committed it. Totally ordered, the same
 // order on every node: the newest stamp of a path wins everywhere.
@@ -36,6 +37,12 @@ struct ManifestEntry {
 };
 
 using ManifestEntries = std::map<std::string, ManifestEntry>;
+
+// On the wire (link.hpp): {"clock":C,"origin":O}; {"version":V,"size":S,"removed":B}.
+void to_json(nlohmann::json& j, const Version& v);
+void from_json(const nlohmann::json& j, Version& v);
+void to_json(nlohmann::json& j, const ManifestEntry& e);
+void from_json(const nlohmann::json& j, ManifestEntry& e);
 
 // One node's manifest and its clock.
 class Manifest {
@@ -107,4 +114,4 @@ struct RestorePlan {
 RestorePlan plan_restore(const Manifest& local, const std::vector<PeerManifest>& peers,
                          const std::map<std::string, Version>& announced);
 
-}  // namespace ddprun::launcher
+}  // namespace ddprun::elastic

@@ -1,9 +1,24 @@
-#include "snapshots/replica_manifest.hpp"
+#include "replica/manifest.hpp"
 
 #include <algorithm>
 #include <utility>
 
-namespace ddprun::launcher {
+namespace ddprun::elastic {
+
+void to_json(nlohmann::json& j, const Version& v) { j = {{"clock", v.clock}, {"origin", v.origin}}; }
+void from_json(const nlohmann::json& j, Version& v) {
+  j.at("clock").get_to(v.clock);
+  j.at("origin").get_to(v.origin);
+}
+void to_json(nlohmann::json& j, const ManifestEntry& e) {
+  j = {{"version", e.version}, {"size", e.size}, {"removed", e.removed}};
+}
+void from_json(const nlohmann::json& j, ManifestEntry& e) {
+  j.at("version").get_to(e.version);
+  j.at("size").get_to(e.size);
+  j.at("removed").get_to(e.removed);
+}
+
 
 const ManifestEntry* Manifest::find(const std::string& path) const {
   const auto it = entries_.find(path);
@@ -86,4 +101,4 @@ RestorePlan plan_restore(const Manifest& local, const std::vector<PeerManifest>&
   return plan;
 }
 
-}  // namespace ddprun::launcher
+}  // namespace ddprun::elastic
