@@ -250,3 +250,32 @@ TEST_CASE("fenced: a peer without the secret, and a node not in the round, never
   CHECK(b.lines.wait_for("refused a connection"));
   CHECK_FALSE(b.has("evil.pt"));
 }
+
+TEST_CASE("make_snapshot_replication listens on every address of the node: reached at 127.0.0.1") {
+  Folder fa;
+  Node b;
+  Lines said;
+  auto a = make_snapshot_replication(fa.path, "s3cret", said.say());
+  CHECK(a->node().size() == 16);
+  CHECK(a->node() != b.replicator->node());
+  const std::vector<SnapshotPeer> ring = {{a->node(), "127.0.0.1", a->port()}, b.peer()};
+  std::mutex mutex;
+  std::condition_variable cv;
+  int restored = 0;
+  const auto done = [&](RestoreOutcome) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++restored;
+    cv.notify_all();
+  };
+  a->start_round(0, ring, done);
+  b.replicator->start_round(0, ring, done);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(cv.wait_for(lock, std::chrono::duration<double>(kWait), [&] { return restored == 2; }));
+  }
+  b.write("from_b", "to a");
+  std::ofstream(fa.path + "/from_a") << "to b";
+  a->committed("from_a");
+  REQUIRE(b.holds("from_a", a->node()));
+  CHECK(b.read("from_a") == "to b");
+}

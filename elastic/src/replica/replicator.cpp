@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "auth/rendezvous_auth.hpp"
 #include "replica/link.hpp"
 
 namespace ddprun::elastic {
@@ -39,26 +40,44 @@ bool replicable_path(const std::string& path) {
 
 Replicator::Replicator(Settings settings, Say say)
     : settings_(std::move(settings)), say_(std::move(say)), manifest_("") {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const char* host = settings_.listen_addr.empty() ? nullptr : settings_.listen_addr.c_str();
-  if (const int rc = ::getaddrinfo(host, "0", &hints, &found); rc != 0) {
-    throw std::runtime_error(fmt::format("snapshot replication: {}: {}", settings_.listen_addr, ::gai_strerror(rc)));
-  }
   std::string error = "no address";
-  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
-    const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (s < 0) continue;
-    if (::bind(s, a->ai_addr, a->ai_addrlen) == 0 && ::listen(s, 64) == 0) {
-      listen_fd_ = s;
-      break;
+  if (settings_.listen_addr.empty()) {
+    // Every address: IPv6 and IPv4 on one socket where the node has IPv6, else IPv4's.
+    const int s6 = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s6 >= 0) {
+      const int off = 0;
+      ::setsockopt(s6, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+      sockaddr_in6 any{};
+      any.sin6_family = AF_INET6;
+      any.sin6_addr = in6addr_any;
+      if (::bind(s6, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0 && ::listen(s6, 64) == 0) {
+        listen_fd_ = s6;
+      } else {
+        ::close(s6);
+      }
     }
-    error = std::strerror(errno);
-    ::close(s);
+    if (listen_fd_ < 0) settings_.listen_addr = "0.0.0.0";
   }
-  ::freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    if (const int rc = ::getaddrinfo(settings_.listen_addr.c_str(), "0", &hints, &found); rc != 0) {
+      throw std::runtime_error(fmt::format("snapshot replication: {}: {}", settings_.listen_addr, ::gai_strerror(rc)));
+    }
+    for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+      const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (s < 0) continue;
+      if (::bind(s, a->ai_addr, a->ai_addrlen) == 0 && ::listen(s, 64) == 0) {
+        listen_fd_ = s;
+        break;
+      }
+      error = std::strerror(errno);
+      ::close(s);
+    }
+    ::freeaddrinfo(found);
+  }
   if (listen_fd_ < 0) {
     throw std::runtime_error(fmt::format("snapshot replication cannot listen on {}: {}", settings_.listen_addr, error));
   }
@@ -67,7 +86,7 @@ Replicator::Replicator(Settings settings, Say say)
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
   port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  node_ = fmt::format("{}:{}", settings_.listen_addr, port_);
+  node_ = random_nonce().substr(0, 16);
   manifest_ = Manifest(node_);
   if (::pipe2(wake_, O_CLOEXEC) != 0) {
     ::close(listen_fd_);
@@ -349,6 +368,11 @@ void Replicator::send_loop() {
       changed_cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_ || round_changes_ != changes; });
     }
   }
+}
+
+std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const std::string& secret,
+                                                               SnapshotReplication::Say say) {
+  return std::make_unique<Replicator>(Replicator::Settings{folder, "", secret}, std::move(say));
 }
 
 }  // namespace ddprun::elastic

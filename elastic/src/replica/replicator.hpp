@@ -25,27 +25,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ddprun/snapshot_replication.hpp"
 #include "replica/manifest.hpp"
 
 namespace ddprun::elastic {
 
 class ReplicaLink;
 
-// A member of a round, as the rendezvous says where it listens.
-struct ReplicaPeer {
-  std::string node;  // "addr:port", the replicator's node()
-  std::string addr;
-  int port = 0;
-};
-
-// What the restore at a round's start did, for the console and the event log.
-struct RestoreOutcome {
-  std::size_t fetched = 0;
-  std::size_t removed = 0;
-  std::uint64_t bytes = 0;
-  double seconds = 0;
-  std::vector<std::string> lines;  // what to say: lost versions, members that did not answer
-};
+using ReplicaPeer = SnapshotPeer;
 
 // The name of the folder inside the snapshot folder where copies are received before they are
 // whole; not the job's, and never replicated.
@@ -55,11 +42,11 @@ inline constexpr const char* kIncomingFolder = ".ddprun-incoming";
 // not in kIncomingFolder.
 bool replicable_path(const std::string& path);
 
-class Replicator {
+class Replicator final : public SnapshotReplication {
  public:
   struct Settings {
     std::string folder;       // the snapshot folder (it exists)
-    std::string listen_addr;  // the node's advertised address; it listens on a free port there
+    std::string listen_addr;  // where it listens, on a free port; "": every address of the node
     std::string secret;       // the job's secret: every link authenticates with it
     double timeout = 10;      // a peer silent this long mid-copy, or a connection this slow, fails
     std::size_t chunk = 1u << 20;
@@ -68,23 +55,23 @@ class Replicator {
 
   // Listens; throws std::runtime_error when it cannot.
   Replicator(Settings settings, Say say);
-  ~Replicator();
+  ~Replicator() override;
   Replicator(const Replicator&) = delete;
   Replicator& operator=(const Replicator&) = delete;
 
-  int port() const { return port_; }
-  const std::string& node() const { return node_; }
+  int port() const override { return port_; }
+  const std::string& node() const override { return node_; }
 
   // A round starts: its members in ring (group-rank) order, this node among them. Pushes go to
   // the new successor from now on and are taken only from the new predecessor; then every other
   // member's manifest is read and what this node lacks is fetched: `restored` is called (on the
   // restore thread) when this node holds the newest whole version of every path any member
   // holds. Returns at once.
-  void start_round(int round, std::vector<ReplicaPeer> ring, std::function<void(RestoreOutcome)> restored);
+  void start_round(int round, std::vector<ReplicaPeer> ring, std::function<void(RestoreOutcome)> restored) override;
   // A file of the folder committed (closed or renamed into place by a worker) or removed here.
   // Ignored for what this replicator itself put in place or removed.
-  void committed(const std::string& path);
-  void removed(const std::string& path);
+  void committed(const std::string& path) override;
+  void removed(const std::string& path) override;
 
   ManifestEntries entries() const;
   // Waits until `done(entries, announced)` holds, at most `timeout` seconds; whether it did.
