@@ -123,6 +123,16 @@ EventRecord stacks_written(int rank, pid_t pid, const std::string& file) {
 
 EventRecord heartbeats_missing(double after) { return {"heartbeats_missing", {{"after", after}}}; }
 
+EventRecord snapshot_restore(int round, std::size_t fetched, std::size_t removed, std::uint64_t bytes, double seconds,
+                             const std::vector<std::string>& lines) {
+  return {"snapshot_restore", {{"round", round},
+                               {"fetched", fetched},
+                               {"removed", removed},
+                               {"bytes", bytes},
+                               {"seconds", seconds},
+                               {"lines", lines}}};
+}
+
 EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,
                  const std::string& snapshot_dir) {
   json fields = {{"exit_code", exit_code}};

@@ -54,6 +54,11 @@ EventRecord timer_expired(pid_t pid, const std::string& scope_id, int signal);
 // A worker's stacks collected; `file`: where they are kept, "" when nowhere after ddprun exits.
 EventRecord stacks_written(int rank, pid_t pid, const std::string& file);
 EventRecord heartbeats_missing(double after);
+// The snapshot folder's restore before this node's workers of a round started (elastic's
+// SnapshotReplication): files fetched from other nodes, removals applied, bytes, seconds, and what
+// was said (lost versions, nodes that did not answer).
+EventRecord snapshot_restore(int round, std::size_t fetched, std::size_t removed, std::uint64_t bytes, double seconds,
+                             const std::vector<std::string>& lines);
 // The last record: ddprun's exit code, the signal that stopped it, the root cause, the error, and
 // the snapshot folder kept for a requeue (`snapshot_dir`, "": none; the field only when kept).
 EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,

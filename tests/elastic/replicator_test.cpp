@@ -197,7 +197,7 @@ TEST_CASE("a node that replaces a lost one holds every file of the job before it
 TEST_CASE("a copy cut by its sender's loss is never put in place, and the restore says it is lost") {
   Node b, c;
   // A predecessor that sends the start of a copy and goes: played by a link of the test.
-  const ReplicaPeer ghost{"127.0.0.1:1", "127.0.0.1", 1};
+  const ReplicaPeer ghost{"ffffffffffffffff-ghost", "127.0.0.1", 1};
   start_round(0, {&b, &c});
   b.write("ckpt.pt", "old whole version");
   REQUIRE(c.holds("ckpt.pt", b.replicator->node()));
@@ -220,7 +220,7 @@ TEST_CASE("a copy cut by its sender's loss is never put in place, and the restor
   CHECK(b.read("ckpt.pt") == "old whole version");
   CHECK(c.read("ckpt.pt") == "old whole version");
   REQUIRE(outcomes[0].lines.size() == 1);
-  CHECK(outcomes[0].lines[0].find("ckpt.pt as written on 127.0.0.1:1 is lost") != std::string::npos);
+  CHECK(outcomes[0].lines[0].find("ckpt.pt as written on ffffffffffffffff-ghost is lost") != std::string::npos);
   CHECK(outcomes[0].lines[0].find("keeps the version written on " + b.replicator->node()) != std::string::npos);
   for (Node* n : {&b, &c}) CHECK(fs::is_empty(fs::path(n->folder.path) / kIncomingFolder));
 }
@@ -236,8 +236,8 @@ TEST_CASE("fenced: a peer without the secret, and a node not in the round, never
   // With the secret, but not a member of the round (a lost node still sending): refused, said.
   {
     ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
-                                            {{"type", "intro"}, {"purpose", "push"}, {"round", 0}, {"node", "10.0.0.9:5"}}, kWait);
-    CHECK(b.lines.wait_for("refused copies from 10.0.0.9:5 (round 0): not a member of round 0"));
+                                            {{"type", "intro"}, {"purpose", "push"}, {"round", 0}, {"node", "eeeeeeeeeeeeeeee-x"}}, kWait);
+    CHECK(b.lines.wait_for("refused copies from eeeeeeeeeeeeeeee-x (round 0): not a member of round 0"));
     CHECK_THROWS_AS(link.receive(kWait), LinkError);  // closed by b
   }
   CHECK(b.replicator->entries().empty());
@@ -256,7 +256,8 @@ TEST_CASE("make_snapshot_replication listens on every address of the node: reach
   Node b;
   Lines said;
   auto a = make_snapshot_replication(fa.path, "s3cret", said.say());
-  CHECK(a->node().size() == 16);
+  CHECK(a->node().size() == 16 + 1 + 8);
+  CHECK(a->node().substr(0, 16) == folder_identity(fa.path));
   CHECK(a->node() != b.replicator->node());
   const std::vector<SnapshotPeer> ring = {{a->node(), "127.0.0.1", a->port()}, b.peer()};
   std::mutex mutex;
@@ -278,4 +279,27 @@ TEST_CASE("make_snapshot_replication listens on every address of the node: reach
   a->committed("from_a");
   REQUIRE(b.holds("from_a", a->node()));
   CHECK(b.read("from_a") == "to b");
+}
+
+TEST_CASE("nodes whose folder is one (one machine, no mount namespace of their own) copy nothing, and say so once") {
+  Node a;
+  const std::string dir = a.folder.path;
+  Lines said;
+  // A second replicator of the same folder: another ddprun of the job on this machine.
+  auto b = make_snapshot_replication(dir, "s3cret", said.say());
+  CHECK(b->node().substr(0, 16) == a.replicator->node().substr(0, 16));
+  const std::vector<SnapshotPeer> ring = {a.peer(), {b->node(), "127.0.0.1", b->port()}};
+  CHECK(shared_folder(ring) == a.replicator->node() + " and " + b->node());
+  Folder other;
+  CHECK(folder_identity(other.path) != folder_identity(dir));
+  std::vector<RestoreOutcome> outcomes;
+  for (int round = 0; round < 2; ++round) {
+    a.replicator->start_round(round, ring, [&](RestoreOutcome o) { outcomes.push_back(std::move(o)); });
+  }
+  REQUIRE(outcomes.size() == 2);  // called at once
+  REQUIRE(outcomes[0].lines.size() == 1);
+  CHECK(outcomes[0].lines[0].find("not copied between the nodes of round 0") != std::string::npos);
+  CHECK(outcomes[1].lines.empty());
+  a.write("x", "y");
+  CHECK(a.replicator->wait_sent(kWait));  // nothing to send to
 }

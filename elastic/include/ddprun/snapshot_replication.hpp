@@ -22,6 +22,10 @@ struct RestoreOutcome {
   std::vector<std::string> lines;  // what to say: lost versions, members that did not answer
 };
 
+// The folder inside the snapshot folder where copies are received before they are whole, to be
+// renamed into place: ddprun's, not the job's; never replicated, never judged by the commit watch.
+inline constexpr const char* kIncomingFolder = ".ddprun-incoming";
+
 class SnapshotReplication {
  public:
   using Say = std::function<void(const std::string& line)>;

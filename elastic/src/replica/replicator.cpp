@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <optional>
 #include <utility>
@@ -23,6 +25,30 @@
 #include "replica/link.hpp"
 
 namespace ddprun::elastic {
+
+std::string folder_identity(const std::string& folder) {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string boot_id;
+  std::getline(boot, boot_id);
+  struct stat st {};
+  ::stat(folder.c_str(), &st);
+  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (const char c : fmt::format("{}:{}:{}", boot_id, static_cast<unsigned long long>(st.st_dev),
+                                  static_cast<unsigned long long>(st.st_ino))) {
+    hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
+std::string shared_folder(const std::vector<SnapshotPeer>& ring) {
+  std::map<std::string, std::string> seen;  // folder identity -> node
+  for (const SnapshotPeer& peer : ring) {
+    const std::string folder = peer.node.substr(0, peer.node.find('-'));
+    const auto [it, added] = seen.emplace(folder, peer.node);
+    if (!added) return fmt::format("{} and {}", it->second, peer.node);
+  }
+  return "";
+}
 
 bool replicable_path(const std::string& path) {
   if (path.empty() || path.size() > 4000 || path.front() == '/' || path.find('\0') != std::string::npos) return false;
@@ -86,14 +112,17 @@ Replicator::Replicator(Settings settings, Say say)
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
   port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  node_ = random_nonce().substr(0, 16);
+  node_ = folder_identity(settings_.folder) + "-" + random_nonce().substr(0, 8);
   manifest_ = Manifest(node_);
   if (::pipe2(wake_, O_CLOEXEC) != 0) {
     ::close(listen_fd_);
     throw std::runtime_error(fmt::format("snapshot replication: pipe: {}", std::strerror(errno)));
   }
+  // Made at start, emptied of what a killed ddprun left there (never whole), removed at the end.
   const std::string incoming = settings_.folder + "/" + kIncomingFolder;
-  ::mkdir(incoming.c_str(), 0700);  // left from a killed ddprun: what is in it is never whole
+  std::error_code ignored;
+  std::filesystem::remove_all(incoming, ignored);
+  ::mkdir(incoming.c_str(), 0700);
   accept_thread_ = std::thread([this] { accept_loop(); });
   send_thread_ = std::thread([this] { send_loop(); });
 }
@@ -108,13 +137,14 @@ Replicator::~Replicator() {
   (void)!::write(wake_[1], "x", 1);
   if (accept_thread_.joinable()) accept_thread_.join();
   if (send_thread_.joinable()) send_thread_.join();
-  if (restore_thread_.joinable()) restore_thread_.join();
+  for (std::thread& t : restore_threads_) t.join();
   std::map<std::thread::id, std::thread> left;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     left.swap(connections_);
   }
   for (auto& [id, thread] : left) thread.join();
+  ::rmdir((settings_.folder + "/" + kIncomingFolder).c_str());  // empty now: every copy ended
   ::close(listen_fd_);
   ::close(wake_[0]);
   ::close(wake_[1]);
@@ -151,7 +181,9 @@ void Replicator::committed(const std::string& path) {
     if (ours) return;  // the copy this replicator renamed into place
   }
   const ManifestEntry& entry = manifest_.commit(path, static_cast<std::uint64_t>(st.st_size));
-  queue_.push_back(OutItem{path, entry, nullptr});
+  // Without a ring (one node, a round not replicated) only the manifest: a later round's restore
+  // takes what the others lack from it.
+  if (ring_.size() > 1) queue_.push_back(OutItem{path, entry, nullptr});
   changed();
 }
 
@@ -165,14 +197,34 @@ void Replicator::removed(const std::string& path) {
   const ManifestEntry* held = manifest_.find(path);
   if (held == nullptr || held->removed) return;
   const ManifestEntry& entry = manifest_.remove(path);
-  queue_.push_back(OutItem{path, entry, nullptr});
+  if (ring_.size() > 1) queue_.push_back(OutItem{path, entry, nullptr});
   changed();
 }
 
 void Replicator::start_round(int round, std::vector<ReplicaPeer> ring, std::function<void(RestoreOutcome)> restored) {
-  if (restore_thread_.joinable()) restore_thread_.join();
+  // Nodes on one machine whose folders are one (no mount namespace of their own): each already
+  // sees what the others commit, and a copy would be written over its own source.
+  if (const std::string shared = shared_folder(ring); !shared.empty()) {
+    RestoreOutcome outcome;
+    if (!std::exchange(said_shared_, true)) {
+      outcome.lines.push_back(fmt::format(
+          "snapshots: not copied between the nodes of round {}: nodes {} share one snapshot folder (one machine)", round,
+          shared));
+    }
+    ring.clear();
+    std::lock_guard<std::mutex> lock(mutex_);
+    round_ = round;
+    ring_.clear();
+    ++restores_;
+    ++round_changes_;
+    changed();
+    restored(std::move(outcome));
+    return;
+  }
+  std::uint64_t generation = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    generation = ++restores_;
     round_ = round;
     ring_ = ring;
     self_ = 0;
@@ -182,10 +234,10 @@ void Replicator::start_round(int round, std::vector<ReplicaPeer> ring, std::func
     ++round_changes_;
     changed();
   }
-  restore_thread_ = std::thread(
-      [this, round, ring = std::move(ring), restored = std::move(restored)]() mutable {
-        restore(round, std::move(ring), std::move(restored));
-      });
+  restore_threads_.push_back(std::thread(
+      [this, generation, round, ring = std::move(ring), restored = std::move(restored)]() mutable {
+        restore(generation, round, std::move(ring), std::move(restored));
+      }));
 }
 
 // ---- accepting and serving ----------------------------------------------------------------

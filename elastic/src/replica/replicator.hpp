@@ -34,13 +34,15 @@ class ReplicaLink;
 
 using ReplicaPeer = SnapshotPeer;
 
-// The name of the folder inside the snapshot folder where copies are received before they are
-// whole; not the job's, and never replicated.
-inline constexpr const char* kIncomingFolder = ".ddprun-incoming";
-
 // Whether `path` may name a file of the folder: relative, no "." or ".." or empty component,
 // not in kIncomingFolder.
 bool replicable_path(const std::string& path);
+
+// What tells one snapshot folder from another, whatever machine or mount namespace: the boot's id,
+// the folder's device and inode, hashed (16 hex digits). A replicator's node id starts with it.
+std::string folder_identity(const std::string& folder);
+// Two members of `ring` whose node ids say they have one folder ("a and b"); "" when none do.
+std::string shared_folder(const std::vector<SnapshotPeer>& ring);
 
 class Replicator final : public SnapshotReplication {
  public:
@@ -111,7 +113,9 @@ class Replicator final : public SnapshotReplication {
   void send_loop();
   void send_item(ReplicaLink& link, const OutItem& item);
   void send_file(ReplicaLink& link, const std::string& path, const ManifestEntry& entry);
-  void restore(int round, std::vector<ReplicaPeer> ring, std::function<void(RestoreOutcome)> restored);
+  void restore(std::uint64_t generation, int round, std::vector<ReplicaPeer> ring,
+               std::function<void(RestoreOutcome)> restored);
+  bool restore_current(std::uint64_t generation) const;
   void changed();  // under mutex_: wakes wait_until()
 
   Settings settings_;
@@ -135,12 +139,14 @@ class Replicator final : public SnapshotReplication {
   std::uint64_t round_changes_ = 0;
   std::uint64_t incoming_count_ = 0;
   bool stopping_ = false;
+  bool said_shared_ = false;
   std::map<std::thread::id, std::thread> connections_;  // serve()'s threads
   std::vector<std::thread::id> finished_;                // those that ended, to join
   std::set<ReplicaLink*> open_links_;                    // shut down when stopping
   std::thread accept_thread_;
   std::thread send_thread_;
-  std::thread restore_thread_;
+  std::vector<std::thread> restore_threads_;  // one a round; a round's start never waits for the last's
+  std::uint64_t restores_ = 0;               // start_round() calls: an older restore stops early
 };
 
 }  // namespace ddprun::elastic

@@ -19,7 +19,15 @@ double since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-void Replicator::restore(int round, std::vector<ReplicaPeer> ring, std::function<void(RestoreOutcome)> restored) {
+bool Replicator::restore_current(std::uint64_t generation) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generation == restores_ && !stopping_;
+}
+
+// A restore that a newer round's start overtook stops between two steps, and says nothing: the
+// newer one does the work.
+void Replicator::restore(std::uint64_t generation, int round, std::vector<ReplicaPeer> ring,
+                         std::function<void(RestoreOutcome)> restored) {
   const auto start = std::chrono::steady_clock::now();
   RestoreOutcome outcome;
   std::size_t self = 0;
@@ -32,6 +40,7 @@ void Replicator::restore(int round, std::vector<ReplicaPeer> ring, std::function
   for (std::size_t k = 1; k < ring.size(); ++k) {
     const ReplicaPeer& peer = ring[(self + ring.size() - k) % ring.size()];
     by_node[peer.node] = peer;
+    if (!restore_current(generation)) return;
     try {
       ReplicaLink link = ReplicaLink::connect(
           peer.addr, peer.port, settings_.secret,
@@ -51,6 +60,7 @@ void Replicator::restore(int round, std::vector<ReplicaPeer> ring, std::function
   for (const RestoreFetch& fetch : plan.fetch) {
     const auto peer = by_node.find(fetch.from);
     if (peer == by_node.end()) continue;
+    if (!restore_current(generation)) return;
     try {
       ReplicaLink link = ReplicaLink::connect(
           peer->second.addr, peer->second.port, settings_.secret,
