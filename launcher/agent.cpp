@@ -39,7 +39,7 @@ class Agent::Impl {
  public:
   Impl(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
        std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
-       SnapshotDir& snapshots, RunPaths paths)
+       SnapshotDir& snapshots, elastic::SnapshotReplication* replication, RunPaths paths)
       : io_(io),
         config_(std::move(config)),
         environ_(std::move(environ)),
@@ -50,7 +50,7 @@ class Agent::Impl {
         python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
         settings_{host_name(), config_.rdzv_id, config_.max_restarts},
         workers_({io_, config_, environ_, python_, paths_, settings_, phase_, node_, guard_, containment, events_,
-                  [this](Occurrence o) { dispatch(std::move(o)); }}),
+                  [this](Occurrence o) { dispatch(std::move(o)); }, replication}),
         health_({io_, config_, environ_, guard_, containment,
                  [this](HealthCheckReport report) { health_check_ended(std::move(report)); }}),
         signals_(io, signal_handlers()),
@@ -427,9 +427,9 @@ class Agent::Impl {
 
 Agent::Agent(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
              std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
-             SnapshotDir& snapshots, RunPaths paths)
+             SnapshotDir& snapshots, elastic::SnapshotReplication* replication, RunPaths paths)
     : impl_(std::make_unique<Impl>(io, std::move(config), std::move(environ), std::move(rendezvous), guard, containment,
-                                   snapshots, std::move(paths))) {}
+                                   snapshots, replication, std::move(paths))) {}
 
 Agent::~Agent() = default;
 

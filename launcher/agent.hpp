@@ -12,6 +12,7 @@
 
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
+#include "ddprun/snapshot_replication.hpp"
 #include "process/containment.hpp"
 #include "process/orphan_guard.hpp"
 #include "process/worker_group.hpp"
@@ -27,7 +28,7 @@ class Agent {
  public:
   Agent(asio::io_context& io, config::LaunchConfig config, std::map<std::string, std::string> environ,
         std::unique_ptr<elastic::Rendezvous> rendezvous, OrphanGuard& guard, Containment& containment,
-        SnapshotDir& snapshots, RunPaths paths);
+        SnapshotDir& snapshots, elastic::SnapshotReplication* replication, RunPaths paths);
   ~Agent();
 
   // The signals the agent handles must be blocked in every thread before any thread starts.

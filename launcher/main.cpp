@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -24,9 +25,11 @@
 #include "ddprun/rendezvous.hpp"
 #include "ddprun/rendezvous_config.hpp"
 #include "ddprun/slurm_env.hpp"
+#include "ddprun/snapshot_replication.hpp"
 #include "ddprun/slurm_options.hpp"
 #include "ddprun/user_error.hpp"
 #include "ddprun/worker_env.hpp"
+#include "output/output_writer.hpp"
 #include "process/containment.hpp"
 #include "process/process_tree.hpp"
 #include "process/spawn.hpp"
@@ -34,6 +37,7 @@
 #include "rendezvous_setup.hpp"
 #include "report/status_command.hpp"
 #include "snapshots/snapshot_dir.hpp"
+#include "snapshots/snapshot_place.hpp"
 
 extern char** environ;
 
@@ -288,9 +292,27 @@ int run(int argc, char** argv) {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   asio::io_context io;
+  // The snapshot folder of a job of several nodes is copied to the other nodes' (its threads
+  // start after the signals are blocked); the join tells the others where it listens.
+  std::unique_ptr<elastic::SnapshotReplication> replication;
+  if (cfg.multi_node() && !snapshots.path().empty()) {
+    const std::string blocked = launcher::replication_blocked(!rendezvous_config.secret.empty(),
+                                                              rendezvous_config.auth == elastic::AuthMode::kMunge,
+                                                              rendezvous_config.backend == config::RdzvBackend::kEtcd);
+    if (blocked.empty()) {
+      replication = elastic::make_snapshot_replication(
+          snapshots.path(), rendezvous_config.secret,
+          [&io](const std::string& line) { asio::post(io, [line] { launcher::say("ddprun: " + line + "\n"); }); });
+      rendezvous_config.snapshot_node = replication->node();
+      rendezvous_config.snapshot_port = replication->port();
+    } else {
+      std::cerr << "ddprun: snapshots are not copied to the other nodes, so a node's loss loses its files: " << blocked
+                << "\n";
+    }
+  }
   auto rendezvous = elastic::make_rendezvous(io, rendezvous_config);
   launcher::Agent agent(io, std::move(cfg), vars, std::move(rendezvous), guard, *containment, snapshots,
-                        std::move(paths));
+                        replication.get(), std::move(paths));
   return agent.run();
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <utility>
 
+#include <asio/post.hpp>
 #include <fmt/format.h>
 
 #include "ddprun/clocks.hpp"
@@ -19,6 +20,7 @@
 #include "report/failure_report.hpp"
 #include "report/job_exit.hpp"
 #include "report/worker_end.hpp"
+#include "snapshots/snapshot_place.hpp"
 
 namespace ddprun::launcher {
 
@@ -35,6 +37,42 @@ void RoundWorkers::start(int attempt) {
   open_ = true;
   all_ended_ = false;
   starting_ = true;
+  const std::uint64_t start = ++starts_;
+  const elastic::RoundAssignment& round = c_.node.round;
+  if (c_.replication != nullptr && !round.snapshot_peers.empty()) {
+    // The folder first: a node that replaces a lost one fetches what the others hold before its
+    // workers look for a checkpoint. On the replication's thread, then back on the loop.
+    c_.replication->start_round(round.round, round.snapshot_peers,
+                                [this, io = &c_.io, start, attempt](elastic::RestoreOutcome outcome) {
+                                  asio::post(*io, [this, start, attempt, outcome = std::move(outcome)] {
+                                    restored(start, attempt, outcome);
+                                  });
+                                });
+    return;
+  }
+  if (c_.replication != nullptr && round.group_world_size > 1 && !std::exchange(said_not_replicated_, true)) {
+    say(fmt::format("ddprun: snapshots: round {} is not replicated: {}\n", round.round,
+                    round.group_world_size > elastic::kMaxSnapshotRing
+                        ? fmt::format("it has more than {} nodes", elastic::kMaxSnapshotRing)
+                        : std::string("a node of it has no replication (--snapshot=off, or no secret, there)")));
+  }
+  start_when_warm(attempt);
+}
+
+void RoundWorkers::restored(std::uint64_t start, int attempt, const elastic::RestoreOutcome& outcome) {
+  for (const std::string& line : outcome.lines) say("ddprun: " + line + "\n");
+  if (outcome.fetched > 0 || outcome.removed > 0) {
+    say(fmt::format("ddprun: snapshots: {} fetched from the other nodes ({}), {} removed, in {:.2f} s\n",
+                    outcome.fetched == 1 ? std::string("1 file") : fmt::format("{} files", outcome.fetched),
+                    size_words(outcome.bytes), outcome.removed, outcome.seconds));
+  }
+  c_.events.write(records::snapshot_restore(c_.node.round.round, outcome.fetched, outcome.removed, outcome.bytes,
+                                            outcome.seconds, outcome.lines));
+  if (start != starts_ || !starting_) return;  // given up (cancel_start) or started again since
+  start_when_warm(attempt);
+}
+
+void RoundWorkers::start_when_warm(int attempt) {
   // --warm_start: while the warm interpreter still imports, the workers wait for it rather than
   // start cold beside it (warm_start.hpp says why); the loop goes on meanwhile.
   group_.warm_start().when_ready(c_.io, [this, attempt] { start_now(attempt); });

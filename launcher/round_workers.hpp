@@ -16,6 +16,7 @@
 
 #include "ddprun/launch_config.hpp"
 #include "ddprun/rendezvous.hpp"
+#include "ddprun/snapshot_replication.hpp"
 #include "hangs/hang_watch.hpp"
 #include "occurrence.hpp"
 #include "output/event_log.hpp"
@@ -43,6 +44,9 @@ class RoundWorkers {
     Containment& containment;
     EventLog& events;
     std::function<void(Occurrence)> dispatch;
+    // The snapshot folder's replication across nodes; null: none (one node, --snapshot=off, no
+    // secret). With a round that lists replicators, the workers start after its restore.
+    elastic::SnapshotReplication* replication = nullptr;
   };
   explicit RoundWorkers(Context context);
 
@@ -58,8 +62,10 @@ class RoundWorkers {
   // The workers not reaped yet, as the snapshot folder's watch looks at them.
   std::vector<CommitWatch::Worker> unreaped() const;
 
-  // Starts the workers of the node's round as its start `attempt`, once the warm interpreter is
-  // ready (WarmStart::when_ready); then dispatches WorkersStarted. None starts at or after the
+  // Starts the workers of the node's round as its start `attempt`, once this node's snapshot
+  // folder holds what the round's other nodes hold (SnapshotReplication::start_round, when the
+  // round lists replicators) and the warm interpreter is ready (WarmStart::when_ready); then
+  // dispatches WorkersStarted. None starts at or after the
   // fence's deadline (then Fenced is dispatched); a worker that could not start is dispatched as
   // a failure.
   void start(int attempt);
@@ -90,6 +96,9 @@ class RoundWorkers {
   void classify(occurred::WorkerFailed& failure);
 
  private:
+  // The restore of round `round` for start `start` ended: said, logged, then the warm start.
+  void restored(std::uint64_t start, int attempt, const elastic::RestoreOutcome& outcome);
+  void start_when_warm(int attempt);
   void start_now(int attempt);
   // A worker's failure before its end is known: who, where, when.
   elastic::WorkerFailure identity(const WorkerProcess& w) const;
@@ -119,7 +128,9 @@ class RoundWorkers {
   CommitWatch* commits_ = nullptr;
   std::optional<elastic::FenceDeadlines> fence_;
   bool open_ = false;                 // workers were started and their round has not ended yet
-  bool starting_ = false;             // waiting for the warm interpreter to start them
+  bool starting_ = false;             // waiting for the snapshot restore or the warm interpreter
+  std::uint64_t starts_ = 0;          // start() calls: a restore's end for an older one is stale
+  bool said_not_replicated_ = false;  // the line that a round is not replicated, said once
   bool all_ended_ = false;            // AllEnded was dispatched for this round
   long long oom_kills_at_start_ = 0;  // the cgroup's memory_events() when the round's workers started
   std::optional<long long> kernel_oom_kills_at_start_;  // the host's, then (containment.hpp)

@@ -141,6 +141,16 @@ EventRecord dying_gasp(int signal, const std::vector<int>& ranks, unsigned long 
                          {"still_running", still_running}}};
 }
 
+EventRecord snapshot_restore(int round, std::size_t fetched, std::size_t removed, std::uint64_t bytes, double seconds,
+                             const std::vector<std::string>& lines) {
+  return {"snapshot_restore", {{"round", round},
+                               {"fetched", fetched},
+                               {"removed", removed},
+                               {"bytes", bytes},
+                               {"seconds", seconds},
+                               {"lines", lines}}};
+}
+
 EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,
                  const std::string& snapshot_dir) {
   json fields = {{"exit_code", exit_code}};

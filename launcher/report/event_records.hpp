@@ -65,6 +65,11 @@ EventRecord heartbeats_missing(double after);
 // were still running then.
 EventRecord dying_gasp(int signal, const std::vector<int>& ranks, unsigned long long files, unsigned long long bytes,
                        std::optional<double> last_write, double seconds, const std::string& ended, int still_running);
+// The snapshot folder's restore before this node's workers of a round started (elastic's
+// SnapshotReplication): files fetched from other nodes, removals applied, bytes, seconds, and what
+// was said (lost versions, nodes that did not answer).
+EventRecord snapshot_restore(int round, std::size_t fetched, std::size_t removed, std::uint64_t bytes, double seconds,
+                             const std::vector<std::string>& lines);
 // The last record: ddprun's exit code, the signal that stopped it, the root cause, the error, and
 // the snapshot folder kept for a requeue (`snapshot_dir`, "": none; the field only when kept).
 EventRecord exit(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal,

@@ -38,6 +38,34 @@ TEST_CASE("the node of rank 0 decides whether the workers use its launcher's sto
   });
 }
 
+TEST_CASE("every assignment lists the round's snapshot replicators in group-rank order, when every node has one") {
+  play(job(3, 3), {
+      {"join 1 rank=2 snap", {}},
+      {"join 2 rank=0 snap", {}},
+      {"join 3 rank=1 snap",
+       {"n2 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.2:1002 ring=s2@10.0.0.2:2002,s3@10.0.0.3:2003,s1@10.0.0.1:2001",
+        "n3 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.2:1002 ring=s2@10.0.0.2:2002,s3@10.0.0.3:2003,s1@10.0.0.1:2001",
+        "n1 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.2:1002 ring=s2@10.0.0.2:2002,s3@10.0.0.3:2003,s1@10.0.0.1:2001"}},
+  });
+  // A node without one (--snapshot=off there, no secret): the round replicates nothing.
+  play(job(2, 2), {
+      {"join 1 snap", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+  });
+}
+
+TEST_CASE("a round of more than kMaxSnapshotRing nodes replicates nothing: the list would go to every node") {
+  for (const int nodes : {kMaxSnapshotRing, kMaxSnapshotRing + 1}) {
+    CAPTURE(nodes);
+    Script s(job(nodes, nodes));
+    for (int n = 1; n < nodes; ++n) REQUIRE(s.run(fmt::format("join {} rank={} snap", n, n - 1)).empty());
+    REQUIRE(s.run(fmt::format("join {} rank={} snap", nodes, nodes - 1)).size() == static_cast<std::size_t>(nodes));
+    const auto& first = std::get<Assign>(s.last().front()).assignment;
+    CHECK(first.snapshot_peers.size() == (nodes <= kMaxSnapshotRing ? static_cast<std::size_t>(nodes) : 0u));
+  }
+}
+
 TEST_CASE("a dynamic job starts MIN nodes after the last call, or MAX nodes at once") {
   SUBCASE("last call") {
     Script s(job(2, 4));

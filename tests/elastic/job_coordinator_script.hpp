@@ -27,6 +27,13 @@ namespace ddprun::elastic {
 
 using Lines = std::vector<std::string>;
 
+// " ring=s1@10.0.0.1:2001,..." for a round's snapshot replicators; "" for none.
+inline std::string ring(const std::vector<SnapshotPeer>& peers) {
+  std::string out;
+  for (const SnapshotPeer& p : peers) out += fmt::format("{}{}@{}:{}", out.empty() ? " ring=" : ",", p.node, p.addr, p.port);
+  return out;
+}
+
 inline std::string render(const Message& message) {
   if (const auto* a = std::get_if<Assign>(&message)) {
     const RoundAssignment& r = a->assignment;
@@ -34,7 +41,7 @@ inline std::string render(const Message& message) {
                        r.restart_count, r.group_rank, r.group_world_size, r.base_rank, r.world_size, r.master_addr,
                        r.master_port, r.agent_store ? " agent_store" : "",
                        r.backoff > 0 ? fmt::format(" backoff={:g}", r.backoff) : "") +
-           (r.quarantined.empty() ? "" : " quarantined=" + r.quarantined.back().node);
+           (r.quarantined.empty() ? "" : " quarantined=" + r.quarantined.back().node) + ring(r.snapshot_peers);
   }
   if (const auto* s = std::get_if<Stop>(&message)) {
     return fmt::format("n{} stop round={} {}: {}", s->node, s->round, to_string(s->reason), s->why);
@@ -55,7 +62,7 @@ inline std::string render(const Message& message) {
 // Commands, each optionally prefixed by "@SECONDS" (the clock; it only moves forward):
 //   join N [rank=R] [nproc=P] [run=ID] [nnodes=MIN:MAX] [max_restarts=K] [crash_loop_limit=L]
 //          [heartbeat_timeout=S] [host]
-//          [claims_host] [agent_store] [port=P] [addr=A]
+//          [claims_host] [agent_store] [snap] [port=P] [addr=A]
 //        host: the transport knows N as the launcher the coordinator runs in (Joiner::kHost),
 //        and N says so; claims_host: N says it hosts, the transport does not know it so
 //   fail N ROUND [exit=E] [at=T] [rank=R] [tb] [kind=K] [noretry] [progress]
@@ -145,6 +152,10 @@ class Script {
       if (option == "host") host_ = s.hosts_rendezvous = true;
       if (option == "claims_host") s.hosts_rendezvous = true;
       if (option == "agent_store") s.agent_store = true;
+      if (option == "snap") {  // a snapshot replicator, "s<node>" on port 2000 + node
+        s.snapshot_node = fmt::format("s{}", node);
+        s.snapshot_port = 2000 + static_cast<int>(node);
+      }
     }
     return s;
   }

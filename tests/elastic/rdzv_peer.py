@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 
-VERSION = 10
+VERSION = 11
 
 
 def mac(key, data):
@@ -111,7 +111,8 @@ def spec(args, addr):
             "restart": {"restart_on_any": False, "backoff_max": 60.0, "crash_loop_limit": 5, "window": 0.0},
             "heartbeat_interval": 0.5, "heartbeat_timeout": 5.0,
             "node_rank": -1, "nproc": 1, "addr": addr, "hostname": "zz-forger", "master_port": 1,
-            "hosts_rendezvous": args.claim_host, "agent_store": True}
+            "hosts_rendezvous": args.claim_host, "agent_store": True,
+            "snapshot_node": "", "snapshot_port": 0}
 
 
 def stranger(args):

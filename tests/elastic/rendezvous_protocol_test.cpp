@@ -40,12 +40,16 @@ TEST_CASE("every message survives the wire") {
   CHECK(f2.timestamp == 1700000000.25);
 
   RoundAssignment a{3, 1, 2, 4, 8, 16, "10.0.0.1", 4567, "job", true};
+  a.snapshot_peers = {{"0123456789abcdef", "10.0.0.1", 40001}, {"fedcba9876543210", "10.0.0.2", 40002}};
   const RoundAssignment a2 = nlohmann::json(a).get<RoundAssignment>();
   CHECK(nlohmann::json(a2) == nlohmann::json(a));
+  CHECK(a2.snapshot_peers == a.snapshot_peers);
   CHECK(nlohmann::json(a) == nlohmann::json::parse(R"({"round":3,"restart_count":1,"group_rank":2,
       "group_world_size":4,"base_rank":8,"world_size":16,"master_addr":"10.0.0.1","master_port":4567,
       "run_id":"job","agent_store":true,"restart_reason":{"restart":0,"max_restarts":0,"window":0.0,"after":"",
-      "no_progress":0,"crash_loop_limit":0,"waited":0.0,"nodes":[]},"backoff":0.0,"quarantined":[]})"));
+      "no_progress":0,"crash_loop_limit":0,"waited":0.0,"nodes":[]},"backoff":0.0,"quarantined":[],
+      "snapshot_peers":[{"node":"0123456789abcdef","addr":"10.0.0.1","port":40001},
+                        {"node":"fedcba9876543210","addr":"10.0.0.2","port":40002}]})"));
 
   JobOutcome o;
   o.exit_code = 137;

@@ -89,6 +89,18 @@ struct RestartReason {
   }
 };
 
+// Where a node's snapshot replicator listens (ddprun/snapshot_replication.hpp).
+struct SnapshotPeer {
+  std::string node;  // the replicator's id, random, unique in the job
+  std::string addr;  // the node's advertised address
+  int port = 0;
+  bool operator==(const SnapshotPeer& o) const { return node == o.node && addr == o.addr && port == o.port; }
+};
+
+// The most nodes whose snapshot folders a round replicates: each round's assignment lists them
+// all, once per node; past it a round replicates nothing (its nodes say so).
+inline constexpr int kMaxSnapshotRing = 64;
+
 // What one node needs to start its workers for a round.
 struct RoundAssignment {
   int round = 0;              // increases by one with every new round
@@ -106,6 +118,9 @@ struct RoundAssignment {
   RestartReason restart_reason;
   double backoff = 0;
   std::vector<QuarantinedNode> quarantined;  // every node quarantined in the job so far, in order
+  // The round's snapshot replicators in group-rank order, the ring their copies go around;
+  // empty when a node of the round has none or the round has more than kMaxSnapshotRing nodes.
+  std::vector<SnapshotPeer> snapshot_peers;
 };
 
 // Why a round ends early: a worker failed (here or on another node; uses the restart budget),

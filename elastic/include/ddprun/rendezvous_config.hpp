@@ -92,6 +92,10 @@ struct RendezvousConfig {
   // TORCHELASTIC_USE_AGENT_STORE=True). False (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1): rank 0 of
   // the workers hosts it. The setting of the node of rank 0 decides for each round.
   bool agent_store = true;
+  // This node's snapshot replicator (ddprun/snapshot_replication.hpp), told to the others in its
+  // join; port 0: none (one node, --snapshot=off, no secret).
+  std::string snapshot_node;
+  int snapshot_port = 0;
   std::optional<bool> is_host;  // --rdzv_conf is_host=0|1; unset: see hosts_rendezvous()
   RendezvousTimeouts timeouts;
   // The job's secret, from --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET (load_secret());

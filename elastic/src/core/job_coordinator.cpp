@@ -317,6 +317,17 @@ void JobCoordinator::start_round(double now, Messages& out) {
   int world_size = 0;
   for (NodeId id : ids) world_size += nodes_.at(id).spec.nproc;
   const NodeSpec& master = nodes_.at(ids[order.front()]).spec;
+  std::vector<SnapshotPeer> snapshot_peers;
+  if (order.size() <= static_cast<std::size_t>(kMaxSnapshotRing)) {
+    for (std::size_t i : order) {
+      const NodeSpec& spec = nodes_.at(ids[i]).spec;
+      if (spec.snapshot_port <= 0) {
+        snapshot_peers.clear();
+        break;
+      }
+      snapshot_peers.push_back({spec.snapshot_node, spec.addr, spec.snapshot_port});
+    }
+  }
   int base_rank = 0;
   for (std::size_t group_rank = 0; group_rank < order.size(); ++group_rank) {
     const NodeId id = ids[order[group_rank]];
@@ -335,6 +346,7 @@ void JobCoordinator::start_round(double now, Messages& out) {
     a.restart_reason = restart_reason_;
     a.backoff = backoff_;
     a.quarantined = quarantined_;
+    a.snapshot_peers = snapshot_peers;
     out.push_back(Assign{id, a});
     parts_.add(id, Part::kRunning);
     node.last_round = round_;

@@ -77,6 +77,8 @@ struct NodeSpec : SharedSettings {
   // peer that says so.
   bool hosts_rendezvous = false;
   bool agent_store = false;  // it serves the workers' store on master_port when it gets group rank 0
+  std::string snapshot_node;  // its snapshot replicator, if any (port 0: none)
+  int snapshot_port = 0;
 };
 
 // Who a joining node is, as the transport knows it without asking the node: the launcher the

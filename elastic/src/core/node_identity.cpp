@@ -54,6 +54,8 @@ NodeSpec node_spec(const RendezvousConfig& config, std::string addr, int master_
   spec.master_port = master_port;
   spec.hosts_rendezvous = hosts_rendezvous;
   spec.agent_store = config.agent_store;
+  spec.snapshot_node = config.snapshot_node;
+  spec.snapshot_port = config.snapshot_port;
   return spec;
 }
 

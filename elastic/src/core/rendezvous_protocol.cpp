@@ -219,7 +219,7 @@ namespace {
 bool same_but_ranks(const RoundAssignment& a, const RoundAssignment& b) {
   const auto rest = [](const RoundAssignment& x) {
     return std::tie(x.round, x.restart_count, x.group_world_size, x.world_size, x.master_addr, x.master_port,
-                    x.run_id, x.agent_store, x.restart_reason, x.backoff);
+                    x.run_id, x.agent_store, x.restart_reason, x.backoff, x.snapshot_peers);
   };
   return rest(a) == rest(b);
 }

@@ -43,8 +43,9 @@ namespace ddprun::elastic {
 // options, which must match the job's. 7: spare. 8: RoundAssignment and JobOutcome have the
 // quarantined nodes; NodeSpec the heartbeat settings, which must match the job's. 9:
 // RoundAssignment's restart reason is fields (RestartReason), not a line to parse. 10: numbered
-// heartbeats and the host's acknowledgement of them (a node fences by them: core/fence.hpp).
-inline constexpr int kProtocolVersion = 10;
+// heartbeats and the host's acknowledgement of them (a node fences by them: core/fence.hpp). 11:
+// NodeSpec has its snapshot replicator, RoundAssignment the round's (snapshot_peers).
+inline constexpr int kProtocolVersion = 11;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -53,12 +54,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerFailure, rank, local_rank, group_rank, 
                                    error_file, timestamp, kind, retryable, cause, exception, location,
                                    step, progressed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(QuarantinedNode, node, why)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(SnapshotPeer, node, addr, port)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartReason, restart, max_restarts, window, after, no_progress,
                                    crash_loop_limit, waited, nodes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RoundAssignment, round, restart_count, group_rank,
                                    group_world_size, base_rank, world_size, master_addr,
                                    master_port, run_id, agent_store, restart_reason, backoff,
-                                   quarantined)
+                                   quarantined, snapshot_peers)
 // With defaults: a "finish" is also the refusal a host of another version sends, and its shape
 // before version 6 had no stop_reason.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures, error, restarts, stop_reason,
@@ -66,7 +68,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max, crash_loop_limit, window)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    heartbeat_interval, heartbeat_timeout, node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
-                                   agent_store)
+                                   agent_store, snapshot_node, snapshot_port)
 
 // Heartbeats: a node numbers its own, {"type":"heartbeat","seq":N}, and the host's answer names
 // the last one it received, {"type":"heartbeat","ack":N}: the node's fence rests on when it sent

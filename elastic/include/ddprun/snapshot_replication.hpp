@@ -1,0 +1,51 @@
+// The snapshot folder's replication between the nodes of a round, as the launcher sees it: every
+// file its workers commit to DDPRUN_SNAPSHOT_DIR copied to every other node's folder, and what a
+// node lacks fetched before its workers start (elastic/src/replica/README.md: the design).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ddprun/rendezvous.hpp"
+
+namespace ddprun::elastic {
+
+// What the restore at a round's start did, for the console and the event log.
+struct RestoreOutcome {
+  std::size_t fetched = 0;
+  std::size_t removed = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  std::vector<std::string> lines;  // what to say: lost versions, members that did not answer
+};
+
+// The folder inside the snapshot folder where copies are received before they are whole, to be
+// renamed into place: ddprun's, not the job's; never replicated, never judged by the commit watch.
+inline constexpr const char* kIncomingFolder = ".ddprun-incoming";
+
+class SnapshotReplication {
+ public:
+  using Say = std::function<void(const std::string& line)>;
+
+  virtual ~SnapshotReplication() = default;
+  // Its id and port, for the rendezvous's join (RendezvousConfig::snapshot_node, snapshot_port).
+  virtual const std::string& node() const = 0;
+  virtual int port() const = 0;
+  // A round starts (RoundAssignment::snapshot_peers): `restored` is called, on a thread of the
+  // replication, once this node holds the newest whole version of every file any member holds.
+  virtual void start_round(int round, std::vector<SnapshotPeer> ring, std::function<void(RestoreOutcome)> restored) = 0;
+  // A file of the folder (a path relative to it) committed, or removed, by this node's workers.
+  virtual void committed(const std::string& path) = 0;
+  virtual void removed(const std::string& path) = 0;
+};
+
+// Listens on every address of the node, on a free port; every link authenticates with
+// `secret`. `say` is called on the replication's threads. Throws std::runtime_error when it
+// cannot listen.
+std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const std::string& secret,
+                                                               SnapshotReplication::Say say);
+
+}  // namespace ddprun::elastic

@@ -1,0 +1,243 @@
+#include "replica/link.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace ddprun::elastic {
+
+namespace {
+
+// Lines are short (a manifest is the longest: a line per file); more is a peer to refuse.
+constexpr std::size_t kMaxLine = 64u << 20;
+
+using Clock = std::chrono::steady_clock;
+
+// The time left until `deadline` in poll()'s milliseconds; -1: no deadline.
+int left_ms(Clock::time_point deadline, bool has_deadline) {
+  if (!has_deadline) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left > 0 ? static_cast<int>(left) : 0;
+}
+
+Clock::time_point deadline_of(double timeout) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
+}
+
+void wait_for(int fd, short events, Clock::time_point deadline, bool has_deadline, const char* what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, left_ms(deadline, has_deadline));
+    if (n > 0) return;
+    if (n == 0) throw LinkError(fmt::format("the peer was silent too long ({})", what));
+    if (errno != EINTR) throw LinkError(fmt::format("poll: {}", std::strerror(errno)));
+  }
+}
+
+std::string session_from_handshake(Handshake& handshake) { return handshake.session_key(); }
+
+}  // namespace
+
+ReplicaLink::ReplicaLink(int fd, AuthRole role, const std::string& session_key)
+    : fd_(fd), auth_(role, session_key), chunk_key_(hmac_sha256_hex(session_key, "ddprun-replica chunk")) {}
+
+ReplicaLink::ReplicaLink(ReplicaLink&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      auth_(std::move(other.auth_)),
+      chunk_key_(std::move(other.chunk_key_)),
+      buffer_(std::move(other.buffer_)) {}
+
+ReplicaLink& ReplicaLink::operator=(ReplicaLink&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    auth_ = std::move(other.auth_);
+    chunk_key_ = std::move(other.chunk_key_);
+    buffer_ = std::move(other.buffer_);
+  }
+  return *this;
+}
+
+ReplicaLink::~ReplicaLink() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ReplicaLink::shutdown() {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+void ReplicaLink::write_all(std::string_view a, std::string_view b) {
+  for (std::string_view part : {a, b}) {
+    while (!part.empty()) {
+      const ssize_t n = ::send(fd_, part.data(), part.size(), MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw LinkError(fmt::format("send: {}", std::strerror(errno)));
+      }
+      part.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+}
+
+void ReplicaLink::read_exact(char* data, std::size_t size, double timeout) {
+  const bool has_deadline = timeout >= 0;
+  const auto deadline = deadline_of(has_deadline ? timeout : 0);
+  const std::size_t buffered = std::min(size, buffer_.size());
+  std::memcpy(data, buffer_.data(), buffered);
+  buffer_.erase(0, buffered);
+  std::size_t got = buffered;
+  while (got < size) {
+    wait_for(fd_, POLLIN, deadline, has_deadline, "in the middle of a chunk");
+    const ssize_t n = ::recv(fd_, data + got, size - got, 0);
+    if (n == 0) throw LinkError("the peer closed the connection in the middle of a chunk");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw LinkError(fmt::format("recv: {}", std::strerror(errno)));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+}
+
+std::string ReplicaLink::read_line(double timeout) {
+  const bool has_deadline = timeout >= 0;
+  const auto deadline = deadline_of(has_deadline ? timeout : 0);
+  std::size_t scanned = 0;
+  for (;;) {
+    const auto newline = buffer_.find('\n', scanned);
+    if (newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    scanned = buffer_.size();
+    if (buffer_.size() > kMaxLine) throw LinkError("a line longer than any the protocol sends");
+    wait_for(fd_, POLLIN, deadline, has_deadline, "waiting for a message");
+    char chunk[65536];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n == 0) throw LinkError("the peer closed the connection");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw LinkError(fmt::format("recv: {}", std::strerror(errno)));
+    }
+    buffer_.append(chunk, static_cast<std::size_t>(n));
+  }
+}
+
+void ReplicaLink::send(const nlohmann::json& message) {
+  const std::string sealed = auth_.seal(message.dump());
+  write_all(sealed, "\n");
+}
+
+nlohmann::json ReplicaLink::receive(double timeout) {
+  const std::string line = read_line(timeout);
+  try {
+    return nlohmann::json::parse(auth_.open(line));
+  } catch (const AuthError& e) {
+    throw LinkError(e.what());
+  } catch (const nlohmann::json::exception&) {
+    throw LinkError("an unreadable message");
+  }
+}
+
+void ReplicaLink::send_chunk(std::string_view bytes) {
+  send({{"type", "chunk"}, {"n", bytes.size()}, {"mac", hmac_sha256_hex(chunk_key_, bytes)}});
+  write_all(bytes);
+}
+
+void ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeout) {
+  const nlohmann::json header = receive(timeout);
+  if (header.value("type", "") != "chunk") throw LinkError("expected a chunk");
+  const auto n = header.at("n").get<std::size_t>();
+  if (n == 0 || n > max) throw LinkError(fmt::format("a chunk of {} bytes where at most {} were due", n, max));
+  out.resize(n);
+  read_exact(out.data(), n, timeout < 0 ? 60 : timeout);
+  if (!tags_equal(header.at("mac").get<std::string>(), hmac_sha256_hex(chunk_key_, out))) {
+    throw LinkError("a chunk whose MAC is wrong (altered or forged)");
+  }
+}
+
+ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::string& secret,
+                                 const nlohmann::json& intro, double timeout) {
+  const auto deadline = deadline_of(timeout);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    throw LinkError(fmt::format("{}: {}", addr, ::gai_strerror(rc)));
+  }
+  int fd = -1;
+  std::string error = "no address";
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (s < 0) continue;
+    if (::connect(s, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      pollfd p{s, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::poll(&p, 1, left_ms(deadline, true)) == 1 && ::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+          err == 0) {
+        fd = s;
+        break;
+      }
+      error = err != 0 ? std::strerror(err) : "timed out";
+    } else {
+      error = std::strerror(errno);
+    }
+    ::close(s);
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) throw LinkError(fmt::format("cannot connect to {}:{}: {}", addr, port, error));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+  ReplicaLink link(fd, AuthRole::kClient, std::string());
+  try {
+    Handshake handshake(AuthRole::kClient, secret, random_nonce(), kReplicaProtocolVersion);
+    link.write_all(handshake.hello().dump(), "\n");
+    const nlohmann::json challenge = nlohmann::json::parse(link.read_line(left_ms(deadline, true) / 1000.0));
+    link.write_all(handshake.on_challenge(challenge).dump(), "\n");
+    const std::string key = session_from_handshake(handshake);
+    link.auth_ = MessageAuth(AuthRole::kClient, key);
+    link.chunk_key_ = hmac_sha256_hex(key, "ddprun-replica chunk");
+    link.send(intro);
+  } catch (const AuthError& e) {
+    throw LinkError(fmt::format("{}:{} did not prove it knows the job's secret: {}", addr, port, e.what()));
+  } catch (const nlohmann::json::exception&) {
+    throw LinkError(fmt::format("{}:{} answered something unreadable", addr, port));
+  }
+  return link;
+}
+
+ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro) {
+  ReplicaLink link(fd, AuthRole::kServer, std::string());
+  const auto deadline = deadline_of(timeout);
+  try {
+    Handshake handshake(AuthRole::kServer, secret, random_nonce(), kReplicaProtocolVersion);
+    const nlohmann::json hello = nlohmann::json::parse(link.read_line(timeout));
+    link.write_all(handshake.on_hello(hello).dump(), "\n");
+    handshake.on_proof(nlohmann::json::parse(link.read_line(left_ms(deadline, true) / 1000.0)));
+    const std::string key = session_from_handshake(handshake);
+    link.auth_ = MessageAuth(AuthRole::kServer, key);
+    link.chunk_key_ = hmac_sha256_hex(key, "ddprun-replica chunk");
+    intro = link.receive(left_ms(deadline, true) / 1000.0);
+  } catch (const AuthError& e) {
+    throw LinkError(fmt::format("a peer that did not prove it knows the job's secret: {}", e.what()));
+  } catch (const nlohmann::json::exception&) {
+    throw LinkError("a peer that sent something unreadable");
+  }
+  return link;
+}
+
+}  // namespace ddprun::elastic

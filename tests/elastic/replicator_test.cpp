@@ -1,0 +1,305 @@
+// Snapshot replication between real replicators on loopback, in one process: each with a folder
+// of its own, so that only the links carry a file from one to another.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "replica/link.hpp"
+#include "replica/replicator.hpp"
+
+using namespace ddprun::elastic;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kWait = 60;  // generous: a loaded 2-core machine; every wait ends on an event
+
+struct Folder {
+  std::string path;
+  Folder() {
+    char name[] = "/tmp/replicator_test.XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~Folder() { fs::remove_all(path); }
+};
+
+// The lines a replicator said, to wait on.
+struct Lines {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  Replicator::Say say() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex);
+      lines.push_back(line);
+      cv.notify_all();
+    };
+  }
+  bool wait_for(const std::string& part) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return cv.wait_for(lock, std::chrono::duration<double>(kWait), [&] {
+      for (const auto& l : lines) if (l.find(part) != std::string::npos) return true;
+      return false;
+    });
+  }
+};
+
+struct Node {
+  Folder folder;
+  Lines lines;
+  std::unique_ptr<Replicator> replicator;
+  explicit Node(const std::string& secret = "s3cret") {
+    replicator = std::make_unique<Replicator>(Replicator::Settings{folder.path, "127.0.0.1", secret, 20, 4096},
+                                              lines.say());
+  }
+  ReplicaPeer peer() const { return {replicator->node(), "127.0.0.1", replicator->port()}; }
+  void write(const std::string& path, const std::string& bytes) {
+    const fs::path full = fs::path(folder.path) / path;
+    fs::create_directories(full.parent_path());
+    std::ofstream(full.string() + ".tmp", std::ios::binary) << bytes;
+    fs::rename(full.string() + ".tmp", full);
+    replicator->committed(path);
+  }
+  std::string read(const std::string& path) const {
+    std::ifstream in(fs::path(folder.path) / path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  bool has(const std::string& path) const { return fs::exists(fs::path(folder.path) / path); }
+  // Waits until this node holds `path` as `origin` committed it (or its removal).
+  bool holds(const std::string& path, const std::string& origin, bool removed = false) {
+    return replicator->wait_until(
+        [&](const ManifestEntries& e, const std::map<std::string, Version>&) {
+          const auto it = e.find(path);
+          return it != e.end() && it->second.version.origin == origin && it->second.removed == removed;
+        },
+        kWait);
+  }
+};
+
+// Starts round `round` on every node of `ring`, and waits for every restore.
+std::vector<RestoreOutcome> start_round(int round, const std::vector<Node*>& ring) {
+  std::vector<ReplicaPeer> peers;
+  for (Node* n : ring) peers.push_back(n->peer());
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<RestoreOutcome> outcomes(ring.size());
+  std::size_t done = 0;
+  for (std::size_t i = 0; i < ring.size(); ++i) {
+    ring[i]->replicator->start_round(round, peers, [&, i](RestoreOutcome outcome) {
+      std::lock_guard<std::mutex> lock(mutex);
+      outcomes[i] = std::move(outcome);
+      ++done;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  REQUIRE(cv.wait_for(lock, std::chrono::duration<double>(kWait), [&] { return done == ring.size(); }));
+  return outcomes;
+}
+
+std::string random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(gen());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("replicable paths: relative, inside the folder, never the incoming folder") {
+  CHECK(replicable_path("ckpt.pt"));
+  CHECK(replicable_path("step_10/__0_0.distcp"));
+  CHECK(replicable_path("step_10/.metadata"));
+  CHECK_FALSE(replicable_path(""));
+  CHECK_FALSE(replicable_path("/etc/passwd"));
+  CHECK_FALSE(replicable_path("../x"));
+  CHECK_FALSE(replicable_path("a/../../x"));
+  CHECK_FALSE(replicable_path("a//b"));
+  CHECK_FALSE(replicable_path("a/./b"));
+  CHECK_FALSE(replicable_path("a/"));
+  CHECK_FALSE(replicable_path(".ddprun-incoming/3"));
+  CHECK(replicable_path("x/.ddprun-incoming"));
+}
+
+TEST_CASE("a commit reaches every node of the ring, at the same path, whole; a removal follows it") {
+  Node a, b, c;
+  start_round(0, {&a, &b, &c});
+  const std::string big = random_bytes(300 * 1000 + 7, 1);  // many chunks of 4096
+  a.write("ckpt.pt", big);
+  b.write("step_10/__1_0.distcp", "shard of b");
+  for (Node* n : {&a, &b, &c}) {
+    REQUIRE(n->holds("ckpt.pt", a.replicator->node()));
+    REQUIRE(n->holds("step_10/__1_0.distcp", b.replicator->node()));
+    CHECK(n->read("ckpt.pt") == big);
+    CHECK(n->read("step_10/__1_0.distcp") == "shard of b");
+  }
+  // Rewritten on c after it had a's: c's wins everywhere.
+  c.write("ckpt.pt", "newer");
+  for (Node* n : {&a, &b, &c}) {
+    REQUIRE(n->holds("ckpt.pt", c.replicator->node()));
+    CHECK(n->read("ckpt.pt") == "newer");
+  }
+  // Removed on b: gone everywhere.
+  fs::remove(fs::path(b.folder.path) / "ckpt.pt");
+  b.replicator->removed("ckpt.pt");
+  for (Node* n : {&a, &b, &c}) {
+    REQUIRE(n->holds("ckpt.pt", b.replicator->node(), true));
+    CHECK_FALSE(n->has("ckpt.pt"));
+  }
+  // What a replicator put in place and the commit watcher then reports is not a new commit.
+  const auto before = a.replicator->entries().at("step_10/__1_0.distcp").version;
+  a.replicator->committed("step_10/__1_0.distcp");
+  CHECK(a.replicator->entries().at("step_10/__1_0.distcp").version == before);
+  // Nothing is left in the incoming folders.
+  for (Node* n : {&a, &b, &c}) CHECK(fs::is_empty(fs::path(n->folder.path) / kIncomingFolder));
+}
+
+TEST_CASE("a node that replaces a lost one holds every file of the job before its workers start") {
+  auto a = std::make_unique<Node>();
+  Node b, c;
+  start_round(0, {a.get(), &b, &c});
+  a->write("rank0.pt", random_bytes(50000, 2));
+  b.write("x/y/z.bin", "deep");
+  REQUIRE(c.holds("rank0.pt", a->replicator->node()));
+  REQUIRE(c.holds("x/y/z.bin", b.replicator->node()));
+  const std::string rank0 = a->read("rank0.pt");
+  a.reset();  // node a lost
+
+  Node spare;  // empty: a hot spare, or a node that came back
+  const auto outcomes = start_round(1, {&spare, &b, &c});
+  // Fetched by its restore, or pushed by c, whose copy of b's file to a was cut by a's loss and
+  // goes to its new successor: whole either way when the restore ends.
+  CHECK(outcomes[0].fetched >= 1);
+  CHECK(outcomes[0].lines.empty());
+  CHECK(outcomes[1].fetched == 0);
+  CHECK(spare.read("rank0.pt") == rank0);
+  CHECK(spare.read("x/y/z.bin") == "deep");
+  // And the ring goes on with the new member.
+  spare.write("after.pt", "from the spare");
+  REQUIRE(b.holds("after.pt", spare.replicator->node()));
+  REQUIRE(c.holds("after.pt", spare.replicator->node()));
+}
+
+TEST_CASE("a copy cut by its sender's loss is never put in place, and the restore says it is lost") {
+  Node b, c;
+  // A predecessor that sends the start of a copy and goes: played by a link of the test.
+  const ReplicaPeer ghost{"ffffffffffffffff-ghost", "127.0.0.1", 1};
+  start_round(0, {&b, &c});
+  b.write("ckpt.pt", "old whole version");
+  REQUIRE(c.holds("ckpt.pt", b.replicator->node()));
+  // Round 1: the ghost is b's predecessor.
+  std::vector<ReplicaPeer> ring = {ghost, b.peer(), c.peer()};
+  b.replicator->start_round(1, ring, [](RestoreOutcome) {});
+  c.replicator->start_round(1, ring, [](RestoreOutcome) {});
+  {
+    ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
+                                            {{"type", "intro"}, {"purpose", "push"}, {"round", 1}, {"node", ghost.node}}, kWait);
+    link.send({{"type", "copy"}, {"path", "ckpt.pt"}, {"entry", ManifestEntry{Version{1000, ghost.node}, 10000, false}}});
+    link.send_chunk(std::string(4096, 'x'));
+    // b has seen the copy begin (and forwards it to c as it lands).
+    REQUIRE(b.replicator->wait_until(
+        [&](const ManifestEntries&, const std::map<std::string, Version>& announced) { return announced.count("ckpt.pt") == 1; },
+        kWait));
+  }  // the ghost's node goes
+  // b forwarded what it had to c, which saw the copy begin too; nobody holds it whole.
+  const auto outcomes = start_round(2, {&b, &c});
+  CHECK(b.read("ckpt.pt") == "old whole version");
+  CHECK(c.read("ckpt.pt") == "old whole version");
+  REQUIRE(outcomes[0].lines.size() == 1);
+  CHECK(outcomes[0].lines[0].find("ckpt.pt as written on ffffffffffffffff-ghost is lost") != std::string::npos);
+  CHECK(outcomes[0].lines[0].find("keeps the version written on " + b.replicator->node()) != std::string::npos);
+  for (Node* n : {&b, &c}) CHECK(fs::is_empty(fs::path(n->folder.path) / kIncomingFolder));
+}
+
+TEST_CASE("fenced: a peer without the secret, and a node not in the round, never put a file in a folder") {
+  Node b, c;
+  start_round(0, {&b, &c});
+  // Without the secret: refused in the handshake, said.
+  CHECK_THROWS_AS(ReplicaLink::connect("127.0.0.1", b.replicator->port(), "wrong",
+                                       {{"type", "intro"}, {"purpose", "manifest"}, {"round", 0}, {"node", "x"}}, kWait),
+                  LinkError);
+  CHECK(b.lines.wait_for("refused a connection"));
+  // With the secret, but not a member of the round (a lost node still sending): refused, said.
+  {
+    ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
+                                            {{"type", "intro"}, {"purpose", "push"}, {"round", 0}, {"node", "eeeeeeeeeeeeeeee-x"}}, kWait);
+    CHECK(b.lines.wait_for("refused copies from eeeeeeeeeeeeeeee-x (round 0): not a member of round 0"));
+    CHECK_THROWS_AS(link.receive(kWait), LinkError);  // closed by b
+  }
+  CHECK(b.replicator->entries().empty());
+  // A replicator of another job (another secret) in the ring: its pushes fail the handshake.
+  Node stranger("other");
+  std::vector<ReplicaPeer> ring = {stranger.peer(), b.peer()};
+  b.replicator->start_round(1, ring, [](RestoreOutcome) {});
+  stranger.replicator->start_round(1, ring, [](RestoreOutcome) {});
+  stranger.write("evil.pt", "x");
+  CHECK(b.lines.wait_for("refused a connection"));
+  CHECK_FALSE(b.has("evil.pt"));
+}
+
+TEST_CASE("make_snapshot_replication listens on every address of the node: reached at 127.0.0.1") {
+  Folder fa;
+  Node b;
+  Lines said;
+  auto a = make_snapshot_replication(fa.path, "s3cret", said.say());
+  CHECK(a->node().size() == 16 + 1 + 8);
+  CHECK(a->node().substr(0, 16) == folder_identity(fa.path));
+  CHECK(a->node() != b.replicator->node());
+  const std::vector<SnapshotPeer> ring = {{a->node(), "127.0.0.1", a->port()}, b.peer()};
+  std::mutex mutex;
+  std::condition_variable cv;
+  int restored = 0;
+  const auto done = [&](RestoreOutcome) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++restored;
+    cv.notify_all();
+  };
+  a->start_round(0, ring, done);
+  b.replicator->start_round(0, ring, done);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    REQUIRE(cv.wait_for(lock, std::chrono::duration<double>(kWait), [&] { return restored == 2; }));
+  }
+  b.write("from_b", "to a");
+  std::ofstream(fa.path + "/from_a") << "to b";
+  a->committed("from_a");
+  REQUIRE(b.holds("from_a", a->node()));
+  CHECK(b.read("from_a") == "to b");
+}
+
+TEST_CASE("nodes whose folder is one (one machine, no mount namespace of their own) copy nothing, and say so once") {
+  Node a;
+  const std::string dir = a.folder.path;
+  Lines said;
+  // A second replicator of the same folder: another ddprun of the job on this machine.
+  auto b = make_snapshot_replication(dir, "s3cret", said.say());
+  CHECK(b->node().substr(0, 16) == a.replicator->node().substr(0, 16));
+  const std::vector<SnapshotPeer> ring = {a.peer(), {b->node(), "127.0.0.1", b->port()}};
+  CHECK(shared_folder(ring) == a.replicator->node() + " and " + b->node());
+  Folder other;
+  CHECK(folder_identity(other.path) != folder_identity(dir));
+  std::vector<RestoreOutcome> outcomes;
+  for (int round = 0; round < 2; ++round) {
+    a.replicator->start_round(round, ring, [&](RestoreOutcome o) { outcomes.push_back(std::move(o)); });
+  }
+  REQUIRE(outcomes.size() == 2);  // called at once
+  REQUIRE(outcomes[0].lines.size() == 1);
+  CHECK(outcomes[0].lines[0].find("not copied between the nodes of round 0") != std::string::npos);
+  CHECK(outcomes[1].lines.empty());
+  a.write("x", "y");
+  CHECK(a.replicator->wait_sent(kWait));  // nothing to send to
+}

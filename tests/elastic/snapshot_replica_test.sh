@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The snapshot folder replicated between nodes (issue 57, item 3): nodes on one machine, each in a
+# mount namespace of its own with a private /dev/shm (where DDPRUN_SNAPSHOT_DIR is) and /var/tmp,
+# so that only ddprun's replication can carry a file from one node's folder to another's, as on a
+# cluster ($T, on the shared /tmp, is the test's own channel). A job of 3 nodes and a hot spare:
+# rank 0 alone saves a checkpoint; every rank of every node finds it in its own folder; node c's
+# ddprun is SIGKILLed; the spare that takes its place finds the checkpoint in its folder before
+# its workers start, and every rank of the next round reads it.
+set -euo pipefail
+source "$DDPRUN_TESTS_DIR/lib.sh"
+source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
+
+[[ $(id -u) == 0 ]] || skip "needs root: each node runs in a mount namespace of its own (unshare -m)"
+unshare -m --propagation private true 2>/dev/null || skip "unshare -m is refused here"
+
+# nsnode ADDR NAME ARGS...: node(), in a mount namespace of its own with a private /dev/shm and
+# /var/tmp (ddprun's pid in PID_<NAME>: unshare and sh exec it).
+nsnode() {
+  local addr=$1 name=$2; shift 2
+  unshare -m --propagation private sh -c \
+    'mount -t tmpfs -o mode=1777 none /dev/shm && mount -t tmpfs -o mode=1777 none /var/tmp && exec "$@"' \
+    nsnode "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  eval "PID_$name=$!"
+}
+
+# The job's worker: rank 0 saves (a temporary name, renamed) unless its folder holds the
+# checkpoint; every rank waits until its own folder holds it and writes what it read to
+# $T/seen.NODE.PID; in the round after the test made $T/killed, it exits 0, else it runs until
+# stopped.
+worker saver <<'SH'
+#!/bin/sh
+d=$DDPRUN_SNAPSHOT_DIR
+if [ "$RANK" = 0 ] && [ ! -e "$d/ckpt" ]; then
+  printf 'step 42 by %s' "$1" > "$d/ckpt.tmp" && mv "$d/ckpt.tmp" "$d/ckpt"
+fi
+tries=0
+until [ -e "$d/ckpt" ]; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 1200 ] || { echo "no checkpoint in $d after 60 s: $(ls -la "$d")" >&2; exit 1; }
+  sleep 0.05
+done
+cat "$d/ckpt" > "$T/seen.$1.$$"
+[ -e "$T/killed" ] && exit 0
+exec sleep 600
+SH
+
+export DDPRUN_RDZV_SECRET=replica-test-secret
+job=(--nnodes=3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=replica-$$
+     --rdzv_conf=join_timeout=60,heartbeat_timeout=3,spares=1)
+nsnode 127.0.0.2 a "${job[@]}" "$T/saver" a
+nsnode 127.0.0.3 b "${job[@]}" "$T/saver" b
+nsnode 127.0.0.4 c "${job[@]}" "$T/saver" c
+seen_by() { cat "$T"/seen."$1".* 2>/dev/null; }
+all_seen() { [[ -n $(seen_by a) && -n $(seen_by b) && -n $(seen_by c) ]]; }
+poll_until 120 all_seen || { show a b c >&2; fail "not every node found the checkpoint in its own folder"; }
+saver=$(cat "$T"/seen.a.*)
+[[ $saver == "step 42 by "[abc] ]] || fail "the checkpoint read: '$saver'"
+for n in a b c; do expect_eq "$(seen_by "$n")" "$saver" "what node $n's rank read in its own folder"; done
+ok "rank 0's checkpoint reached the folder of every node, each in its own mount namespace"
+
+# The spare joins; c is lost; the spare takes its place with the checkpoint in its folder.
+nsnode 127.0.0.5 d "${job[@]}" --event_log="$T/d.events" "$T/saver" d
+wait_for 60 grep -q "this node is a hot spare" "$T/d.err"
+touch "$T/killed"
+if [[ $saver == *" by c" ]]; then victim=b; else victim=c; fi  # never the node whose rank 0 saved it first
+kill -KILL "$(eval echo "\$PID_$victim")"
+finish "$victim"
+for n in a b c d; do [[ $n == "$victim" ]] || finish_within 120 "$n"; done
+for n in a b c d; do
+  [[ $n == "$victim" ]] && continue
+  expect_eq "$(eval echo "\$RC_$n")" 0 "node $n's exit ($(show "$n"))"
+done
+expect_eq "$(seen_by d)" "$saver" "what the spare's rank read in its own folder"
+expect_in "$T/d.err" "snapshots: 1 file fetched from the other nodes"
+expect_in "$T/d.events" '"event":"snapshot_restore".*"fetched":1'
+for n in a b c; do
+  [[ $n == "$victim" ]] && continue
+  expect_eq "$(seen_by "$n" | sort -u)" "$saver" "what node $n's ranks read in both rounds"
+done
+ok "node $victim SIGKILLed: the spare took its place with the checkpoint in its own folder before its workers started"
+wait_for 30 no_leftovers
