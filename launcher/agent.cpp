@@ -26,6 +26,7 @@
 #include "report/job_exit.hpp"
 #include "report/status_server.hpp"
 #include "round_workers.hpp"
+#include "snapshots/snapshot_handover.hpp"
 
 namespace ddprun::launcher {
 
@@ -47,6 +48,7 @@ class Agent::Impl {
         paths_(std::move(paths)),
         guard_(guard),
         snapshots_(snapshots),
+        replication_(replication),
         python_(config_.runs_python() ? config::python_interpreter(environ_) : config::PythonInterpreter{}),
         settings_{host_name(), config_.rdzv_id, config_.max_restarts},
         workers_({io_, config_, environ_, python_, paths_, settings_, phase_, node_, guard_, containment, events_,
@@ -358,7 +360,14 @@ class Agent::Impl {
       std::vector<std::pair<std::string, std::string>> list;
       for (const auto& f : files) list.emplace_back(f.path, uncommitted_why(f));
       events_.write(records::snapshots_removed(node_.round.round, list));
+      if (replication_ != nullptr) hand_over_swept(files, *replication_);
     };
+    // A job of several nodes: what is committed or removed goes to the other nodes' folders.
+    if (replication_ != nullptr) {
+      h.changed = [this](const std::vector<SnapshotChange>& changes) {
+        hand_over(changes, snapshots_.path(), *replication_);
+      };
+    }
     return h;
   }
 
@@ -397,6 +406,7 @@ class Agent::Impl {
   RunPaths paths_;
   OrphanGuard& guard_;  // also the fence's backstop (orphan_guard.hpp)
   SnapshotDir& snapshots_;  // DDPRUN_SNAPSHOT_DIR, finished at the exit
+  elastic::SnapshotReplication* replication_;  // its copies on the other nodes; null: none
   bool fenced_ = false;  // the workers were fenced: the rendezvous's end follows
   config::PythonInterpreter python_;  // runs_python() only
   NodeSettings settings_;

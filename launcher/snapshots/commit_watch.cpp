@@ -1,5 +1,7 @@
 #include "snapshots/commit_watch.hpp"
 
+#include "ddprun/snapshot_replication.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/inotify.h>
@@ -78,6 +80,8 @@ CommitWatch::~CommitWatch() {
 void CommitWatch::watch_tree(const std::string& relative, std::vector<FolderEvent>* found,
                              const std::vector<std::string>& open) {
   if (!watching_) return;
+  // Where the replication receives copies until they are whole: ddprun's, never the workers'.
+  if (relative == elastic::kIncomingFolder) return;
   const std::string path = relative.empty() ? root_ : root_ + "/" + relative;
   // The watch first, then the listing: a file made between the two is listed, or its events come.
   const int wd = ::inotify_add_watch(inotify_.native_handle(), path.c_str(), kFolderEvents);

@@ -43,9 +43,9 @@ TEST_CASE("every assignment lists the round's snapshot replicators in group-rank
       {"join 1 rank=2 snap", {}},
       {"join 2 rank=0 snap", {}},
       {"join 3 rank=1 snap",
-       {"n2 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.2:1002 ring=s2@10.0.0.2:2002,s3@10.0.0.3:2003,s1@10.0.0.1:2001",
-        "n3 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.2:1002 ring=s2@10.0.0.2:2002,s3@10.0.0.3:2003,s1@10.0.0.1:2001",
-        "n1 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.2:1002 ring=s2@10.0.0.2:2002,s3@10.0.0.3:2003,s1@10.0.0.1:2001"}},
+       {"n2 assign round=1 restarts=0 group=0/3 ranks=0/6 master=10.0.0.2:1002 ring=a2@10.0.0.2:2002,a3@10.0.0.3:2003,a1@10.0.0.1:2001",
+        "n3 assign round=1 restarts=0 group=1/3 ranks=2/6 master=10.0.0.2:1002 ring=a2@10.0.0.2:2002,a3@10.0.0.3:2003,a1@10.0.0.1:2001",
+        "n1 assign round=1 restarts=0 group=2/3 ranks=4/6 master=10.0.0.2:1002 ring=a2@10.0.0.2:2002,a3@10.0.0.3:2003,a1@10.0.0.1:2001"}},
   });
   // A node without one (--snapshot=off there, no secret): the round replicates nothing.
   play(job(2, 2), {

@@ -27,7 +27,7 @@ namespace ddprun::elastic {
 
 using Lines = std::vector<std::string>;
 
-// " ring=s1@10.0.0.1:2001,..." for a round's snapshot replicators; "" for none.
+// " ring=a1@10.0.0.1:2001,..." for a round's snapshot replicators; "" for none.
 inline std::string ring(const std::vector<SnapshotPeer>& peers) {
   std::string out;
   for (const SnapshotPeer& p : peers) out += fmt::format("{}{}@{}:{}", out.empty() ? " ring=" : ",", p.node, p.addr, p.port);
@@ -152,8 +152,8 @@ class Script {
       if (option == "host") host_ = s.hosts_rendezvous = true;
       if (option == "claims_host") s.hosts_rendezvous = true;
       if (option == "agent_store") s.agent_store = true;
-      if (option == "snap") {  // a snapshot replicator, "s<node>" on port 2000 + node
-        s.snapshot_node = fmt::format("s{}", node);
+      if (option == "snap") {  // a snapshot replicator, "a<node>" on port 2000 + node
+        s.snapshot_node = fmt::format("a{}", node);
         s.snapshot_port = 2000 + static_cast<int>(node);
       }
     }

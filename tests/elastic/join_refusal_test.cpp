@@ -111,6 +111,15 @@ TEST_CASE("join refusal") {
       {"a world size of exactly 2^31-1", [](NodeSpec&, JoinContext& j) { j.workers = 2147483646; }, std::nullopt},
       {"no TCP port", [](NodeSpec& s, JoinContext&) { s.master_port = 65536; },
        "this node's MASTER_PORT 65536 is not a TCP port (1 to 65535)"},
+      {"a snapshot replicator's port that is no TCP port", [](NodeSpec& s, JoinContext&) { s.snapshot_port = 70000; },
+       "this node's snapshot replication port 70000 is not a TCP port (0 to 65535)"},
+      {"a snapshot replicator's id ddprun never makes",
+       [](NodeSpec& s, JoinContext&) { s.snapshot_node = "../x"; },
+       "this node's snapshot replicator id '../x' is not one ddprun makes"},
+      {"a snapshot replicator", [](NodeSpec& s, JoinContext&) {
+         s.snapshot_node = "0123456789abcdef-01234567";
+         s.snapshot_port = 41000;
+       }, std::nullopt},
       {"a peer's address that is no host", [](NodeSpec& s, JoinContext&) { s.addr = "a b"; },
        "this node's address 'a b' is not a host name or IP address"},
       {"the host's address is its command line's", [](NodeSpec& s, JoinContext&) { s.addr = "a b"; }, std::nullopt,

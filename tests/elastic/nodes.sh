@@ -9,6 +9,18 @@ node() {
   "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
+# nsnode ADDR NAME ARGS...: node(), in a mount namespace of its own with a private /dev/shm and
+# /var/tmp, as a node of a cluster has (its DDPRUN_SNAPSHOT_DIR is its own: only the replication
+# carries a file to another node's); ddprun's pid in PID_<NAME> (unshare and sh exec it). Root
+# only: check can_nsnode first.
+nsnode() {
+  local addr=$1 name=$2; shift 2
+  unshare -m --propagation private sh -c \
+    'mount -t tmpfs -o mode=1777 none /dev/shm && mount -t tmpfs -o mode=1777 none /var/tmp && exec "$@"' \
+    nsnode "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  eval "PID_$name=$!"
+}
+can_nsnode() { [[ $(id -u) == 0 ]] && unshare -m --propagation private true 2>/dev/null; }
 # finish NAME: waits for node NAME; its exit code in RC_<NAME>.
 finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
 # finish_within SECONDS NAME: as finish, but fails, showing its stderr, when node NAME is still

@@ -361,6 +361,9 @@ TEST_CASE("a peer's failure, assignment and outcome are checked before anything 
       {[](RoundAssignment& a) { a.world_size = 3; }, "the first rank 2 is out of range"},
       {[](RoundAssignment& a) { a.master_port = 0; }, "MASTER_PORT 0 is out of range"},
       {[](RoundAssignment& a) { a.master_port = 65536; }, "MASTER_PORT 65536 is out of range"},
+      {[](RoundAssignment& a) { a.snapshot_peers = {{"n", "10.0.0.1", 1}}; }, "the number of snapshot replicators 1 is out of range"},
+      {[](RoundAssignment& a) { a.snapshot_peers.assign(static_cast<std::size_t>(a.group_world_size), {"n", "h", 0}); },
+       "a snapshot replicator's port 0 is out of range"},
       {[](RoundAssignment& a) { a.master_addr.clear(); }, "MASTER_ADDR is empty"},
   };
   for (const AssignmentCase& c : assignments) {

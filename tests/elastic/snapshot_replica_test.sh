@@ -10,18 +10,7 @@ set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 
-[[ $(id -u) == 0 ]] || skip "needs root: each node runs in a mount namespace of its own (unshare -m)"
-unshare -m --propagation private true 2>/dev/null || skip "unshare -m is refused here"
-
-# nsnode ADDR NAME ARGS...: node(), in a mount namespace of its own with a private /dev/shm and
-# /var/tmp (ddprun's pid in PID_<NAME>: unshare and sh exec it).
-nsnode() {
-  local addr=$1 name=$2; shift 2
-  unshare -m --propagation private sh -c \
-    'mount -t tmpfs -o mode=1777 none /dev/shm && mount -t tmpfs -o mode=1777 none /var/tmp && exec "$@"' \
-    nsnode "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
-  eval "PID_$name=$!"
-}
+can_nsnode || skip "needs root and unshare -m: each node runs in a mount namespace of its own"
 
 # The job's worker: rank 0 saves (a temporary name, renamed) unless its folder holds the
 # checkpoint; every rank waits until its own folder holds it and writes what it read to
@@ -39,7 +28,7 @@ until [ -e "$d/ckpt" ]; do
   [ "$tries" -lt 1200 ] || { echo "no checkpoint in $d after 60 s: $(ls -la "$d")" >&2; exit 1; }
   sleep 0.05
 done
-cat "$d/ckpt" > "$T/seen.$1.$$"
+{ cat "$d/ckpt"; echo; } > "$T/seen.$1.$$"
 [ -e "$T/killed" ] && exit 0
 exec sleep 600
 SH

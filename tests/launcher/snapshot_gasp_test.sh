@@ -154,8 +154,15 @@ expect_not_in "$T/f.jsonl" "dying_gasp|SIGUSR1"
 ok "(f) off by default: no signal sent, nothing saved"
 
 # (g) Two nodes: b's rank 2 fails; a's ranks 0 and 1 are stopped by the rendezvous for that
-# failure, and gasp too. The next round reads the step.
+# failure, and gasp too. The next round reads the step, on b too: each node has its own folder
+# (a mount namespace of its own, as on a cluster), and the job's secret has the replication copy
+# a's files to b's before the next round's workers start. (Nodes that share one folder on one
+# machine would each sweep the other's files at their own round's end.)
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
+if ! can_nsnode; then
+  echo "skipped: (g) two nodes needs root and unshare -m (a mount namespace for each node)"
+else
+export DDPRUN_RDZV_SECRET=gasp-test-secret
 id="$id_base-g"
 job=(--nnodes=2 --max_restarts=1 --restart_backoff_max=0 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port
      --rdzv_id="$id" --rdzv_conf=join_timeout=60 --snapshot_signal=SIGUSR1)
@@ -168,8 +175,8 @@ if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
 fi
 exec "$T/gasp_worker" g x x x
 SH
-node 127.0.0.3 b "${job[@]}" --nproc_per_node=1 "$T/pair_fail"
-node 127.0.0.2 a "${job[@]}" --nproc_per_node=2 --event_log="$T/g.jsonl" "$T/gasp_worker" g save save
+nsnode 127.0.0.3 b "${job[@]}" --nproc_per_node=1 "$T/pair_fail"
+nsnode 127.0.0.2 a "${job[@]}" --nproc_per_node=2 --event_log="$T/g.jsonl" "$T/gasp_worker" g save save
 finish_within 120 a
 finish_within 60 b
 expect_eq "$RC_a $RC_b" "0 0" "(g) two nodes ($(show a b))"
@@ -177,7 +184,9 @@ expect_in "$T/a.err" "^ddprun: dying gasp: SIGUSR1 to 2 workers; 2 files \(4 B\)
 expect_not_in "$T/b.err" "dying gasp"  # its one worker was the failure: no survivor
 for r in 0 1 2; do expect_eq "$(cat "$T/g.read.$r")" 7 "(g) the step rank $r read in the next round"; done
 wait_for 10 no_leftovers
-ok "(g) two nodes: a failure on one makes the other node's workers gasp; the next round reads their step"
+ok "(g) two nodes: a failure on one makes the other node's workers gasp; the next round reads their step, on both nodes"
+unset DDPRUN_RDZV_SECRET
+fi
 
 # (i) A hang: rank 1 stops beating (and ignores SIGUSR1: it cannot save); found hung after 2 s,
 # the gasp still signals both ranks: rank 0 saves, rank 1 is stopped after the grace. The root

@@ -40,6 +40,10 @@ class SnapshotReplication {
   // A file of the folder (a path relative to it) committed, or removed, by this node's workers.
   virtual void committed(const std::string& path) = 0;
   virtual void removed(const std::string& path) = 0;
+  // The file at `path` went from the folder, not by the job's removal: ddprun's sweep of a copy
+  // half-written over it at a round's end. The next round's restore fetches the newest whole
+  // version another node holds, rather than the other nodes removing theirs.
+  virtual void missing(const std::string& path) = 0;
 };
 
 // Listens on every address of the node, on a free port; every link authenticates with

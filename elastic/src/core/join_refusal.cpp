@@ -93,6 +93,13 @@ std::optional<std::string> join_refusal(const JobSettings& s, const NodeSpec& sp
   if (spec.master_port < 1 || spec.master_port > 65535) {
     return fmt::format("this node's MASTER_PORT {} is not a TCP port (1 to 65535)", spec.master_port);
   }
+  if (spec.snapshot_port < 0 || spec.snapshot_port > 65535) {
+    return fmt::format("this node's snapshot replication port {} is not a TCP port (0 to 65535)", spec.snapshot_port);
+  }
+  if (spec.snapshot_node.size() > 64 ||
+      spec.snapshot_node.find_first_not_of("0123456789abcdef-") != std::string::npos) {
+    return fmt::format("this node's snapshot replicator id '{}' is not one ddprun makes", shown(spec.snapshot_node));
+  }
   // The host's own address and name come from its command line, already checked.
   if (joiner == Joiner::kPeer && !is_host_address(spec.addr)) {
     return fmt::format("this node's address '{}' is not a host name or IP address", shown(spec.addr));

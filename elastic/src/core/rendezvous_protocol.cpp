@@ -193,6 +193,11 @@ void check_assignment(const RoundAssignment& a, int nproc) {
   expect(a.base_rank >= 0 && a.base_rank <= a.world_size - nproc, "the first rank", a.base_rank);
   expect(a.master_port >= 1 && a.master_port <= 65535, "MASTER_PORT", a.master_port);
   if (a.master_addr.empty()) throw std::invalid_argument("MASTER_ADDR is empty");
+  expect(a.snapshot_peers.empty() || static_cast<int>(a.snapshot_peers.size()) == a.group_world_size,
+         "the number of snapshot replicators", static_cast<int>(a.snapshot_peers.size()));
+  for (const SnapshotPeer& peer : a.snapshot_peers) {
+    expect(peer.port >= 1 && peer.port <= 65535, "a snapshot replicator's port", peer.port);
+  }
 }
 
 void check_outcome(const JobOutcome& outcome) {

@@ -65,6 +65,9 @@ class Manifest {
   // removes the path); false for a stale or repeated one, which the caller drops. Either way the
   // clock moves past the copy's.
   bool receive(const std::string& path, const ManifestEntry& entry);
+  // This node holds no version of `path` any more, and records no removal of it either (its
+  // copy went by accident): the next restore takes the newest another node holds.
+  void forget(const std::string& path) { entries_.erase(path); }
 
  private:
   std::string node_;

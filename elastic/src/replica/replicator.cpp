@@ -201,6 +201,12 @@ void Replicator::removed(const std::string& path) {
   changed();
 }
 
+void Replicator::missing(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  manifest_.forget(path);
+  changed();
+}
+
 void Replicator::start_round(int round, std::vector<ReplicaPeer> ring, std::function<void(RestoreOutcome)> restored) {
   // Nodes on one machine whose folders are one (no mount namespace of their own): each already
   // sees what the others commit, and a copy would be written over its own source.

@@ -74,6 +74,7 @@ class Replicator final : public SnapshotReplication {
   // Ignored for what this replicator itself put in place or removed.
   void committed(const std::string& path) override;
   void removed(const std::string& path) override;
+  void missing(const std::string& path) override;
 
   ManifestEntries entries() const;
   // Waits until `done(entries, announced)` holds, at most `timeout` seconds; whether it did.
