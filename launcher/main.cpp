@@ -286,7 +286,7 @@ int run(int argc, char** argv) {
     if (!paths.private_root.empty()) remove_stale_private_folders(std::filesystem::path(paths.private_root).parent_path());
     launcher::SnapshotDir::remove_stale(snapshots.path());
     if (!cgroup.empty()) launcher::Containment::remove_stale(cgroup);
-  });
+  }, {snapshots.lock_descriptor()});
   auto containment = launcher::Containment::create(cgroup);
   launcher::Agent::block_signals(cfg.debug);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -192,7 +192,7 @@ void rename_process() {
 }  // namespace
 
 OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& private_folder,
-                               const std::function<void()>& chores) {
+                               const std::function<void()>& chores, const std::vector<int>& not_held) {
   // A socket, not a pipe: it carries descriptors (hold_connection), and keeps each message whole.
   int ends[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
@@ -205,6 +205,7 @@ OrphanGuard OrphanGuard::start(const std::string& cgroup, const std::string& pri
   if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork (orphan guard)");
   if (pid == 0) {
     launcher_end.reset();
+    for (int fd : not_held) ::close(fd);
     run_guard(guard_end.get(), cgroup, private_folder, chores);
   }
   return OrphanGuard(std::move(launcher_end), pid, std::move(inotify), std::move(snapshot_inotify));

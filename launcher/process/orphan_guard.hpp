@@ -23,6 +23,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ddprun/unique_fd.hpp"
 
@@ -33,9 +34,11 @@ class OrphanGuard {
   // Forks the guard. Call before any other thread or worker exists. `cgroup` and
   // `private_folder` ("" for none) are cleaned up when ddprun is gone. The guard first runs
   // `chores` (if any): work ddprun's start need not wait for, such as removing what dead ddprun
-  // processes left behind.
+  // processes left behind. `not_held`: descriptors of ddprun's that the guard closes at once, so
+  // that what they hold ends with ddprun, not with the guard (the snapshot folder's flock: a rerun
+  // that starts while the last run's guard cleans up must find it released).
   static OrphanGuard start(const std::string& cgroup, const std::string& private_folder,
-                           const std::function<void()>& chores = nullptr);
+                           const std::function<void()>& chores = nullptr, const std::vector<int>& not_held = {});
   OrphanGuard() = default;
 
   // A worker's process group to kill if ddprun dies.

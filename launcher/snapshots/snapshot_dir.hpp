@@ -48,6 +48,8 @@ class SnapshotDir {
 
   // The folder; "" with --snapshot=off.
   const std::string& path() const { return path_; }
+  // The folder's descriptor, which holds its flock (-1: none): not the orphan guard's to hold.
+  int lock_descriptor() const { return held_.get(); }
 
   // Removes, in `path`'s folder, this user's snapshot folders that are empty, held by no ddprun
   // and unchanged for a minute (no ddprun is then between making one and locking it): those of ddprun processes killed by SIGKILL, which cannot
