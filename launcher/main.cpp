@@ -300,9 +300,13 @@ int run(int argc, char** argv) {
                                                               rendezvous_config.auth == elastic::AuthMode::kMunge,
                                                               rendezvous_config.backend == config::RdzvBackend::kEtcd);
     if (blocked.empty()) {
-      replication = elastic::make_snapshot_replication(
-          snapshots.path(), rendezvous_config.secret,
-          [&io](const std::string& line) { asio::post(io, [line] { launcher::say("ddprun: " + line + "\n"); }); });
+      try {
+        replication = elastic::make_snapshot_replication(
+            snapshots.path(), rendezvous_config.secret,
+            [&io](const std::string& line) { asio::post(io, [line] { launcher::say("ddprun: " + line + "\n"); }); });
+      } catch (const std::runtime_error& e) {  // no libcrypto, no port to listen on
+        throw UserError(fmt::format("the snapshot folder's replication: {}", e.what()), exit_code::kRendezvous);
+      }
       rendezvous_config.snapshot_node = replication->node();
       rendezvous_config.snapshot_port = replication->port();
     } else {

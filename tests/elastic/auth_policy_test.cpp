@@ -31,8 +31,8 @@ TEST_CASE("choose_auth: the rules as a table") {
                    etcd = backend_entry(Backend::kEtcd).auth;
   const std::vector<Row> rows = {
       {"etcd, nothing asked", etcd, A::kAuto, false, "42", "", false, "", A::kNone, ""},
-      {"etcd with a secret: said to have no effect", etcd, A::kAuto, true, "", "", false, "", A::kNone,
-       "the rendezvous secret has no effect with the etcd backend"},
+      {"etcd with a secret: said not to guard etcd", etcd, A::kAuto, true, "", "", false, "", A::kNone,
+       "the rendezvous secret does not guard the etcd backend"},
       {"etcd with auth=munge: refused", etcd, A::kMunge, false, "42", "", false, "auth= applies to the static and c10d",
        A::kNone, ""},
       {"etcd with auth=none: refused", etcd, A::kNone, false, "", "", false, "auth= applies to the static and c10d",

@@ -208,6 +208,7 @@ TEST_CASE("a copy cut by its sender's loss is never put in place, and the restor
   {
     ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
                                             {{"type", "intro"}, {"purpose", "push"}, {"round", 1}, {"node", ghost.node}}, kWait);
+    REQUIRE(link.receive(kWait).value("type", "") == "ready");
     link.send({{"type", "copy"}, {"path", "ckpt.pt"}, {"entry", ManifestEntry{Version{1000, ghost.node}, 10000, false}}});
     link.send_chunk(std::string(4096, 'x'));
     // b has seen the copy begin (and forwards it to c as it lands).
@@ -238,6 +239,9 @@ TEST_CASE("fenced: a peer without the secret, and a node not in the round, never
     ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
                                             {{"type", "intro"}, {"purpose", "push"}, {"round", 0}, {"node", "eeeeeeeeeeeeeeee-x"}}, kWait);
     CHECK(b.lines.wait_for("refused copies from eeeeeeeeeeeeeeee-x (round 0): not a member of round 0"));
+    const nlohmann::json answer = link.receive(kWait);
+    CHECK(answer.value("type", "") == "refused");
+    CHECK(answer.value("why", "") == "not this node's predecessor in round 0");
     CHECK_THROWS_AS(link.receive(kWait), LinkError);  // closed by b
   }
   CHECK(b.replicator->entries().empty());
@@ -302,4 +306,44 @@ TEST_CASE("nodes whose folder is one (one machine, no mount namespace of their o
   CHECK(outcomes[1].lines.empty());
   a.write("x", "y");
   CHECK(a.replicator->wait_sent(kWait));  // nothing to send to
+}
+
+TEST_CASE("a commit made before the next node began the round reaches it once it has: refused, then sent again") {
+  Node a, b;
+  const std::vector<ReplicaPeer> ring = {a.peer(), b.peer()};
+  a.replicator->start_round(0, ring, [](RestoreOutcome) {});
+  a.write("early.pt", "before b's round");
+  // a's copy is refused by b, which is in no round yet, and tried again meanwhile; no line for it.
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool restored = false;
+  b.replicator->start_round(0, ring, [&](RestoreOutcome) {
+    std::lock_guard<std::mutex> lock(mutex);
+    restored = true;
+    cv.notify_all();
+  });
+  REQUIRE(b.holds("early.pt", a.replicator->node()));
+  CHECK(b.read("early.pt") == "before b's round");
+  CHECK(a.replicator->wait_sent(kWait));
+  std::unique_lock<std::mutex> lock(mutex);
+  CHECK(cv.wait_for(lock, std::chrono::duration<double>(kWait), [&] { return restored; }));
+  for (const auto& line : b.lines.lines) CHECK(line.find("refused") == std::string::npos);
+}
+
+TEST_CASE("a commit whose file went before it was sent (a temporary name renamed) is cut, and the queue goes on") {
+  Node a, b;
+  start_round(0, {&a, &b});
+  for (int i = 0; i < 20; ++i) {
+    const std::string tmp = "ckpt.pt.tmp", final_name = "ckpt.pt";
+    std::ofstream(a.folder.path + "/" + tmp) << "version " << i;
+    a.replicator->committed(tmp);  // its close, seen before the rename
+    fs::rename(a.folder.path + "/" + tmp, a.folder.path + "/" + final_name);
+    a.replicator->removed(tmp);
+    a.replicator->committed(final_name);
+  }
+  REQUIRE(a.replicator->wait_sent(kWait));
+  REQUIRE(b.holds("ckpt.pt", a.replicator->node()));
+  CHECK(b.read("ckpt.pt") == "version 19");
+  CHECK_FALSE(b.has("ckpt.pt.tmp"));
+  CHECK(fs::is_empty(fs::path(b.folder.path) / kIncomingFolder));
 }

@@ -33,38 +33,57 @@ done
 exec sleep 600
 SH
 
-export DDPRUN_RDZV_SECRET=replica-test-secret
-job=(--nnodes=3 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=replica-$$
-     --rdzv_conf=join_timeout=60,heartbeat_timeout=3,spares=1)
-nsnode 127.0.0.2 a "${job[@]}" "$T/saver" a
-nsnode 127.0.0.3 b "${job[@]}" "$T/saver" b
-nsnode 127.0.0.4 c "${job[@]}" "$T/saver" c
-seen_by() { cat "$T"/seen."$1".* 2>/dev/null; }
-all_seen() { [[ -n $(seen_by a) && -n $(seen_by b) && -n $(seen_by c) ]]; }
-poll_until 120 all_seen || { show a b c >&2; fail "not every node found the checkpoint in its own folder"; }
-saver=$(cat "$T"/seen.a.*)
-[[ $saver == "step 42 by "[abc] ]] || fail "the checkpoint read: '$saver'"
-for n in a b c; do expect_eq "$(seen_by "$n")" "$saver" "what node $n's rank read in its own folder"; done
-ok "rank 0's checkpoint reached the folder of every node, each in its own mount namespace"
+# Nothing of the job left but etcd, which the etcd run stops at its end.
+no_job_left() { [[ -z "$(leftovers | awk '$3 !~ /(^|\/)etcd$/')" ]]; }
 
-# The spare joins; c is lost; the spare takes its place with the checkpoint in its folder.
-nsnode 127.0.0.5 d "${job[@]}" --event_log="$T/d.events" "$T/saver" d
-wait_for 60 grep -q "this node is a hot spare" "$T/d.err"
-touch "$T/killed"
-if [[ $saver == *" by c" ]]; then victim=b; else victim=c; fi  # never the node whose rank 0 saved it first
-kill -KILL "$(eval echo "\$PID_$victim")"
-finish "$victim"
-for n in a b c d; do [[ $n == "$victim" ]] || finish_within 120 "$n"; done
-for n in a b c d; do
-  [[ $n == "$victim" ]] && continue
-  expect_eq "$(eval echo "\$RC_$n")" 0 "node $n's exit ($(show "$n"))"
-done
-expect_eq "$(seen_by d)" "$saver" "what the spare's rank read in its own folder"
-expect_in "$T/d.err" "snapshots: 1 file fetched from the other nodes"
-expect_in "$T/d.events" '"event":"snapshot_restore".*"fetched":1'
-for n in a b c; do
-  [[ $n == "$victim" ]] && continue
-  expect_eq "$(seen_by "$n" | sort -u)" "$saver" "what node $n's ranks read in both rounds"
-done
-ok "node $victim SIGKILLed: the spare took its place with the checkpoint in its own folder before its workers started"
-wait_for 30 no_leftovers
+# scenario: the job above on the backend in RDZV (BACKEND names it in messages).
+scenario() {
+  rm -f "$T"/seen.* "$T/killed"
+  job=(--nnodes=3 --nproc_per_node=1 "${RDZV[@]}" --rdzv_conf=join_timeout=60,heartbeat_timeout=3,spares=1)
+  nsnode 127.0.0.2 a "${job[@]}" "$T/saver" a
+  nsnode 127.0.0.3 b "${job[@]}" "$T/saver" b
+  nsnode 127.0.0.4 c "${job[@]}" "$T/saver" c
+  seen_by() { cat "$T"/seen."$1".* 2>/dev/null; }
+  all_seen() { [[ -n $(seen_by a) && -n $(seen_by b) && -n $(seen_by c) ]]; }
+  poll_until 120 all_seen || { show a b c >&2; fail "not every node found the checkpoint in its own folder"; }
+  saver=$(cat "$T"/seen.a.*)
+  [[ $saver == "step 42 by "[abc] ]] || fail "the checkpoint read: '$saver'"
+  for n in a b c; do expect_eq "$(seen_by "$n")" "$saver" "what node $n's rank read in its own folder"; done
+  ok "[$BACKEND] rank 0's checkpoint reached the folder of every node, each in its own mount namespace"
+
+  # The spare joins; c is lost; the spare takes its place with the checkpoint in its folder.
+  nsnode 127.0.0.5 d "${job[@]}" --event_log="$T/d.events" "$T/saver" d
+  wait_for 60 grep -q "this node is a hot spare" "$T/d.err"
+  touch "$T/killed"
+  if [[ $saver == *" by c" ]]; then victim=b; else victim=c; fi  # never the node whose rank 0 saved it first
+  kill -KILL "$(eval echo "\$PID_$victim")"
+  finish "$victim"
+  for n in a b c d; do [[ $n == "$victim" ]] || finish_within 120 "$n"; done
+  for n in a b c d; do
+    [[ $n == "$victim" ]] && continue
+    expect_eq "$(eval echo "\$RC_$n")" 0 "node $n's exit ($(show "$n"))"
+  done
+  expect_eq "$(seen_by d)" "$saver" "what the spare's rank read in its own folder"
+  expect_in "$T/d.err" "snapshots: 1 file fetched from the other nodes"
+  expect_in "$T/d.events" '"event":"snapshot_restore".*"fetched":1'
+  for n in a b c; do
+    [[ $n == "$victim" ]] && continue
+    expect_eq "$(seen_by "$n" | sort -u)" "$saver" "what node $n's ranks read in both rounds"
+  done
+  ok "[$BACKEND] node $victim SIGKILLed: the spare took its place with the checkpoint in its own folder before its workers started"
+  wait_for 30 no_job_left
+}
+
+export DDPRUN_RDZV_SECRET=replica-test-secret
+BACKEND=c10d RDZV=(--rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=replica-$$)
+scenario
+# etcd: the secret authenticates the copies, as with c10d; etcd's own TLS and users guard etcd.
+if command -v etcd >/dev/null && command -v etcdctl >/dev/null && command -v curl >/dev/null; then
+  source "$DDPRUN_TESTS_DIR/elastic/etcd_lib.sh"
+  etcd_members http solo
+  BACKEND=etcd RDZV=(--rdzv_backend=etcd --rdzv_endpoint=127.0.0.1:$CLIENT_solo --rdzv_id=replica-etcd-$$)
+  scenario
+  kill "$ETCD_solo"; wait "$ETCD_solo" 2>/dev/null || true
+else
+  echo "skipped: the etcd run (needs etcd, etcdctl and curl)"
+fi

@@ -98,7 +98,8 @@ BackendEntry etcd_backend(decltype(BackendEntry::make) make) {
       "--rdzv_conf auth= applies to the static and c10d backends; the etcd backend is guarded by etcd's TLS and "
       "users (--rdzv_conf protocol=https,cacert=...,cert=...,key=..., user=..., password=...)";
   e.auth.secret_unused =
-      "ddprun: the rendezvous secret has no effect with the etcd backend, which etcd's TLS and users guard";
+      "ddprun: the rendezvous secret does not guard the etcd backend, which etcd's TLS and users guard; it "
+      "authenticates only the copies of the snapshot folder between the nodes";
   e.make = make;
   e.unbuilt =
       "--rdzv_backend=etcd: this ddprun was built without the etcd rendezvous (DDPRUN_ETCD=OFF); use "

@@ -155,9 +155,13 @@ void ReplicaLink::send_chunk(std::string_view bytes) {
   write_all(bytes);
 }
 
-void ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeout) {
-  const nlohmann::json header = receive(timeout);
-  if (header.value("type", "") != "chunk") throw LinkError("expected a chunk");
+bool ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeout, nlohmann::json* other) {
+  nlohmann::json header = receive(timeout);
+  if (header.value("type", "") != "chunk") {
+    if (other == nullptr) throw LinkError("expected a chunk");
+    *other = std::move(header);
+    return false;
+  }
   const auto n = header.at("n").get<std::size_t>();
   if (n == 0 || n > max) throw LinkError(fmt::format("a chunk of {} bytes where at most {} were due", n, max));
   out.resize(n);
@@ -165,6 +169,7 @@ void ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeou
   if (!tags_equal(header.at("mac").get<std::string>(), hmac_sha256_hex(chunk_key_, out))) {
     throw LinkError("a chunk whose MAC is wrong (altered or forged)");
   }
+  return true;
 }
 
 ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::string& secret,

@@ -6,11 +6,14 @@
 //   server -> client  challenge (plain)
 //   client -> server  {"type":"intro","purpose":"push"|"manifest"|"fetch","round":R,"node":N}
 //   then, by purpose (replicator.cpp):
-//   push      client -> server  {"type":"copy","path":P,"entry":E} and, for a file, its chunks:
+//   push      server -> client  {"type":"ready"}, or {"type":"refused","why":W} and it closes (not
+//                               the predecessor in its round: fenced, or that round not begun)
+//             client -> server  {"type":"copy","path":P,"entry":E} and, for a file, its chunks:
 //                               {"type":"chunk","n":BYTES,"mac":HEX} then BYTES raw bytes, until
 //                               E.size; then {"type":"end"}, or {"type":"cut"} when the copy is
 //                               given up (its file changed while being sent, its source was cut):
 //                               the receiver puts a copy in place only at its end
+//             server -> client  {"type":"stored"} after each copy's end: the sender's copy is done
 //   manifest  server -> client  {"type":"manifest","entries":{...},"announced":{...}}
 //   fetch     client -> server  {"type":"fetch","path":P,"version":V}
 //             server -> client  a copy as a push sends it, or {"type":"gone"}
@@ -56,8 +59,10 @@ class ReplicaLink {
   nlohmann::json receive(double timeout);
   // A chunk: its announcing line, then its bytes.
   void send_chunk(std::string_view bytes);
-  // The bytes of the next chunk, at most `max` of them, MAC checked, into `out`.
-  void receive_chunk(std::string& out, std::size_t max, double timeout);
+  // The bytes of the next chunk, at most `max` of them, MAC checked, into `out`; true. When the
+  // next message is not a chunk (a copy's "cut" in place of its bytes), it goes to `other` and
+  // this returns false (without `other`: a LinkError).
+  bool receive_chunk(std::string& out, std::size_t max, double timeout, nlohmann::json* other = nullptr);
 
   // Ends the connection so that a thread blocked in it returns (with a LinkError). Any thread.
   void shutdown();

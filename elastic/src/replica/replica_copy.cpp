@@ -91,9 +91,12 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
   std::string chunk;
   std::uint64_t received = 0;
   try {
+    nlohmann::json early;  // the copy's end before all its bytes: a "cut" (its file went or changed)
     while (!entry.removed && received < entry.size) {
-      link.receive_chunk(chunk, static_cast<std::size_t>(std::min<std::uint64_t>(entry.size - received, 64u << 20)),
-                         settings_.timeout);
+      if (!link.receive_chunk(chunk, static_cast<std::size_t>(std::min<std::uint64_t>(entry.size - received, 64u << 20)),
+                              settings_.timeout, &early)) {
+        break;
+      }
       if (out >= 0) {
         std::size_t done = 0;
         while (done < chunk.size()) {
@@ -116,8 +119,8 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
         incoming->cv.notify_all();
       }
     }
-    const nlohmann::json end = link.receive(settings_.timeout);
-    if (end.value("type", "") != "end") {
+    const nlohmann::json end = early.is_null() ? link.receive(settings_.timeout) : early;
+    if (end.value("type", "") != "end" || received < entry.size) {
       // Given up upstream: by its sender (its file changed: a newer commit follows, or none is
       // due), or by a node before this one that lost its own link ("lost"): then the version
       // stays announced, for the restore to name.

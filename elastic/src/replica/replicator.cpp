@@ -66,6 +66,7 @@ bool replicable_path(const std::string& path) {
 
 Replicator::Replicator(Settings settings, Say say)
     : settings_(std::move(settings)), say_(std::move(say)), manifest_("") {
+  if (const std::string problem = load_libcrypto(); !problem.empty()) throw std::runtime_error(problem);
   std::string error = "no address";
   if (settings_.listen_addr.empty()) {
     // Every address: IPv6 and IPv4 on one socket where the node has IPv6, else IPv4's.
@@ -319,20 +320,28 @@ void Replicator::serve(int fd) {
 }
 
 void Replicator::serve_push(ReplicaLink& link, const std::string& from, int round) {
+  std::string refused;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool member = !ring_.empty() && ring_[(self_ + ring_.size() - 1) % ring_.size()].node == from;
     if (round != round_ || !member) {
       // Fenced: a node of another round, or not this node's predecessor (a node lost from the
       // round and still sending): its copies are never taken. A node of the round tries again
-      // once it starts this round too; the others are said.
+      // (this one may not have started the round yet); the others are said.
+      refused = fmt::format("not this node's predecessor in round {}", round_);
       const bool in_round = std::any_of(ring_.begin(), ring_.end(), [&](const ReplicaPeer& p) { return p.node == from; });
-      if (in_round || round > round_) return;
-      say_(fmt::format("snapshots: refused copies from {} (round {}): not a member of round {}", from,
-                       round, round_));
-      return;
+      if (!in_round && round <= round_) {
+        say_(fmt::format("snapshots: refused copies from {} (round {}): not a member of round {}", from, round, round_));
+      }
     }
   }
+  // Said either way, before any copy: a sender that wrote a copy into a connection closed unread
+  // would take it as sent.
+  if (!refused.empty()) {
+    link.send({{"type", "refused"}, {"why", refused}});
+    return;
+  }
+  link.send({{"type", "ready"}});
   const std::uint64_t changes = [&] {
     std::lock_guard<std::mutex> lock(mutex_);
     return round_changes_;
@@ -345,6 +354,7 @@ void Replicator::serve_push(ReplicaLink& link, const std::string& from, int roun
     }
     if (header.value("type", "") != "copy") throw LinkError("expected a copy");
     receive_copy(link, header, true, nullptr);
+    link.send({{"type", "stored"}});  // the sender's copy is done only now
   }
 }
 
@@ -402,11 +412,20 @@ void Replicator::send_loop() {
         link.emplace(ReplicaLink::connect(next.addr, next.port, settings_.secret,
                                           {{"type", "intro"}, {"purpose", "push"}, {"round", round}, {"node", node_}},
                                           settings_.timeout));
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          open_links_.insert(&*link);
+        }
+        const nlohmann::json answer = link->receive(settings_.timeout);
+        if (answer.value("type", "") != "ready") {
+          throw LinkError(fmt::format("{} refused the copies: {}", next.node, answer.value("why", "")));
+        }
         link_changes = changes;
-        std::lock_guard<std::mutex> lock(mutex_);
-        open_links_.insert(&*link);
       }
       send_item(*link, item);
+      if (link->receive(settings_.timeout).value("type", "") != "stored") {
+        throw LinkError(fmt::format("{} did not say it stored {}", next.node, item.path));
+      }
       std::lock_guard<std::mutex> lock(mutex_);
       sending_ = false;
       changed();
