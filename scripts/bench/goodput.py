@@ -67,7 +67,8 @@ any other worker failure, the restarts that waited a backoff and those counted t
 snapshot_restore records of every node (files fetched from the other nodes before a round).
 A launcher that exits before the end (with --kill node: any node not killed), or leaves a process
 of the run behind (the driver kills it), is named in the result column and its figures are not
-given. The snapshot folders the workers name are removed after each run (ddprun keeps one after
+given. GOODPUT_KEEP=DIR keeps a copy of each run's folder (logs, steps; not the checkpoints) in DIR.
+The snapshot folders the workers name are removed after each run (ddprun keeps one after
 a stop by a signal).
 """
 import argparse
@@ -488,9 +489,10 @@ def measure(name, env, args, schedule):
                 problems.append(f"{len(run['left'])} processes left behind (killed)")
             if what == "fault-free" and len(steps) < 2:
                 problems.append(f"{len(steps)} steps")
+            if os.environ.get("GOODPUT_KEEP"):  # to debug a run: a copy of its folder
+                shutil.copytree(d, os.path.join(os.environ["GOODPUT_KEEP"], os.path.basename(d)),
+                                ignore=shutil.ignore_patterns("ckpt-*"))
             if problems:
-                if os.environ.get("GOODPUT_KEEP"):
-                    shutil.copytree(d, os.environ["GOODPUT_KEEP"] + "/" + os.path.basename(d))
                 why = f"{what} run: " + "; ".join(problems)
                 print(f"goodput.py: {name}: {why}; left behind: {run['left']}; the launcher's last lines:\n"
                       + launcher_tail(d), file=sys.stderr)
