@@ -147,7 +147,11 @@ def main():
     except RuntimeError:
         if not args.gasp:
             raise
-        signal.pause()  # a peer died under a collective: the gasp's signal comes
+        # A peer died under a collective: the gasp's signal comes (or came: a handler whose signal
+        # arrived while the collective blocked runs at the loop's next bytecode; signal.pause()
+        # would wait for a second signal, as it checks for pending ones only after pausing).
+        while True:
+            time.sleep(0.1)
 
 
 if __name__ == "__main__":
