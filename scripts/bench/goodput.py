@@ -1,46 +1,75 @@
 #!/usr/bin/python3
 """Goodput under faults: a 2-worker gloo DDP training script as users write it
 (goodput_python_worker.py: it resumes from the latest checkpoint, saves one every --save_every
-steps) runs for --seconds of wall time while the driver SIGKILLs a random worker at Poisson times
-(mean --mean_kill_interval), the same seeded schedule (--seed) for every launcher; torch 2.x (the
-venv of scripts/torch2-env.sh), CPU, checkpoints on the disk of the temporary folder.
+steps) runs for --seconds of wall time while the driver SIGKILLs a random worker (--kill worker)
+or a whole node (--kill node) at Poisson times (mean --mean_kill_interval), the same seeded
+schedule (--seed) for every launcher; torch 2.x (the venv of scripts/torch2-env.sh), CPU.
 
   python3 scripts/bench/goodput.py [--seconds 120] [--mean_kill_interval 15] [--seed 1]
-      [--save_every 50] [--fault_free_seconds 30] [--ddprun build/launcher/ddprun]
-      [--only torchrun,ddprun-defaults,ddprun-cold,ddprun-warm]
+      [--save_every 10] [--fault_free_seconds 30] [--ddprun build/launcher/ddprun]
+      [--kill worker|node] [--only torchrun,ddprun-defaults,...]
 
-The launchers (--only picks some, comma-separated), each with --nproc_per_node=2:
-  torchrun         the venv's torchrun, --max_restarts=1000
-  ddprun-defaults  ddprun --max_restarts=1000 and no other option that changes what it does
-  ddprun-cold      ddprun --max_restarts=1000 --warm_start=off
-  ddprun-warm      ddprun --max_restarts=1000 --warm_start=on --preload=torch._dynamo
-ddprun also gets --event_log, which changes nothing but what it writes. Each launcher first runs
-the script without a fault for --fault_free_seconds: its fault-free step time is the time from
-its first step to its last over the steps between (checkpoint saves included), then with the
-kills. Effective training time = the final step (the last one before the end of the wall time) x
-the fault-free step time / the wall time, counted from the first step and from the launch. The
-step time of the run with the kills (the same measure over its rounds' stretches of steps) is
+The launchers (--only picks some, comma-separated), each with --max_restarts=1000:
+  torchrun               the venv's torchrun, checkpoints on disk
+  ddprun-defaults        ddprun and no other option that changes what it does, checkpoints on disk
+  ddprun-cold            ddprun --warm_start=off, checkpoints on disk
+  ddprun-warm            ddprun --warm_start=on --preload=torch._dynamo, checkpoints on disk
+  ddprun-snapshots       ddprun's defaults, checkpoints in DDPRUN_SNAPSHOT_DIR (memory; with
+                         --kill node replicated to the other nodes: docs/guides/snapshots.md)
+  ddprun-snapshots-gasp  the same and --snapshot_signal=SIGUSR1: on a failure the survivors save the
+                         step they hold (the worker's --gasp handler) and exit, then the restart
+"On disk": the driver's temporary folder (TMPDIR, else /tmp). Every launcher saves every
+--save_every steps (a temporary name, then os.replace), rank 0 only, and keeps the last two.
+ddprun also gets --event_log, which changes nothing but what it writes.
+
+--kill worker (the default): one launcher with --nproc_per_node=2; a kill goes to one of its
+workers. --kill node (root only): two nodes of one worker each on loopback (127.0.0.2, which
+hosts the rendezvous, and 127.0.0.3), each in a mount namespace of its own with a private
+/dev/shm and /var/tmp (tests/elastic/nodes.sh's nsnode: its snapshot folder is its own, and only
+ddprun's replication carries a file to the other node; the disk folder is shared, as a shared
+file system would be), the TCP rendezvous (c10d) with the job's secret (DDPRUN_RDZV_SECRET, which
+the replication needs). A kill SIGKILLs every process of the node that is not the rendezvous'
+host (its launcher and its workers at once: the node is gone). ddprun runs with
+--rdzv_conf spares=1 and a third node started as a hot spare; after each kill a new node is
+started (ddprun: the next spare; torchrun, which has no spares: the replacement its survivors wait
+for, the best a scheduler can do), so that there is always one.
+
+Each launcher first runs the script without a fault for --fault_free_seconds: its fault-free step
+time is the time from its first step to its last over the steps between (checkpoint saves
+included), then with the kills. Effective training time = the final step (the last one before the
+end of the wall time) x the fault-free step time / the wall time, counted from the first step and
+from the launch; "to the first step" is the launch to the first step of the run with the kills.
+The step time of the run with the kills (the same measure over its rounds' stretches of steps) is
 printed beside the fault-free one: where they differ, the machine's load changed between the two
 runs (other work on it), and the effective times are off by as much.
 
-A kill goes to one of the workers (the launcher's descendants whose arguments name this run's
-folder) of a round not yet hit: when a kill is due, the driver waits until the workers of a round
-that no kill has hit yet (none of the processes of an earlier kill) are all there, and kills one
-(the seeded choice of the two, by pid order). So no round is killed twice, and a kill due during a
-restart waits for its end; kills due after the wall time are not made.
-The kill -> next step delay is from the kill to the first step of a later round than the one
-killed (rank 0 writes the round, TORCHELASTIC_RESTART_COUNT, with each step): a kill whose next
-round is killed again before its first step waits for the step of the round after. A kill with
-no step after it before the end has no delay ("kills": made of due (with a step after)). The
-restarts are the round of the last step (its restart count): more than the kills where rounds
-failed by themselves (torchrun 2.11's restarted workers can fail gloo's connectFullMesh,
-"Connection refused", and be restarted again).
+The save stall, from the worker's DIR/saves: the median time rank 0's training stood still for a
+regular save, and the share of the wall time of the run with the kills spent so; and the gasps'
+saves (each made by a survivor: how many, and the median time).
 
-From ddprun's event log: the failure kind of each killed worker (SIGKILL from outside: 'killed';
-'host_oom' would be wrong where the kernel killed nothing), any other worker failure, the restarts
-that waited a backoff and those counted toward a crash loop (failures.md: a kill from outside
-counts nothing and waits nothing). A launcher that exits before the end, or leaves a process of
-the run behind (the driver kills it), is named in the result column and its figures are not given.
+A kill goes to a round not yet hit: when a kill is due, the driver waits until the workers of a
+round that no kill has hit yet (none of the processes of an earlier kill) are all there, and
+kills one worker (the seeded choice of the two, by pid order) or the non-host node. So no round
+is killed twice, and a kill due during a restart waits for its end; kills due after the wall time
+are not made.
+The kill -> next step delay is from the kill to the first step of a later round than the one
+killed (rank 0 writes its round with each step: how many rank-0 processes started before it): a
+kill whose next round is killed again before its first step waits for the step of the round
+after. A kill with no step after it before the end has no delay ("kills": made of due (with a
+step after)). The rounds are the round of the last step: more than the kills where rounds failed
+by themselves (torchrun 2.11's restarted workers can fail gloo's connectFullMesh, "Connection
+refused", and be restarted again).
+
+From ddprun's event log (with --kill node, the host node's): the failure kind of each killed
+worker (SIGKILL from outside: 'killed'; 'host_oom' would be wrong where the kernel killed nothing),
+any other worker failure, the restarts that waited a backoff and those counted toward a crash loop
+(failures.md: a kill from outside counts nothing and waits nothing); with --kill node, the
+snapshot_restore records of every node (files fetched from the other nodes before a round).
+A launcher that exits before the end (with --kill node: any node not killed), or leaves a process
+of the run behind (the driver kills it), is named in the result column and its figures are not
+given. GOODPUT_KEEP=DIR keeps a copy of each run's folder (logs, steps; not the checkpoints) in DIR.
+The snapshot folders the workers name are removed after each run (ddprun keeps one after
+a stop by a signal).
 """
 import argparse
 import collections
@@ -48,7 +77,9 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -58,9 +89,13 @@ import time
 from benchlib import BENCH_DIR, ROOT, free_port, stop_launcher, torch2_python, torchrun
 
 WORKER = os.path.join(BENCH_DIR, "goodput_python_worker.py")
-NPROC = 2
+NPROC = 2  # workers of the job: 2 on one node (--kill worker), 1 on each of 2 nodes (--kill node)
 MAX_RESTARTS = "--max_restarts=1000"
-VARIANTS = ("torchrun", "ddprun-defaults", "ddprun-cold", "ddprun-warm")
+VARIANTS = ("torchrun", "ddprun-defaults", "ddprun-cold", "ddprun-warm", "ddprun-snapshots", "ddprun-snapshots-gasp")
+SECRET = "goodput-bench-secret"
+# tests/elastic/nodes.sh's nsnode: a mount namespace with a private /dev/shm and /var/tmp.
+NSNODE = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+          'mount -t tmpfs -o mode=1777 none /dev/shm && mount -t tmpfs -o mode=1777 none /var/tmp && exec "$@"', "nsnode"]
 
 
 def kill_schedule(seed, mean, seconds):
@@ -117,10 +152,10 @@ def workers(tree, d):
     return sorted(pid for pid in tree if d in arguments(pid))
 
 
-def wait(proc, deadline, ready=lambda: None):
+def wait(alive, deadline, ready=lambda: None):
     """Polls `ready` every 10 ms until it returns something (returned), `deadline` (monotonic)
-    passes or the launcher exits (then None)."""
-    while proc.poll() is None:
+    passes or `alive()` is false (then None)."""
+    while alive():
         found = ready()
         if found:
             return found
@@ -131,8 +166,8 @@ def wait(proc, deadline, ready=lambda: None):
 
 
 def sweep(seen, d, grace=5):
-    """SIGKILLs what is left of a run `grace` seconds after its launcher exited (ddprun's orphan
-    guard, for one, exits just after it): the processes seen below it (the same pid and start
+    """SIGKILLs what is left of a run `grace` seconds after its launchers exited (ddprun's orphan
+    guard, for one, exits just after it): the processes seen below them (the same pid and start
     time) and any process naming its folder; returns their arguments."""
     deadline = time.monotonic() + grace
     while True:
@@ -151,49 +186,161 @@ def sweep(seen, d, grace=5):
     return named
 
 
-def run_job(command, env, d, seconds, schedule):
-    """Runs `command` (a launcher of WORKER on folder `d`) for `seconds`, SIGKILLing a worker at each
-    time of `schedule` as the docstring says, then stops it. Returns the launch and end (monotonic),
-    the kills [(monotonic time, pid)], the launcher's exit code and time where it exited before the
-    end, and what was left behind."""
-    log = open(os.path.join(d, "launcher.log"), "wb")
-    launch = time.monotonic()
-    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+def remove_snapshot_dirs(d):
+    """Removes the snapshot folders the workers of the run in `d` named (on this machine's
+    /dev/shm; a node's own /dev/shm went with its mount namespace)."""
+    path = os.path.join(d, "snapshot_dirs")
+    if os.path.exists(path):
+        with open(path) as f:
+            for folder in set(f.read().split()):
+                if os.path.basename(folder).startswith("ddprun-snapshots."):
+                    shutil.rmtree(folder, ignore_errors=True)
+
+
+def listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.2", port)) == 0
+
+
+class Single:
+    """One launcher of NPROC workers (--kill worker)."""
+
+    def __init__(self, command, env, d, log):
+        self.d = d
+        self.proc = subprocess.Popen(command(d), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs = [self.proc]
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def exited(self):
+        return None if self.alive() else f"the launcher exited {self.proc.returncode}"
+
+    def trees(self):
+        return [descendants(self.proc.pid)]
+
+    def kill(self, fresh, pick):
+        """SIGKILLs the picked worker of `fresh`; the pid, or None where it was gone."""
+        victim = fresh[int(pick * len(fresh))]
+        try:
+            os.kill(victim, signal.SIGKILL)  # a zombie at worst: the launcher reaps it
+        except ProcessLookupError:
+            return None  # it exited by itself: its round is over, the kill goes to the next
+        return victim
+
+
+class Nodes:
+    """Two nodes of one worker and, for ddprun, a hot spare (--kill node); a new node after each
+    kill. node(i, d) is node i's command (i = 0 hosts the rendezvous, at 127.0.0.2)."""
+
+    def __init__(self, node, spare, env, d, port):
+        self.node, self.env, self.d = node, env, d
+        self.procs, self.killed, self.refused = [], set(), set()
+        self.start()
+        deadline = time.monotonic() + 60
+        while not listening(port) and self.procs[0].poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the host first: it hosts the store
+        self.start()
+        if spare:
+            self.start()
+
+    def start(self):
+        i = len(self.procs)
+        with open(os.path.join(self.d, f"launcher.log.{i}"), "wb") as log:  # each node's output
+            self.procs.append(subprocess.Popen(NSNODE + self.node(i, self.d), env=self.env, stdout=log,
+                                               stderr=subprocess.STDOUT, start_new_session=True))
+
+    def alive(self):
+        return self.procs[0].poll() is None
+
+    def exited(self):
+        self.restart_refused()
+        gone = [f"node {i} exited {p.returncode}" for i, p in enumerate(self.procs)
+                if i not in self.killed | self.refused and p.poll() is not None]
+        return "; ".join(gone) or None
+
+    def trees(self):
+        self.restart_refused()
+        return [descendants(p.pid) for i, p in enumerate(self.procs) if i not in self.killed | self.refused]
+
+    def restart_refused(self):
+        """A node started just after a kill can reach the host before the host has counted the
+        killed node lost (its closed connection): the host then refuses it, a node too many
+        (ddprun exits 69, "already has its 2 nodes and 1 spare"). A scheduler would start it
+        again; so does this, and counts it."""
+        for i, p in enumerate(self.procs):
+            if i in self.killed | self.refused or p.poll() != 69:
+                continue
+            with open(os.path.join(self.d, f"launcher.log.{i}"), errors="replace") as f:
+                if "already has its" in f.read():
+                    self.refused.add(i)
+                    self.start()
+
+    def kill(self, fresh, pick):
+        """SIGKILLs every process of the node (not the host) that runs a worker of `fresh` (the
+        launcher first, then what was below it), then starts a new node; the launcher's pid."""
+        for i, p in enumerate(self.procs):
+            if i == 0 or i in self.killed | self.refused:
+                continue
+            below = descendants(p.pid)
+            if not set(fresh) & set(below):
+                continue
+            self.killed.add(i)
+            p.kill()
+            for pid in below:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.wait()
+            self.start()
+            return p.pid
+        return None
+
+
+def run_job(job, d, seconds, schedule):
+    """Runs `job` (Single or Nodes, started) for `seconds`, SIGKILLing at each time of `schedule`
+    as the docstring says, then stops it. Returns the end (monotonic), the kills [(monotonic time,
+    pid)], why it ended before the end (None where it did not) and what was left behind."""
+    launch = job.launch
     end = launch + seconds
     kills, hit, seen = [], set(), {}
 
     def fresh_round():
         """The workers of a round no kill has hit, once they are all there."""
-        tree = descendants(proc.pid)
-        seen.update(tree)
-        fresh = [pid for pid in workers(tree, d) if pid not in hit]
-        return fresh if len(fresh) >= NPROC else None
+        fresh = []
+        for tree in job.trees():
+            seen.update(tree)
+            fresh += [pid for pid in workers(tree, d) if pid not in hit]
+        return sorted(fresh) if len(fresh) >= NPROC else None
     try:
         for at, pick in schedule:
-            wait(proc, launch + at)
-            while round_workers := wait(proc, end, fresh_round):  # none: the end, or the launcher exited
+            wait(job.alive, launch + at)
+            while round_workers := wait(job.alive, end, fresh_round):  # none: the end, or the launcher exited
                 hit.update(round_workers)
-                victim = round_workers[int(pick * len(round_workers))]
                 killed_at = time.monotonic()
-                try:
-                    os.kill(victim, signal.SIGKILL)  # a zombie at worst: the launcher reaps it
-                except ProcessLookupError:
-                    continue  # it exited by itself: its round is over, the kill goes to the next
+                victim = job.kill(round_workers, pick)
+                if victim is None:
+                    continue
                 kills.append((killed_at, victim))
                 break
-        wait(proc, end)
+        wait(job.alive, end)
         end = min(end, time.monotonic())
-        exited = None if proc.poll() is None else (proc.returncode, end - launch)
-        seen.update(descendants(proc.pid))
+        exited = job.exited()
+        for tree in job.trees():
+            seen.update(tree)
     finally:
-        stop_launcher(proc)
-        log.close()
+        for p in job.procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in job.procs:
+            stop_launcher(p)
         left = sweep(seen, d)
-    return {"launch": launch, "end": end, "kills": kills, "exited": exited, "left": left}
+    return {"end": end, "kills": kills, "exited": exited, "left": left}
 
 
 def read_steps(d, end):
-    """[(step, monotonic time, restart count)] that rank 0 wrote up to `end`, in order."""
+    """[(step, monotonic time, round, restart count)] that rank 0 wrote up to `end`, in order."""
     path = os.path.join(d, "steps")
     if not os.path.exists(path):
         return []
@@ -201,9 +348,22 @@ def read_steps(d, end):
     with open(path) as f:
         for line in f:
             fields = line.split()
-            if len(fields) == 3 and float(fields[1]) <= end:  # a line cut by a kill has fewer
-                steps.append((int(fields[0]), float(fields[1]), int(fields[2])))
+            if len(fields) == 4 and float(fields[1]) <= end:  # a line cut by a kill has fewer
+                steps.append((int(fields[0]), float(fields[1]), int(fields[2]), int(fields[3])))
     return steps
+
+
+def read_saves(d):
+    """{"every": [seconds], "gasp": [seconds]} from the worker's saves."""
+    saves = {"every": [], "gasp": []}
+    path = os.path.join(d, "saves")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) == 3 and fields[0] in saves:
+                    saves[fields[0]].append(float(fields[2]))
+    return saves
 
 
 def step_time(steps):
@@ -223,72 +383,118 @@ def kill_to_next_step(kills, steps):
     (from 0) hits round i at the earliest, as no round is killed twice."""
     delays = []
     for i, (killed_at, _) in enumerate(kills):
-        before = [restart for _, t, restart in steps if t <= killed_at]
+        before = [round_ for _, t, round_, _ in steps if t <= killed_at]
         killed_round = max([i] + before[-1:])
-        after = [t for _, t, restart in steps if t > killed_at and restart > killed_round]
+        after = [t for _, t, round_, _ in steps if t > killed_at and round_ > killed_round]
         if after:
             delays.append(after[0] - killed_at)
     return delays
 
 
-def event_summary(d, victims):
-    """From ddprun's event log: Counters of the killed workers' failure kinds and of the other
-    failures' kinds, the backoffs waited (seconds), the restarts counted toward a crash loop and a
-    'stop' decision's reason."""
-    with open(os.path.join(d, "events")) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    exited = {r["pid"]: (r["attempt"], r["rank"]) for r in records if r["event"] == "worker_exited"}
-    failed = {(r["attempt"], r["rank"]): r["kind"] for r in records if r["event"] == "worker_failed"}
+def event_summary(d, logs, victims):
+    """From ddprun's event logs (`logs`: the first is the one whose failures and restarts count):
+    Counters of the killed workers' failure kinds and of the other failures' kinds, the backoffs
+    waited (seconds), the restarts counted toward a crash loop, a 'stop' decision's reason, and
+    every log's snapshot_restore records that fetched something."""
+    def records(log):
+        if not os.path.exists(log):
+            return []
+        with open(log) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    main = records(logs[0])
+    exited = {r["pid"]: (r["attempt"], r["rank"]) for r in main if r["event"] == "worker_exited"}
+    failed = {(r["attempt"], r["rank"]): r["kind"] for r in main if r["event"] == "worker_failed"}
     victim_keys = [exited.get(pid) for pid in victims]
     kinds = collections.Counter(failed.get(key, "no record") for key in victim_keys)
     others = collections.Counter(kind for key, kind in failed.items() if key not in victim_keys)
-    restarts = [r for r in records if r["event"] == "restart"]
+    restarts = [r for r in main if r["event"] == "restart"]
+    restores = [r for log in logs for r in records(log) if r["event"] == "snapshot_restore" and r.get("fetched")]
     # failures.md: a restart counted toward a crash loop says "no progress since the start".
     return {"kinds": kinds, "others": others,
             "backoffs": [r["backoff"] for r in restarts if r.get("backoff", 0) > 0],
             "crash_loop": sum("no progress since the start" in r.get("reason", "") for r in restarts),
-            "stop": [r["reason"] for r in restarts if r["decision"] == "stop"]}
+            "stop": [r["reason"] for r in restarts if r["decision"] == "stop"],
+            "restores": [r["seconds"] for r in restores]}
 
 
 def launcher_tail(d, lines=15):
-    with open(os.path.join(d, "launcher.log"), errors="replace") as f:
-        return "".join(f.readlines()[-lines:])
+    """The last lines of the launcher's output (of each node's)."""
+    tails = []
+    for name in sorted(os.listdir(d)):
+        if name.startswith("launcher.log"):
+            with open(os.path.join(d, name), errors="replace") as f:
+                text = "".join(f.readlines()[-lines:])
+            if text:
+                tails.append(f"--- {name}\n{text}")
+    return "".join(tails)
 
 
-def commands(args):
-    """{variant: command(d)}: the launcher, the worker on folder d and its options."""
-    worker = lambda d: [WORKER, d, "--save_every", str(args.save_every)]  # noqa: E731
-    ddprun = lambda *extra: lambda d: [args.ddprun, f"--nproc_per_node={NPROC}", MAX_RESTARTS,  # noqa: E731
-                                       f"--event_log={d}/events", *extra] + worker(d)
+def worker_args(args, name, d):
+    extra = ["--save_to", "snapshots"] if name.startswith("ddprun-snapshots") else []
+    extra += ["--gasp"] if name == "ddprun-snapshots-gasp" else []
+    return [WORKER, d, "--save_every", str(args.save_every), *extra]
+
+
+DDPRUN_OPTIONS = {"ddprun-defaults": [], "ddprun-cold": ["--warm_start=off"],
+                  "ddprun-warm": ["--warm_start=on", "--preload=torch._dynamo"], "ddprun-snapshots": [],
+                  "ddprun-snapshots-gasp": ["--snapshot_signal=SIGUSR1"]}
+
+
+def start_job(name, args, env, d, log):
+    """Starts the job of launcher `name` on folder `d` (Single or Nodes), its launch time set."""
     tr, fixes = torchrun("2")
-    return {
-        "torchrun": lambda d: tr + fixes + [f"--nproc_per_node={NPROC}", MAX_RESTARTS,
-                                            f"--master_port={free_port()}"] + worker(d),
-        "ddprun-defaults": ddprun(),
-        "ddprun-cold": ddprun("--warm_start=off"),
-        "ddprun-warm": ddprun("--warm_start=on", "--preload=torch._dynamo"),
-    }
+    launch = time.monotonic()
+    if args.kill == "worker":
+        if name == "torchrun":
+            command = lambda d: tr + fixes + [f"--nproc_per_node={NPROC}", MAX_RESTARTS,  # noqa: E731
+                                              f"--master_port={free_port()}"] + worker_args(args, name, d)
+        else:
+            command = lambda d: [args.ddprun, f"--nproc_per_node={NPROC}", MAX_RESTARTS,  # noqa: E731
+                                 f"--event_log={d}/events", *DDPRUN_OPTIONS[name]] + worker_args(args, name, d)
+        job = Single(command, env, d, log)
+    else:
+        port = free_port()
+        run_id = f"goodput-{os.getpid()}-{port}"
+        common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.2:{port}",
+                  f"--rdzv_id={run_id}", MAX_RESTARTS]
+        if name == "torchrun":
+            node = lambda i, d: tr + fixes + common + [f"--local_addr=127.0.0.{i + 2}"] + worker_args(args, name, d)  # noqa: E731
+        else:
+            node = lambda i, d: [args.ddprun, *common, f"--local_addr=127.0.0.{i + 2}", "--rdzv_conf=spares=1",  # noqa: E731
+                                 f"--event_log={d}/events.{i}", *DDPRUN_OPTIONS[name]] + worker_args(args, name, d)
+        # One worker a node: the launchers would leave it all the cores (OMP_NUM_THREADS is theirs to
+        # set only with several); 1 thread, as each of the 2 workers on one node gets.
+        job = Nodes(node, name != "torchrun", dict(env, DDPRUN_RDZV_SECRET=SECRET, OMP_NUM_THREADS="1"), d, port)
+    job.launch = launch
+    return job
 
 
-def measure(name, command, env, args, schedule):
+def measure(name, env, args, schedule):
     """The fault-free run, then the run with the kills, of one launcher: a row's figures, or
     {"failed": why}."""
     result = {}
     for what, seconds, kills in (("fault-free", args.fault_free_seconds, []), ("with kills", args.seconds, schedule)):
         with tempfile.TemporaryDirectory(prefix=f"goodput-{name}-") as d:
-            job = run_job(command(d), env, d, seconds, kills)
-            steps = read_steps(d, job["end"])
+            try:
+                with open(os.path.join(d, "launcher.log"), "wb") as log:
+                    job = start_job(name, args, env, d, log)
+                    run = run_job(job, d, seconds, kills)
+            finally:
+                remove_snapshot_dirs(d)
+            steps = read_steps(d, run["end"])
             problems = []
-            if job["exited"]:
-                code, after = job["exited"]
-                problems.append(f"the launcher exited {code} after {after:.1f} s")
-            if job["left"]:
-                problems.append(f"{len(job['left'])} processes left behind (killed)")
+            if run["exited"]:
+                problems.append(f"{run['exited']} after {run['end'] - job.launch:.1f} s")
+            if run["left"]:
+                problems.append(f"{len(run['left'])} processes left behind (killed)")
             if what == "fault-free" and len(steps) < 2:
                 problems.append(f"{len(steps)} steps")
+            if os.environ.get("GOODPUT_KEEP"):  # to debug a run: a copy of its folder
+                shutil.copytree(d, os.path.join(os.environ["GOODPUT_KEEP"], os.path.basename(d)),
+                                ignore=shutil.ignore_patterns("ckpt-*"))
             if problems:
                 why = f"{what} run: " + "; ".join(problems)
-                print(f"goodput.py: {name}: {why}; left behind: {job['left']}; the launcher's last lines:\n"
+                print(f"goodput.py: {name}: {why}; left behind: {run['left']}; the launcher's last lines:\n"
                       + launcher_tail(d), file=sys.stderr)
                 return {"failed": why}
             if what == "fault-free":
@@ -296,11 +502,15 @@ def measure(name, command, env, args, schedule):
                 continue
             final = steps[-1][0] if steps else 0
             trained = final * result["step"]
-            result.update(final=final, step_in_run=step_time(steps), effective=trained / (job["end"] - steps[0][1]) if steps else 0.0,
-                          from_launch=trained / (job["end"] - job["launch"]),
-                          kills=len(job["kills"]), restarts=steps[-1][2] if steps else 0, delays=kill_to_next_step(job["kills"], steps))
+            saves = read_saves(d)
+            result.update(final=final, step_in_run=step_time(steps), effective=trained / (run["end"] - steps[0][1]) if steps else 0.0,
+                          from_launch=trained / (run["end"] - job.launch), to_first=steps[0][1] - job.launch if steps else None,
+                          kills=len(run["kills"]), rounds=(steps[-1][3] if args.kill == "worker" else steps[-1][2]) if steps else 0, delays=kill_to_next_step(run["kills"], steps),
+                          saves=saves, wall=run["end"] - job.launch, refused=len(getattr(job, "refused", ())))
             if name.startswith("ddprun"):
-                result["events"] = event_summary(d, [pid for _, pid in job["kills"]])
+                logs = [os.path.join(d, "events")] if args.kill == "worker" else \
+                    [os.path.join(d, f"events.{i}") for i in range(len(job.procs))]
+                result["events"] = event_summary(d, logs, [pid for _, pid in run["kills"]] if args.kill == "worker" else [])
     return result
 
 
@@ -308,22 +518,39 @@ def counted(counter):
     return ", ".join(f"{kind} {n}" for kind, n in counter.most_common()) or "none"
 
 
+def median_ms(seconds):
+    return f"{statistics.median(seconds) * 1000:.1f}" if seconds else ""
+
+
+COLUMNS = ("launcher", "fault-free step, ms", "step with the kills, ms", "final step",
+           "effective training time, from the first step", "from the launch", "launch to the first step, s",
+           "kills", "restarts to the last step", "kill -> next step: median, s", "slowest, s",
+           "a save: median, ms", "saving, share of the wall time", "gasps' saves: how many, median ms",
+           "ddprun: the killed workers' kinds", "other failures", "restarts with a backoff",
+           "restarts counted toward a crash loop", "snapshot restores that fetched: how many, median s", "result")
+
+
 def row(name, r, due):
     if "failed" in r:
-        return f"| {name} |" + " |" * 13 + f" FAILED: {r['failed']} |"
+        return f"| {name} |" + " |" * (len(COLUMNS) - 2) + f" FAILED: {r['failed']} |"
     delays = r["delays"]
     in_run = r["step_in_run"]
+    every, gasps = r["saves"]["every"], r["saves"]["gasp"]
     cells = [f"{r['step'] * 1000:.1f}", f"{in_run * 1000:.1f}" if in_run else "", str(r["final"]), f"{r['effective']:.2f}", f"{r['from_launch']:.2f}",
-             f"{r['kills']} of {due} ({len(delays)} with a step after)", str(r["restarts"]),
-             f"{statistics.median(delays):.2f}" if delays else "", f"{max(delays):.2f}" if delays else ""]
+             f"{r['to_first']:.2f}" if r["to_first"] is not None else "",
+             f"{r['kills']} of {due} ({len(delays)} with a step after)"
+             + (f"; {r['refused']} new nodes refused, started again" if r["refused"] else ""), str(r["rounds"]),
+             f"{statistics.median(delays):.2f}" if delays else "", f"{max(delays):.2f}" if delays else "",
+             median_ms(every), f"{sum(every) / r['wall']:.3f}", f"{len(gasps)}, {median_ms(gasps)}" if gasps else "none"]
     events = r.get("events")
     if events:
-        backoffs = events["backoffs"]
-        cells += [counted(events["kinds"]), counted(events["others"]),
+        backoffs, restores = events["backoffs"], events["restores"]
+        cells += [counted(events["kinds"]) if events["kinds"] else "", counted(events["others"]),
                   f"{len(backoffs)} ({sum(backoffs):g} s)" if backoffs else "none",
-                  str(events["crash_loop"]) + "".join(f"; stopped: {why}" for why in events["stop"])]
+                  str(events["crash_loop"]) + "".join(f"; stopped: {why}" for why in events["stop"]),
+                  f"{len(restores)}, {statistics.median(restores):.2f}" if restores else "none"]
     else:
-        cells += ["", "", "", ""]
+        cells += ["", "", "", "", ""]
     return f"| {name} | " + " | ".join(cells) + " | ok |"
 
 
@@ -332,8 +559,9 @@ def main():
     parser.add_argument("--seconds", type=float, default=120)
     parser.add_argument("--mean_kill_interval", type=float, default=15)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--save_every", type=int, default=50)
+    parser.add_argument("--save_every", type=int, default=10)
     parser.add_argument("--fault_free_seconds", type=float, default=30)
+    parser.add_argument("--kill", choices=("worker", "node"), default="worker")
     parser.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
     parser.add_argument("--only", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
     args = parser.parse_args()
@@ -341,29 +569,33 @@ def main():
     unknown = [name for name in chosen if name not in VARIANTS]
     if unknown:
         parser.error(f"--only: no launcher {', '.join(unknown)}; there are {', '.join(VARIANTS)}")
+    if args.save_every < 1:
+        parser.error(f"--save_every: {args.save_every}; a number of steps, 1 or more")
+    if args.kill == "node" and (os.getuid() != 0 or subprocess.run(NSNODE[:4] + ["true"]).returncode != 0):
+        parser.error("--kill node: needs root and unshare -m (each node runs in a mount namespace of its own "
+                     "with a private /dev/shm)")
     python = torch2_python()
     env = dict(os.environ, PYTHON_EXEC=python)
     env.pop("PYTHONPATH", None)
     schedule = kill_schedule(args.seed, args.mean_kill_interval, args.seconds)
     print(f"goodput.py: {len(schedule)} kills due, at " + ", ".join(f"{at:.1f}" for at, _ in schedule) + " s",
           file=sys.stderr)
-    everything = commands(args)
     results = {}
     for name in chosen:
-        results[name] = measure(name, everything[name], env, args, schedule)
+        results[name] = measure(name, env, args, schedule)
         print(f"goodput.py: {name}: " + (results[name].get("failed") or f"effective {results[name]['effective']:.2f}"),
               file=sys.stderr)
     version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                              text=True).stdout.strip()
     load = os.getloadavg()
-    print(f"\n2-worker gloo DDP training (CPU, torch {version}, checkpoint every {args.save_every} steps) for "
-          f"{args.seconds:g} s, a worker SIGKILLed every {args.mean_kill_interval:g} s on average (seed {args.seed}); "
+    what = "a worker" if args.kill == "worker" else "the non-host node (a spare, or a new node, started after each kill)"
+    job = "2 workers on one node" if args.kill == "worker" else "2 nodes of 1 worker in mount namespaces"
+    print(f"\n2-worker gloo DDP training ({job}, CPU, torch {version}, checkpoint every {args.save_every} steps) for "
+          f"{args.seconds:g} s, {what} SIGKILLed every {args.mean_kill_interval:g} s on average (seed {args.seed}); "
           f"fault-free runs {args.fault_free_seconds:g} s; {os.cpu_count()} cores, load average at the end "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
-    print("| launcher | fault-free step, ms | step with the kills, ms | final step | effective training time, from the first step "
-          "| from the launch | kills | restarts to the last step | kill -> next step: median, s | slowest, s | ddprun: the killed workers' kinds "
-          "| other failures | restarts with a backoff | restarts counted toward a crash loop | result |")
-    print("|---|" + "---|" * 14)
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|---|" + "---|" * (len(COLUMNS) - 1))
     for name, r in results.items():
         print(row(name, r, len(schedule)))
 
