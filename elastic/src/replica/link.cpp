@@ -252,11 +252,14 @@ ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeou
   const std::string who = peer_address(fd);
   ReplicaLink link(fd, AuthRole::kServer, std::string());
   const auto deadline = deadline_of(timeout);
+  bool challenged = false;  // the challenge sent: a peer that ends here could not check its proof
   try {
     Handshake handshake(AuthRole::kServer, secret, random_nonce(), kReplicaProtocolVersion);
     const nlohmann::json hello = nlohmann::json::parse(link.read_line(timeout));
     link.write_all(handshake.on_hello(hello).dump(), "\n");
+    challenged = true;
     handshake.on_proof(nlohmann::json::parse(link.read_line(left_ms(deadline, true) / 1000.0)));
+    challenged = false;
     const std::string key = session_from_handshake(handshake);
     link.auth_ = MessageAuth(AuthRole::kServer, key);
     link.chunk_key_ = hmac_sha256_hex(key, "ddprun-replica chunk");
@@ -267,7 +270,9 @@ ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeou
   } catch (const nlohmann::json::exception&) {
     throw LinkError(fmt::format("{} sent something unreadable in place of the handshake; nothing it sent was taken", who));
   } catch (const LinkError& e) {  // silent, gone or a line too long before it proved it knows the secret
-    throw LinkError(fmt::format("{} did not finish the handshake: {}; nothing it sent was taken", who, e.what()));
+    throw LinkError(fmt::format("{} did not finish the handshake{}: {}; nothing it sent was taken", who,
+                                challenged ? " (it ended at the challenge, as a node with another secret does)" : "",
+                                e.what()));
   }
   return link;
 }

@@ -47,7 +47,10 @@ std::string size_words(std::uint64_t bytes) {
 
 // The line for a copy this node could not write: the file, the folder and the error; for a full
 // folder, its size and what was free (--snapshot_dir_size's tmpfs, or the file system it shares).
-std::string receive_failure(const std::string& folder, const std::string& path, std::uint64_t size, int error) {
+// `part`: the bytes of the copy written before the failure, whose space comes back once the
+// copy's last descriptor (a forwarder's too) is closed.
+std::string receive_failure(const std::string& folder, const std::string& path, std::uint64_t size, int error,
+                            std::uint64_t part = 0) {
   std::string line = fmt::format("snapshots: cannot receive the copy of {} ({}) in {}: {}", path, size_words(size),
                                  folder, std::strerror(error));
   if (error == ENOSPC || error == EDQUOT) {
@@ -58,7 +61,7 @@ std::string receive_failure(const std::string& folder, const std::string& path, 
       const bool own = ::stat(folder.c_str(), &here) == 0 && ::stat((folder + "/..").c_str(), &parent) == 0 &&
                        here.st_dev != parent.st_dev;
       const std::uint64_t total = static_cast<std::uint64_t>(fs.f_blocks) * fs.f_frsize;
-      const std::uint64_t free = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+      const std::uint64_t free = std::min(total, static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize + part);
       line += own ? fmt::format(" (the folder's --snapshot_dir_size is {}, {} free)", size_words(total), size_words(free))
                   : fmt::format(" (the file system it shares holds {}, {} free)", size_words(total), size_words(free));
     }
@@ -140,9 +143,9 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
             if (errno == EINTR) continue;
             const int error = errno;
             ::close(out);
-            ::unlink(staging.c_str());  // first: the line says what is free without the part
+            ::unlink(staging.c_str());
             out = -1;
-            say_(receive_failure(settings_.folder, path, entry.size, error));
+            say_(receive_failure(settings_.folder, path, entry.size, error, incoming ? received + done : 0));
             break;
           }
           done += static_cast<std::size_t>(n);
@@ -176,11 +179,9 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
     throw;
   }
   if (wanted && !entry.removed && out < 0) {
-    // Not written here (said): the version is not a lost one, its sender holds it whole.
+    // Not written here (said). The version stays announced: if its sender goes before a restore
+    // brings it here, the restore names it lost rather than leave a folder silently without it.
     cut(false);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = announced_.find(path); it != announced_.end() && it->second == entry.version) announced_.erase(it);
-    changed();
     return false;
   }
   // Whole: in place, when still newer than what is held.
