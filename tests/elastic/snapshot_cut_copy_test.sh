@@ -19,7 +19,7 @@ command -v nsenter >/dev/null && command -v ss >/dev/null || skip "needs nsenter
 id=snapcut-$$
 dir=/dev/shm/ddprun-snapshots.0.$id
 size=$((96 << 20))  # past the sockets' buffers (tcp_rmem's 32 MiB at most, here and on CI)
-version() { yes "version $1" | head -c "$size"; }
+version() { { yes "version $1" || true; } | head -c "$size"; }
 for v in 1 2 3; do version "$v" | sha256sum | cut -d' ' -f1 > "$T/v$v.sum"; done
 v1=$(cat "$T/v1.sum") v2=$(cat "$T/v2.sum") v3=$(cat "$T/v3.sum")
 on_node() { local pid; pid=$(eval echo "\$PID_$1"); shift; nsenter -t "$pid" -m -- "$@"; }
@@ -31,7 +31,7 @@ holds() {
 
 # The worker: at each start, says its rank and the checksum of big in $T/start.NODE.PID; then,
 # for each $T/write.NODE.V, writes version V of big to a temporary name, says so, and renames it
-# into place (the commit) once $T/commit.NODE.V is there; exits 0 once $T/finish is.
+# into place and closes it (the commit) once $T/commit.NODE.V is there; exits 0 once $T/finish is.
 worker node <<'SH'
 #!/bin/sh
 node=$1 d=$DDPRUN_SNAPSHOT_DIR
@@ -40,10 +40,13 @@ echo "$RANK $sum" > "$T/start.$node.$$.tmp" && mv "$T/start.$node.$$.tmp" "$T/st
 while [ ! -e "$T/finish" ]; do
   for v in 1 2 3; do
     if [ -e "$T/write.$node.$v" ] && [ ! -e "$T/wrote.$node.$v" ]; then
-      yes "version $v" | head -c $((96 << 20)) > "$d/big.tmp"
+      # Held open until renamed: then its close commits it as big (a close alone would commit big.tmp).
+      exec 3>"$d/big.tmp"
+      yes "version $v" | head -c $((96 << 20)) >&3
       touch "$T/written.$node.$v"
       until [ -e "$T/commit.$node.$v" ]; do sleep 0.02; done
       mv "$d/big.tmp" "$d/big"
+      exec 3>&-
       touch "$T/wrote.$node.$v"
     fi
   done
