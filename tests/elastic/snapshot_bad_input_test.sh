@@ -43,7 +43,10 @@ if [ "$node" = a ]; then
   sha256sum "$d/small" | cut -d' ' -f1 > "$T/small.sum"
   touch "$T/a.step1"
   go big
-  head -c 12582912 /dev/urandom > "$d/big.tmp" && commit big
+  # Renamed before its close, so that only big is committed (a close alone commits big.tmp).
+  exec 3>"$d/big.tmp"
+  head -c 12582912 /dev/urandom >&3 && commit big
+  exec 3>&-
   sha256sum "$d/big" | cut -d' ' -f1 > "$T/big.sum"
   touch "$T/a.big"
   go open
@@ -78,7 +81,7 @@ touch "$T/go.big"
 wait_flag a.big
 full="^ddprun: snapshots: cannot receive the copy of big \(12.0 MiB\) in $dir: No space left on device \(the folder's --snapshot_dir_size is 8.0 MiB, [0-9.]+ [KM]iB free\); a copy needs room for the whole file beside the version it replaces; this node keeps what it had of big$"
 poll_until 60 grep -Eq "$full" "$T/b.err" || { show a b >&2; fail "b did not say its copy of big failed"; }
-expect_eq "$(grep -c 'cannot receive' "$T/b.err")" 1 "lines b said for the copy"
+expect_eq "$(grep -c 'cannot receive the copy of big ' "$T/b.err")" 1 "lines b said for the copy"
 expect_eq "$(sum_in b small)" "$small" "b's small after the failed copy"
 expect_eq "$(on_node b cat "$dir/ckpt")" "version 1" "b's ckpt after the failed copy"
 on_node b test ! -e "$dir/big" || fail "b shows big"
@@ -104,7 +107,7 @@ out = open(sys.argv[1], "w")
 for port in map(int, sys.argv[2:]):
     s = socket.socket()
     s.bind(("127.0.0.9", 0))
-    s.settimeout(30)
+    s.settimeout(5)  # another port of b's (the workers' store) does not answer a hello
     s.connect(("127.0.0.3", port))
     s.sendall((json.dumps({"type": "hello", "version": 1, "nonce": os.urandom(32).hex()}) + "\n").encode())
     line = b""
@@ -120,6 +123,7 @@ for port in map(int, sys.argv[2:]):
         continue
     if challenge.get("type") != "challenge":
         continue
+    s.settimeout(60)
     entry = {"version": {"clock": 1 << 40, "origin": "eeeeeeeeeeeeeeee-peer"}, "size": 1024, "removed": False}
     s.sendall((json.dumps({"type": "proof", "proof": os.urandom(32).hex()}) + "\n").encode())
     try:
