@@ -90,7 +90,7 @@ expect_eq "$(sum_in a big)" "$(cat "$T/big.sum")" "a's big"
 ok "a full folder: b's copy of a 12 MiB file fails in one line (file, folder, cap, what is free); b keeps its files whole, no part left; a's file intact"
 
 touch "$T/go.fill"
-wait_flag b.fill
+wait_for 60 test -s "$T/b.fill"
 expect_eq "$(cat "$T/b.fill")" failed "b's worker writing 12 MiB into its 8 MiB folder"
 expect_in "$T/b.fill.err" "No space left on device"
 expect_eq "$(sum_in b small)" "$small" "b's small after its worker filled the folder"
