@@ -12,7 +12,8 @@
 namespace ddprun::launcher {
 
 // A commit is copied; a commit by rename also removes the name it came from (the temporary name,
-// when the replication had it). A removal is copied only when the file is gone from `folder`: a
+// when the replication had it). A commit that a later change of the batch renames away is not
+// copied: the bytes go once, under their final name. A removal is copied only when the file is gone from `folder`: a
 // committed file being written again is said removed as its writing starts (commit_index.hpp),
 // and the other nodes keep their copy until the new version's commit replaces it.
 void hand_over(const std::vector<SnapshotChange>& changes, const std::string& folder,
