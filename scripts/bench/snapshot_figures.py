@@ -108,20 +108,28 @@ def restore_once(args, where, d):
                     found[int(f.split(".")[1])] = read_json(os.path.join(d, f))
             return found
 
-        def ready():
+        def member():
+            """The node of the round other than the host (1 or 2: the spare is the one that joined
+            last), once both ranks have stepped."""
             f = firsts()
             if len(f) < 2:
                 return None
+            return next((i for i in (1, 2) if set(f) & set(descendants(job.procs[i].pid))), None)
+
+        def ready():
+            m = member()
+            if m is None or "hot spare" not in open(os.path.join(d, f"launcher.log.{3 - m}"), errors="replace").read():
+                return None
             if where == "disk":
-                return f
-            rel = next(iter(f.values()))["dir"].lstrip("/")
-            return f if all(os.path.exists(f"/proc/{p.pid}/root/{rel}/ckpt.pt") for p in job.procs[:2]) else None
-        spare_log = os.path.join(d, "launcher.log.2")
-        if not wait_for(lambda: ready() and "hot spare" in open(spare_log, errors="replace").read(), 240,
-                        lambda: job.exited() is None, 0.05):
-            return {"failed": job.exited() or "no first steps / checkpoint on both nodes in 240 s"}
+                return m
+            rel = next(iter(firsts().values()))["dir"].lstrip("/")
+            return m if all(os.path.exists(f"/proc/{job.procs[i].pid}/root/{rel}/ckpt.pt") for i in (0, m)) else None
+        m = wait_for(ready, 240, lambda: job.exited() is None, 0.05)
+        if m is None:
+            return {"failed": job.exited() or "no first steps, spare or checkpoint on both nodes in 240 s"}
+        spare = 3 - m
         before = set(firsts())
-        victim = job.procs[1]
+        victim = job.procs[m]
         below = descendants(victim.pid)
         kill = time.monotonic()
         victim.kill()
@@ -131,7 +139,7 @@ def restore_once(args, where, d):
             except ProcessLookupError:
                 pass
         victim.wait()
-        job.killed.add(1)
+        job.killed.add(m)
 
         def restored():
             new = [v for p, v in firsts().items() if p not in before and v["start"] > kill and v["loaded"]]
@@ -139,10 +147,10 @@ def restore_once(args, where, d):
         new = wait_for(restored, 240, lambda: job.procs[0].poll() is None, 0.01)
         if not new:
             return {"failed": job.exited() or "the next round did not load and step in 240 s"}
-        events = [json.loads(line) for line in open(os.path.join(d, "events.2"))] if os.path.exists(
-            os.path.join(d, "events.2")) else []
+        log = os.path.join(d, f"events.{spare}")
+        events = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
         fetch = [e for e in events if e.get("event") == "snapshot_restore" and e.get("fetched")]
-        return {"total": max(v["t"] for v in new) - kill, "started": min(v["start"] for v in new) - kill,
+        return {"total": max(v["t"] for v in new) - kill, "started": max(v["start"] for v in new) - kill,
                 "loaded": max(v["loaded_at"] for v in new) - kill,
                 "fetch": fetch[-1]["seconds"] if fetch else None, "fetch_bytes": fetch[-1]["bytes"] if fetch else None}
     finally:
@@ -170,7 +178,7 @@ def run_restore(args):
                 print(f"{where}, run {r + 1}: failed: {res['failed']}", flush=True)
             else:
                 results[where].append(res)
-    print("| checkpoint in | kill → every rank past its first step, loaded: median (min) | → workers started | "
+    print("| checkpoint in | kill → every rank past its first step, loaded: median (min) | → the last worker started | "
           "→ loaded | the spare's snapshot_restore: seconds, bytes |")
     print("|---|---|---|---|---|")
     for where, label in (("snapshots", "DDPRUN_SNAPSHOT_DIR, replicated"), ("disk", "a disk folder of every node")):

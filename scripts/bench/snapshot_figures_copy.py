@@ -4,6 +4,7 @@ the same link; and the helpers both files use."""
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -114,6 +115,13 @@ def link_bytes(pid, dev):
     return 0
 
 
+def cpu(pid):
+    """Process `pid`'s CPU seconds (user + system), its threads' included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -144,6 +152,15 @@ class Sampler(threading.Thread):
             for i, p in enumerate(self.pids):
                 r, s = rss(p), shm_used(p)
                 self.peak[i] = (max(self.peak[i][0], r), max(self.peak[i][1], s))
+
+
+def listening(pid, port):
+    """Whether something listens on `port` in process `pid`'s network namespace."""
+    lines = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            lines += list(f)[1:]
+    return any(line.split()[3] == "0A" and int(line.split()[1].rsplit(":", 1)[1], 16) == port for line in lines)
 
 
 def ddprun_pid(pid, ddprun):
@@ -187,11 +204,7 @@ class CopyJob:
             self.rank_node[r] = next(i for i, p in enumerate(self.pids) if wpid in descendants(p))
 
     def listening(self, port):
-        lines = []
-        for table in ("tcp", "tcp6"):
-            with open(f"/proc/{self.procs[0].pid}/net/{table}") as f:
-                lines += list(f)[1:]
-        return any(line.split()[3] == "0A" and int(line.split()[1].rsplit(":", 1)[1], 16) == port for line in lines)
+        return listening(self.procs[0].pid, port)
 
     def alive(self):
         return all(p.poll() is None for p in self.procs)
@@ -209,6 +222,7 @@ class CopyJob:
     def copy(self, k, replicate):
         """Copy k: {"write", "arrive": {rank: seconds after the commit}, "bytes", "rss", "shm"}."""
         before = self.link_bytes()
+        cpu_before = [cpu(p) for p in self.pids]
         sampler = Sampler(self.pids)
         sampler.start()
         open(os.path.join(self.d, f"go.{k}"), "w").close()
@@ -229,7 +243,8 @@ class CopyJob:
         node0 = self.rank_node[0]
         return {"write": commit["t"] - commit["start"], "arrive": arrive, "bytes": self.link_bytes() - before,
                 "rss": [(sampler.peak[i][0] - sampler.before[i][0], sampler.before[i][0]) for i in range(self.n)],
-                "shm": [sampler.peak[i][1] for i in range(self.n)], "origin": node0}
+                "shm": [sampler.peak[i][1] for i in range(self.n)], "origin": node0,
+                "cpu": [cpu(p) - c for p, c in zip(self.pids, cpu_before)]}
 
     def stop(self):
         open(os.path.join(self.d, "stop"), "w").close()
@@ -253,28 +268,35 @@ def baselines(args, net, src, d):
     port = free_port()
     server = subprocess.Popen(b_exec + ["iperf3", "-s", "-1", "-B", b_addr, "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    report = None
-    for _ in range(100):  # until the server listens
+    try:
+        wait_for(lambda: listening(server.pid, port), 30, lambda: server.poll() is None)
         r = subprocess.run(a_exec + ["iperf3", "-c", b_addr, "-p", str(port), "-n", f"{args.mib}M", "-J"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, timeout=120)
         if r.returncode == 0:
-            report = json.loads(r.stdout)
-            break
-        time.sleep(0.05)
-    server.wait(timeout=30)
-    if report:
-        out["iperf3"] = report["end"]["sum_received"]["bits_per_second"] / 8 / GB
+            end = json.loads(r.stdout)["end"]
+            out["iperf3"] = end["sum_received"]["bits_per_second"] / 8 / GB
+            seconds = end["sum_received"]["seconds"]
+            out["iperf3 cpu"] = (end["cpu_utilization_percent"]["host_total"] +
+                                 end["cpu_utilization_percent"]["remote_total"]) / 100 * seconds
+        else:
+            print(f"iperf3 failed: {r.stdout[-300:]} {r.stderr[-300:]}", flush=True)
+    finally:
+        server.kill()
+        server.wait()
     for name, tagged in (("python", "0"), ("python+hmac", "1")):
         for f in ("listening", "recv", "send"):
             if os.path.exists(os.path.join(d, f)):
                 os.unlink(os.path.join(d, f))
         dst = f"/dev/shm/snapfig-dst-{os.getpid()}"
         port = free_port()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         recv = subprocess.Popen(b_exec + [sys.executable, WORKER, "recv", b_addr, str(port), dst, d, tagged])
         wait_for(lambda: os.path.exists(os.path.join(d, "listening")), 30)
         subprocess.run(a_exec + [sys.executable, WORKER, "send", b_addr, str(port), src, d, tagged], check=True)
         recv.wait(timeout=120)
         os.unlink(dst)
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        out[name + " cpu"] = used.ru_utime + used.ru_stime - children.ru_utime - children.ru_stime
         out[name] = args.mib * 2**20 / (read_json(os.path.join(d, "recv"))["t"] -
                                         read_json(os.path.join(d, "send"))["start"]) / GB
     return out
@@ -319,16 +341,19 @@ def report_copy(args, n, replicate, copies, raw):
     size = args.mib * 2**20
     print(f"writing the file on the origin (ckpt.tmp, before its rename): {med([c['write'] for c in copies], '{:.3f} s')}")
     if replicate:
-        print("| to | commit → whole by its final name: median (min) | GB/s: median (max) |")
-        print("|---|---|---|")
+        print("| to | commit → whole by its final name: median (min) | GB/s: median (max) | "
+              "CPU seconds a copy (every node's ddprun; the baselines: both ends): median (min) |")
+        print("|---|---|---|---|")
         for r in range(1, n):
             t = [c["arrive"][r] for c in copies]
+            used = med([sum(c["cpu"]) for c in copies], "{:.2f} s") if r == 1 else ""
             print(f"| rank {r}'s node ({'B' if r == 1 else 'C'}) | {med(t, '{:.3f} s')} | "
-                  f"{med([size / x / GB for x in t], best=max)} |")
+                  f"{med([size / x / GB for x in t], best=max)} | {used} |")
         for name in ("iperf3", "python", "python+hmac"):
             v = [b[name] for b in raw if name in b]
             if v:
-                print(f"| raw TCP, {name}, node A → B | | {med(v, best=max)} |")
+                print(f"| raw TCP, {name}, node A → B | | {med(v, best=max)} | "
+                      f"{med([b[name + ' cpu'] for b in raw if name + ' cpu' in b], '{:.2f} s')} |")
     print(f"bytes on the link a copy: {med([c['bytes'] / size for c in copies], '{:.2f}', max)} × the file")
     print("| node | ddprun VmRSS before | its peak during the copy, over before: median (max) | /dev/shm's peak use |")
     print("|---|---|---|---|")

@@ -69,7 +69,7 @@ def save_mode(d, mib, rounds, disk):
             with open(os.path.join(d, "saves"), "a") as f:
                 f.write(json.dumps({"where": where, "round": r, "stall": stall, "step_before": min(before),
                                     "step_after": after}) + "\n")
-    for _, folder, _ in targets:
+    for folder in {folder for _, folder, _ in targets}:
         os.unlink(os.path.join(folder, "state.pt"))
 
 
