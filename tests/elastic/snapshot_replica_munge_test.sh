@@ -41,7 +41,7 @@ saver=$(cat "$T"/seen.*.* | sort -u)
 expect_eq "$(cat "$T"/seen.b.* | wc -l)" 2 "ranks of node b that read the checkpoint in their own folder"
 expect_eq "$(cat "$T"/seen.a.* | wc -l)" 2 "ranks of node a that read the checkpoint in their own folder"
 for n in a b; do
-  expect_in "$T/$n.err" "the rendezvous is authenticated with MUNGE (run replica-munge-$$)"
+  expect_in "$T/$n.err" "the rendezvous is authenticated with MUNGE \\(run replica-munge-$$\\)"
   expect_not_in "$T/$n.err" "snapshots are not copied"
   expect_not_in "$T/$n.err" "refused a connection"
 done
