@@ -296,22 +296,21 @@ int run(int argc, char** argv) {
   // start after the signals are blocked); the join tells the others where it listens.
   std::unique_ptr<elastic::SnapshotReplication> replication;
   if (cfg.multi_node() && !snapshots.path().empty()) {
-    const std::string blocked = launcher::replication_blocked(!rendezvous_config.secret.empty(),
-                                                              rendezvous_config.auth == elastic::AuthMode::kMunge,
-                                                              rendezvous_config.backend == config::RdzvBackend::kEtcd);
-    if (blocked.empty()) {
+    // Authenticated as the rendezvous is (its secret or MUNGE), or not copied at all.
+    std::string said;
+    const auto auth = elastic::decide_replication_auth(rendezvous_config, slurm_job.in_slurm ? slurm_job.job_id : "",
+                                                       get(vars, "SLURM_CONF", "/etc/slurm/slurm.conf"), said);
+    if (!said.empty()) std::cerr << said << "\n";
+    if (auth) {
       try {
         replication = elastic::make_snapshot_replication(
-            snapshots.path(), rendezvous_config.secret,
+            snapshots.path(), *auth,
             [&io](const std::string& line) { asio::post(io, [line] { launcher::say("ddprun: " + line + "\n"); }); });
-      } catch (const std::runtime_error& e) {  // no libcrypto, no port to listen on
+      } catch (const std::runtime_error& e) {  // no libcrypto, no port to listen on, munged gone
         throw UserError(fmt::format("the snapshot folder's replication: {}", e.what()), exit_code::kRendezvous);
       }
       rendezvous_config.snapshot_node = replication->node();
       rendezvous_config.snapshot_port = replication->port();
-    } else {
-      std::cerr << "ddprun: snapshots are not copied to the other nodes, so a node's loss loses its files: " << blocked
-                << "\n";
     }
   }
   auto rendezvous = elastic::make_rendezvous(io, rendezvous_config);

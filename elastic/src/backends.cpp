@@ -49,6 +49,11 @@ std::string decide_auth(RendezvousConfig& config, const std::string& slurm_job_i
   return decide_auth(config, backend_entry(config.backend).auth, slurm_job_id, slurm_conf);
 }
 
+std::optional<ReplicationAuth> decide_replication_auth(RendezvousConfig& config, const std::string& slurm_job_id,
+                                                       const std::string& slurm_conf, std::string& line) {
+  return decide_replication_auth(config, backend_entry(config.backend).auth, slurm_job_id, slurm_conf, line);
+}
+
 std::unique_ptr<Rendezvous> make_rendezvous(asio::io_context& io, const RendezvousConfig& config) {
   const BackendEntry& backend = backend_entry(config.backend);
   validate(config, backend);  // refuses a backend this build has not (its row's `unbuilt`)

@@ -79,12 +79,4 @@ std::string size_words(unsigned long long bytes) {
   return fmt::format("{:.1f} {}", value, units[unit]);
 }
 
-std::string replication_blocked(bool secret, bool munge, bool etcd) {
-  if (secret) return "";
-  const char* fix = "give the job a secret (DDPRUN_RDZV_SECRET, or --rdzv_conf secret_file=PATH) to replicate it";
-  if (etcd) return fmt::format("the etcd rendezvous has no secret of ddprun's to authenticate the copies with; {}", fix);
-  if (munge) return fmt::format("MUNGE does not authenticate the copies yet; {}", fix);
-  return fmt::format("the rendezvous is not authenticated, and the copies never go unauthenticated; {}", fix);
-}
-
 }  // namespace ddprun::launcher

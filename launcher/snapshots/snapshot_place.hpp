@@ -63,12 +63,6 @@ std::string kept_line(const std::string& path, unsigned long long files, unsigne
 // "1 file, 3 B", "2 files, 1.5 MiB": what a folder holds, as the user is told it.
 std::string holds_words(unsigned long long files, unsigned long long bytes);
 
-// Why the snapshot folder of a job of several nodes is not replicated to the others, as the end
-// of the line said at the start ("" when it is): the replication authenticates every link with
-// the job's secret (`secret`: one was given and the rendezvous uses it), which MUNGE and etcd jobs
-// do not have yet.
-std::string replication_blocked(bool secret, bool munge, bool etcd);
-
 // "1.5 MiB", "3 B": a size as the user is told it.
 std::string size_words(unsigned long long bytes);
 

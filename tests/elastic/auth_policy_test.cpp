@@ -123,5 +123,92 @@ TEST_CASE("decide_auth: which authentication a node uses, and what it says") {
   }
 }
 
+TEST_CASE("choose_replication_auth: how the snapshot copies authenticate, as a table; never unauthenticated") {
+  using A = AuthMode;
+  struct CopyRow {
+    const char* name;
+    bool ddprun_guards;
+    AuthMode rendezvous;
+    bool secret;
+    const char* slurm_job;
+    const char* munge_problem;
+    // Expected:
+    bool probes;
+    AuthMode mode;
+    const char* scope;
+    const char* line;  // a part of the line said; "" nothing said
+  };
+  const std::vector<CopyRow> rows = {
+      {"the rendezvous's MUNGE", true, A::kMunge, false, "42", "", false, A::kMunge, "SLURM job 42, run r1", ""},
+      {"the rendezvous's secret", true, A::kSecret, true, "42", "", false, A::kSecret, "", ""},
+      {"ddprun's rendezvous open, under SLURM", true, A::kNone, false, "42", "", false, A::kNone, "",
+       "not copied to the other nodes, so a node's loss loses its files: the rendezvous is not authenticated"},
+      {"ddprun's rendezvous open, outside SLURM", true, A::kNone, false, "", "", false, A::kNone, "",
+       "DDPRUN_RDZV_SECRET"},
+      {"etcd with a secret", false, A::kNone, true, "42", "", false, A::kSecret, "", ""},
+      {"etcd under SLURM, munged answers", false, A::kNone, false, "42", "", true, A::kMunge, "SLURM job 42, run r1",
+       "the snapshot copies between the nodes are authenticated with MUNGE (SLURM job 42, run r1)"},
+      {"etcd under SLURM, no munged", false, A::kNone, false, "42", "no socket", true, A::kNone, "",
+       "MUNGE cannot be used (no socket); give every node the same secret"},
+      {"etcd outside SLURM", false, A::kNone, false, "", "", false, A::kNone, "",
+       "the etcd rendezvous has no key of ddprun's to authenticate the copies with"},
+  };
+  for (const CopyRow& row : rows) {
+    CAPTURE(row.name);
+    ReplicationAuthInputs in;
+    in.ddprun_guards = row.ddprun_guards;
+    in.rendezvous = row.rendezvous;
+    in.rendezvous_scope = row.rendezvous == A::kMunge ? "SLURM job 42, run r1" : "";
+    in.has_secret = row.secret;
+    in.slurm_job_id = row.slurm_job;
+    in.run_id = "r1";
+    bool probed = false;
+    const AuthDecision d = choose_replication_auth(in, [&] {
+      probed = true;
+      return std::string(row.munge_problem);
+    });
+    CHECK(d.mode == row.mode);
+    CHECK(d.munge_scope == row.scope);
+    if (*row.line) {
+      CHECK(d.line.find(row.line) != std::string::npos);
+    } else {
+      CHECK(d.line.empty());
+    }
+    CHECK(probed == row.probes);
+  }
+}
+
+TEST_CASE("decide_replication_auth: the value the launcher passes to the replication") {
+  RendezvousConfig c;
+  c.run_id = "42.0";
+  std::string line;
+  SUBCASE("the secret") {
+    c.secret = "s";
+    decide_auth(c, "42", "");
+    const auto auth = decide_replication_auth(c, "42", "", line);
+    REQUIRE(auth);
+    CHECK(auth->secret == "s");
+    CHECK(auth->munge_scope.empty());
+    CHECK(line.empty());
+  }
+  SUBCASE("the rendezvous's MUNGE: its socket and scope, no secret") {
+    c.auth = AuthMode::kMunge;  // as decide_auth leaves it when munged answered
+    c.munge_scope = "SLURM job 42, run 42.0";
+    c.munge_socket = "/run/m.socket";
+    const auto auth = decide_replication_auth(c, "42", "", line);
+    REQUIRE(auth);
+    CHECK(auth->secret.empty());
+    CHECK(auth->munge_scope == "SLURM job 42, run 42.0");
+    CHECK(auth->munge_socket == "/run/m.socket");
+  }
+  SUBCASE("etcd under SLURM with no munged at the socket: nothing to copy with, said") {
+    c.backend = Backend::kEtcd;
+    c.munge_socket = "/nonexistent/munge.socket";
+    decide_auth(c, "42", "");
+    CHECK_FALSE(decide_replication_auth(c, "42", "", line));
+    CHECK(line.find("MUNGE cannot be used") != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::elastic

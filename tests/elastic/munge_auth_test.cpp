@@ -11,40 +11,10 @@
 
 #include "ddprun/rendezvous_config.hpp"
 #include "auth/rendezvous_auth.hpp"
+#include "fake_munge.hpp"
 
 namespace ddprun::elastic {
 namespace {
-
-// munged's behaviour, with the caller's uid set by the test (as each process's real uid is).
-class FakeMunge final : public CredentialService {
- public:
-  uid_t caller = 1000;
-
-  std::string encode(std::string_view payload, uid_t decoder_uid) override {
-    const std::string id = "cred" + std::to_string(next_++);
-    issued_[id] = {std::string(payload), caller, decoder_uid, false};
-    return id;
-  }
-
-  MungeCredential decode(const std::string& credential) override {
-    const auto it = issued_.find(credential);
-    if (it == issued_.end()) throw MungeError("Invalid credential");
-    if (it->second.decoder != caller) throw MungeError("Unauthorized credential for client UID");
-    if (it->second.decoded) throw MungeError("Replayed credential");
-    it->second.decoded = true;
-    return {it->second.payload, it->second.uid, 100};
-  }
-
- private:
-  struct Issued {
-    std::string payload;
-    uid_t uid;
-    uid_t decoder;
-    bool decoded;
-  };
-  std::map<std::string, Issued> issued_;
-  int next_ = 0;
-};
 
 const std::string kNonce(64, 'c');
 const std::string kOtherNonce(64, 'd');

@@ -5,29 +5,8 @@
 # (Under SLURM, auth=auto picks MUNGE by itself: tests/slurm/ddprun_ranks.sh checks that.)
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
-[[ $(id -u) -eq 0 ]] || skip "needs root (munged runs as the munge user, a stranger as nobody)"
-command -v munged > /dev/null && command -v mungekey > /dev/null && id munge > /dev/null 2>&1 \
-  || skip "munge is not installed (scripts/install-deps.sh --slurm installs it)"
-
-# munged's files in a folder munge owns, reachable by every uid (nobody's ddprun uses the socket).
-M=$(mktemp -d /tmp/ddprun-munge.XXXXXX)
-chmod 755 "$M"
-chown munge:munge "$M"
-# munged writes its seed file and removes its socket as it exits: the folder goes once it is gone.
-stop_munged() {
-  local pid
-  pid=$(cat "$M/munged.pid" 2> /dev/null) || pid=
-  if [[ -n $pid ]] && kill "$pid" 2> /dev/null; then
-    local deadline=$((SECONDS + 20))
-    while kill -0 "$pid" 2> /dev/null && (( SECONDS < deadline )); do sleep 0.05; done
-  fi
-  rm -rf "$M"
-}
-trap 'rc=$?; stop_munged || true; cleanup $rc' EXIT
-runuser -u munge -- mungekey --create --keyfile="$M/munge.key"
-runuser -u munge -- munged --socket="$M/munge.socket" --key-file="$M/munge.key" --pid-file="$M/munged.pid" \
-  --log-file="$M/munged.log" --seed-file="$M/munged.seed"
-wait_for 20 test -S "$M/munge.socket"
+source "$DDPRUN_TESTS_DIR/elastic/munge_lib.sh"  # root, munge installed; else skipped
+start_munged
 
 source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 # nobody's own copy of ddprun in $T: the build folder may be out of its reach (a clone under a

@@ -198,5 +198,48 @@ TEST_CASE("the host keeps at most a quarter of the descriptor limit for rendezvo
   CHECK(connection_limit(c, 64) == 100);  // given: as given
 }
 
+TEST_CASE("chunk cipher: the bytes encrypted, opened only in order, on their connection and direction") {
+  const std::string session(64, 'a');
+  const std::string plain = "model weights: " + std::string(1000, 'w');
+  ChunkCipher sender(session, "client->server"), receiver(session, "client->server");
+  std::string first = plain, second = plain;
+  const std::string tag1 = sender.seal(first), tag2 = sender.seal(second);
+  CHECK(tag1.size() == 2 * ChunkCipher::kTagBytes);
+  CHECK(first.size() == plain.size());
+  CHECK(first.find("model weights") == std::string::npos);  // a stranger on the wire reads nothing
+  CHECK(first != second);                                      // a new IV for every chunk
+  SUBCASE("in order: both open") {
+    std::string a = first, b = second;
+    receiver.open(a, tag1);
+    receiver.open(b, tag2);
+    CHECK(a == plain);
+    CHECK(b == plain);
+  }
+  SUBCASE("a byte altered: refused, nothing of it kept") {
+    std::string a = first;
+    a[3] ^= 1;
+    CHECK_THROWS_AS(receiver.open(a, tag1), AuthError);
+    CHECK(a == std::string(a.size(), '\0'));
+  }
+  SUBCASE("reordered or replayed: refused") {
+    std::string b = second;
+    CHECK_THROWS_AS(receiver.open(b, tag2), AuthError);
+    std::string a = first, again = first;
+    receiver.open(a, tag1);
+    CHECK_THROWS_AS(receiver.open(again, tag1), AuthError);
+  }
+  SUBCASE("the other direction, or another connection's key: refused") {
+    ChunkCipher back(session, "server->client"), other(std::string(64, 'b'), "client->server");
+    std::string a = first, b = first;
+    CHECK_THROWS_AS(back.open(a, tag1), AuthError);
+    CHECK_THROWS_AS(other.open(b, tag1), AuthError);
+  }
+  SUBCASE("a tag that is not 32 hex digits") {
+    std::string a = first;
+    CHECK_THROWS_AS(receiver.open(a, "xyz"), AuthError);
+    CHECK_THROWS_AS(receiver.open(a, std::string(32, 'g')), AuthError);
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::elastic

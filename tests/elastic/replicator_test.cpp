@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_munge.hpp"
 #include "replica/link.hpp"
 #include "replica/replicator.hpp"
 
@@ -60,9 +61,10 @@ struct Node {
   Folder folder;
   Lines lines;
   std::unique_ptr<Replicator> replicator;
-  explicit Node(const std::string& secret = "s3cret") {
-    replicator = std::make_unique<Replicator>(Replicator::Settings{folder.path, "127.0.0.1", secret, 20, 4096},
-                                              lines.say());
+  explicit Node(const std::string& secret = "s3cret") : Node(NodeAuth{secret, nullptr}) {}
+  explicit Node(NodeAuth auth) {
+    replicator = std::make_unique<Replicator>(
+        Replicator::Settings{folder.path, "127.0.0.1", std::move(auth), 20, 4096}, lines.say());
   }
   ReplicaPeer peer() const { return {replicator->node(), "127.0.0.1", replicator->port()}; }
   void write(const std::string& path, const std::string& bytes) {
@@ -206,7 +208,7 @@ TEST_CASE("a copy cut by its sender's loss is never put in place, and the restor
   b.replicator->start_round(1, ring, [](RestoreOutcome) {});
   c.replicator->start_round(1, ring, [](RestoreOutcome) {});
   {
-    ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
+    ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), NodeAuth{"s3cret", nullptr},
                                             {{"type", "intro"}, {"purpose", "push"}, {"round", 1}, {"node", ghost.node}}, kWait);
     REQUIRE(link.receive(kWait).value("type", "") == "ready");
     link.send({{"type", "copy"}, {"path", "ckpt.pt"}, {"entry", ManifestEntry{Version{1000, ghost.node}, 10000, false}}});
@@ -230,14 +232,14 @@ TEST_CASE("fenced: a peer without the secret, and a node not in the round, never
   Node b, c;
   start_round(0, {&b, &c});
   // Without the secret: refused in the handshake, said.
-  CHECK_THROWS_AS(ReplicaLink::connect("127.0.0.1", b.replicator->port(), "wrong",
+  CHECK_THROWS_AS(ReplicaLink::connect("127.0.0.1", b.replicator->port(), NodeAuth{"wrong", nullptr},
                                        {{"type", "intro"}, {"purpose", "manifest"}, {"round", 0}, {"node", "x"}}, kWait),
                   LinkError);
   CHECK(b.lines.wait_for("refused a connection: 127.0.0.1:"));
   CHECK(b.lines.wait_for("did not finish the handshake (it ended at the challenge, as a node with another secret does)"));
   // With the secret, but not a member of the round (a lost node still sending): refused, said.
   {
-    ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",
+    ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), NodeAuth{"s3cret", nullptr},
                                             {{"type", "intro"}, {"purpose", "push"}, {"round", 0}, {"node", "eeeeeeeeeeeeeeee-x"}}, kWait);
     CHECK(b.lines.wait_for("refused copies from eeeeeeeeeeeeeeee-x (round 0): not a member of round 0"));
     const nlohmann::json answer = link.receive(kWait);
@@ -260,7 +262,7 @@ TEST_CASE("make_snapshot_replication listens on every address of the node: reach
   Folder fa;
   Node b;
   Lines said;
-  auto a = make_snapshot_replication(fa.path, "s3cret", said.say());
+  auto a = make_snapshot_replication(fa.path, ReplicationAuth{"s3cret", "", ""}, said.say());
   CHECK(a->node().size() == 16 + 1 + 8);
   CHECK(a->node().substr(0, 16) == folder_identity(fa.path));
   CHECK(a->node() != b.replicator->node());
@@ -291,7 +293,7 @@ TEST_CASE("nodes whose folder is one (one machine, no mount namespace of their o
   const std::string dir = a.folder.path;
   Lines said;
   // A second replicator of the same folder: another ddprun of the job on this machine.
-  auto b = make_snapshot_replication(dir, "s3cret", said.say());
+  auto b = make_snapshot_replication(dir, ReplicationAuth{"s3cret", "", ""}, said.say());
   CHECK(b->node().substr(0, 16) == a.replicator->node().substr(0, 16));
   const std::vector<SnapshotPeer> ring = {a.peer(), {b->node(), "127.0.0.1", b->port()}};
   CHECK(shared_folder(ring) == a.replicator->node() + " and " + b->node());
@@ -347,4 +349,52 @@ TEST_CASE("a commit whose file went before it was sent (a temporary name renamed
   CHECK(b.read("ckpt.pt") == "version 19");
   CHECK_FALSE(b.has("ckpt.pt.tmp"));
   CHECK(fs::is_empty(fs::path(b.folder.path) / kIncomingFolder));
+}
+
+// Under MUNGE (SLURM's default) the links take their key from MUNGE's exchange, as the rendezvous
+// does: the scope (the SLURM job id and the run id) and the uid must be the job's.
+TEST_CASE("MUNGE-keyed links: a job's nodes copy; another job's, another uid's and a secret's links are refused") {
+  constexpr char kScope[] = "SLURM job 42, run 42.0";
+  const auto munged = std::make_shared<FakeMunge>();
+  const auto munge = [](std::shared_ptr<CredentialService> service, const std::string& scope, uid_t uid) {
+    return NodeAuth{"", std::make_shared<MungeKeyExchange>(std::move(service), scope, uid)};
+  };
+  Node a(munge(munged, kScope, 1000)), b(munge(munged, kScope, 1000));
+  start_round(0, {&a, &b});
+  const std::string bytes = random_bytes(10000, 7);  // three chunks and a part
+  a.write("ckpt.pt", bytes);
+  REQUIRE(b.holds("ckpt.pt", a.replicator->node()));
+  CHECK(b.read("ckpt.pt") == bytes);
+  const nlohmann::json intro = {{"type", "intro"}, {"purpose", "manifest"}, {"round", 0}, {"node", "x"}};
+  SUBCASE("another job (another scope): its nodes' pushes are refused, none of its files lands") {
+    Node stranger(munge(munged, "SLURM job 43, run 43.0", 1000));
+    std::vector<ReplicaPeer> ring = {stranger.peer(), b.peer()};
+    b.replicator->start_round(1, ring, [](RestoreOutcome) {});
+    stranger.replicator->start_round(1, ring, [](RestoreOutcome) {});
+    stranger.write("evil.pt", "x");
+    CHECK(b.lines.wait_for("did not prove with MUNGE that it belongs to this job (SLURM job 42, run 42.0): its MUNGE "
+                           "credential is not for this job and run"));
+    CHECK_FALSE(b.has("evil.pt"));
+    // Nor does a node of this job take another job's node for a peer.
+    CHECK_THROWS_AS(ReplicaLink::connect("127.0.0.1", stranger.replicator->port(), munge(munged, kScope, 1000), intro,
+                                         kWait),
+                    LinkError);
+  }
+  SUBCASE("another uid: its credential names its own uid") {
+    CHECK_THROWS_AS(
+        ReplicaLink::connect("127.0.0.1", b.replicator->port(), munge(munged->as(2000), kScope, 1000), intro, kWait),
+        LinkError);
+    CHECK(b.lines.wait_for("MUNGE credential is of uid 2000, and this job runs as uid 1000"));
+  }
+  SUBCASE("a peer with a secret, where the job uses MUNGE; and MUNGE where the job uses a secret") {
+    CHECK_THROWS_AS(ReplicaLink::connect("127.0.0.1", b.replicator->port(), NodeAuth{"s3cret", nullptr}, intro, kWait),
+                    LinkError);
+    CHECK(b.lines.wait_for("it authenticates with a secret, and this node with MUNGE"));
+    Node with_secret;
+    CHECK_THROWS_AS(
+        ReplicaLink::connect("127.0.0.1", with_secret.replicator->port(), munge(munged, kScope, 1000), intro, kWait),
+        LinkError);
+    CHECK(with_secret.lines.wait_for("it authenticates with MUNGE, and this node with the job's secret"));
+  }
+  CHECK(b.replicator->entries().size() == 1);
 }

@@ -109,7 +109,7 @@ for port in map(int, sys.argv[2:]):
     s.bind(("127.0.0.9", 0))
     s.settimeout(5)  # another port of b's (the workers' store) does not answer a hello
     s.connect(("127.0.0.3", port))
-    s.sendall((json.dumps({"type": "hello", "version": 1, "nonce": os.urandom(32).hex()}) + "\n").encode())
+    s.sendall((json.dumps({"type": "hello", "version": 2, "nonce": os.urandom(32).hex()}) + "\n").encode())
     line = b""
     try:
         while not line.endswith(b"\n"):
@@ -128,7 +128,7 @@ for port in map(int, sys.argv[2:]):
     s.sendall((json.dumps({"type": "proof", "proof": os.urandom(32).hex()}) + "\n").encode())
     try:
         s.sendall((json.dumps({"type": "copy", "path": "evil.pt", "entry": entry}) + "\n").encode())
-        s.sendall((json.dumps({"type": "chunk", "n": 1024, "mac": "0" * 64}) + "\n").encode() + b"x" * 1024)
+        s.sendall((json.dumps({"type": "chunk", "n": 1024, "tag": "0" * 32}) + "\n").encode() + b"x" * 1024)
         while s.recv(4096):
             pass
         out.write(f"{port} closed\n")

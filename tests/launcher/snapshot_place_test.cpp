@@ -118,14 +118,3 @@ TEST_CASE("sizes as the user is told them") {
   CHECK(size_words(4ULL << 30) == "4.0 GiB");
   CHECK(size_words(3ULL << 40) == "3.0 TiB");
 }
-
-TEST_CASE("whether a job of several nodes replicates its snapshot folder: only with the job's secret") {
-  CHECK(replication_blocked(true, false, false).empty());
-  CHECK(replication_blocked(true, false, true).empty());  // etcd with a secret: the secret authenticates the copies
-  CHECK(replication_blocked(false, false, false).find("the rendezvous is not authenticated") == 0);
-  CHECK(replication_blocked(false, true, false).find("MUNGE does not authenticate the copies yet") == 0);
-  CHECK(replication_blocked(false, false, true).find("the etcd rendezvous has no secret of ddprun's") == 0);
-  for (const bool munge : {false, true}) {
-    CHECK(replication_blocked(false, munge, false).find("DDPRUN_RDZV_SECRET") != std::string::npos);
-  }
-}

@@ -93,7 +93,7 @@ struct RendezvousConfig {
   // the workers hosts it. The setting of the node of rank 0 decides for each round.
   bool agent_store = true;
   // This node's snapshot replicator (ddprun/snapshot_replication.hpp), told to the others in its
-  // join; port 0: none (one node, --snapshot=off, no secret).
+  // join; port 0: none (one node, --snapshot=off, no key for the copies: decide_replication_auth).
   std::string snapshot_node;
   int snapshot_port = 0;
   std::optional<bool> is_host;  // --rdzv_conf is_host=0|1; unset: see hosts_rendezvous()

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,29 @@ class SnapshotReplication {
   virtual void missing(const std::string& path) = 0;
 };
 
-// Listens on every address of the node, on a free port; every link authenticates with
-// `secret`. `say` is called on the replication's threads. Throws std::runtime_error when it
-// cannot listen.
-std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const std::string& secret,
+// How every link between two nodes' replications authenticates: with the job's secret, or with
+// MUNGE (munged's socket, empty: libmunge's default; the scope every credential names: the SLURM
+// job id and the run id, so that another job's nodes are refused). One of the two is set: the
+// copies never go unauthenticated.
+struct ReplicationAuth {
+  std::string secret;
+  std::string munge_socket;
+  std::string munge_scope;  // non-empty: MUNGE
+};
+
+// The copies' authentication, after decide_auth() (ddprun/rendezvous_config.hpp), from the same
+// facts (the rules: choose_replication_auth() in src/auth/auth_policy.hpp): MUNGE where the
+// rendezvous uses it; else the job's secret; for a rendezvous that its service guards (etcd)
+// without a secret, MUNGE under SLURM when munged answers. Empty when the copies cannot be
+// authenticated. `line`: what to print for the user ("": nothing), with nothing to copy: why
+// not and what to set.
+std::optional<ReplicationAuth> decide_replication_auth(RendezvousConfig& config, const std::string& slurm_job_id,
+                                                       const std::string& slurm_conf, std::string& line);
+
+// Listens on every address of the node, on a free port; every link authenticates with `auth`
+// (MUNGE is opened here). `say` is called on the replication's threads. Throws
+// std::runtime_error when it cannot listen or munged does not answer.
+std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const ReplicationAuth& auth,
                                                                SnapshotReplication::Say say);
 
 }  // namespace ddprun::elastic

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/backend_entry.hpp"
 #include "ddprun/rendezvous_config.hpp"
+#include "ddprun/snapshot_replication.hpp"
 
 namespace ddprun::elastic {
 
@@ -40,6 +42,29 @@ struct AuthDecision {
 // `munge_problem` is called only where MUNGE is a candidate: "" when munged answers, else why it
 // cannot be used. Throws RendezvousConfigError when the choice cannot work.
 AuthDecision choose_auth(const AuthInputs& in, const std::function<std::string()>& munge_problem);
+
+struct ReplicationAuthInputs {
+  bool ddprun_guards = true;                   // the rendezvous's backend is ddprun's to authenticate
+  AuthMode rendezvous = AuthMode::kNone;       // as choose_auth decided it
+  std::string rendezvous_scope;                // with kMunge
+  bool has_secret = false;
+  std::string slurm_job_id;                    // empty outside SLURM
+  std::string run_id;
+};
+
+// The snapshot copies between the nodes (ddprun/snapshot_replication.hpp); never unauthenticated:
+//   the rendezvous uses MUNGE          MUNGE, with its scope
+//   a secret                           the secret (with etcd too: it authenticates only the copies)
+//   ddprun's rendezvous, open          none: the line says to give a secret, or to use MUNGE
+//   etcd without a secret, under SLURM MUNGE (scope: the SLURM job id and the run id) if munged
+//                                      answers, said in a line; else none, the line says why
+//   etcd without a secret, outside     none: the line says to give a secret
+// kMunge, kSecret or kNone; `line` (kNone: why the files stay on their node, and what to set).
+AuthDecision choose_replication_auth(const ReplicationAuthInputs& in, const std::function<std::string()>& munge_problem);
+
+std::optional<ReplicationAuth> decide_replication_auth(RendezvousConfig& config, const AuthStance& stance,
+                                                       const std::string& slurm_job_id, const std::string& slurm_conf,
+                                                       std::string& line);
 
 // decide_auth (ddprun/rendezvous_config.hpp) for a backend of `stance`; src/backends.cpp passes
 // the chosen row's.

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <type_traits>
@@ -10,12 +11,16 @@ namespace ddprun::elastic {
 
 namespace {
 
-// OpenSSL's EVP_MD, which we only pass from EVP_sha256() to HMAC().
+// OpenSSL's EVP_MD, which we only pass from EVP_sha256() to HMAC(); its cipher types, which we
+// only pass between its functions.
 struct evp_md_st;
+struct evp_cipher_st;
+struct evp_cipher_ctx_st;
+struct engine_st;
 
 // OpenSSL's libcrypto, opened the first time a run needs it (a job's secret, MUNGE's session
 // key). Linked, it was loaded by every start of ddprun: 1.6 ms of a `ddprun --version`
-// (scripts/bench/startup.py). Only the four functions below are used; their C signatures are
+// (scripts/bench/startup.py). Only the functions below are used; their C signatures are
 // the same in OpenSSL 1.1 and 3, so they are declared here rather than taken from a version's
 // headers, and either library serves: 3 where it is (Debian 12, RHEL 9, Ubuntu 22.04), else 1.1
 // (RHEL 8, Ubuntu 20.04), the platforms of the pip wheel (docs/install.md).
@@ -25,6 +30,21 @@ struct Crypto {
   const evp_md_st* (*sha256)() = nullptr;
   int (*rand_bytes)(unsigned char* buf, int num) = nullptr;
   int (*memcmp)(const void* a, const void* b, size_t len) = nullptr;
+  // AES-256-GCM (ChunkCipher).
+  const evp_cipher_st* (*aes_256_gcm)() = nullptr;
+  evp_cipher_ctx_st* (*ctx_new)() = nullptr;
+  void (*ctx_free)(evp_cipher_ctx_st* ctx) = nullptr;
+  int (*ctx_ctrl)(evp_cipher_ctx_st* ctx, int type, int arg, void* ptr) = nullptr;
+  int (*encrypt_init)(evp_cipher_ctx_st* ctx, const evp_cipher_st* cipher, engine_st* engine, const unsigned char* key,
+                      const unsigned char* iv) = nullptr;
+  int (*encrypt_update)(evp_cipher_ctx_st* ctx, unsigned char* out, int* out_len, const unsigned char* in,
+                        int in_len) = nullptr;
+  int (*encrypt_final)(evp_cipher_ctx_st* ctx, unsigned char* out, int* out_len) = nullptr;
+  int (*decrypt_init)(evp_cipher_ctx_st* ctx, const evp_cipher_st* cipher, engine_st* engine, const unsigned char* key,
+                      const unsigned char* iv) = nullptr;
+  int (*decrypt_update)(evp_cipher_ctx_st* ctx, unsigned char* out, int* out_len, const unsigned char* in,
+                        int in_len) = nullptr;
+  int (*decrypt_final)(evp_cipher_ctx_st* ctx, unsigned char* out, int* out_len) = nullptr;
   std::string error;  // why it cannot be used; empty: loaded
 };
 
@@ -54,6 +74,16 @@ Crypto open_crypto() {
   symbol(c.sha256, "EVP_sha256");
   symbol(c.rand_bytes, "RAND_bytes");
   symbol(c.memcmp, "CRYPTO_memcmp");
+  symbol(c.aes_256_gcm, "EVP_aes_256_gcm");
+  symbol(c.ctx_new, "EVP_CIPHER_CTX_new");
+  symbol(c.ctx_free, "EVP_CIPHER_CTX_free");
+  symbol(c.ctx_ctrl, "EVP_CIPHER_CTX_ctrl");
+  symbol(c.encrypt_init, "EVP_EncryptInit_ex");
+  symbol(c.encrypt_update, "EVP_EncryptUpdate");
+  symbol(c.encrypt_final, "EVP_EncryptFinal_ex");
+  symbol(c.decrypt_init, "EVP_DecryptInit_ex");
+  symbol(c.decrypt_update, "EVP_DecryptUpdate");
+  symbol(c.decrypt_final, "EVP_DecryptFinal_ex");
   return c;  // the library stays open: ddprun uses it until it exits
 }
 
@@ -125,15 +155,25 @@ std::string random_nonce() {
   return to_hex(bytes.data(), bytes.size());
 }
 
-std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
+namespace {
+
+// HMAC-SHA256's 32 bytes.
+std::string hmac_sha256(std::string_view key, std::string_view data) {
   std::array<unsigned char, kMaxDigestBytes> digest{};
   unsigned int length = 0;
   const Crypto& c = crypto();
   if (c.hmac(c.sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-           data.size(), digest.data(), &length) == nullptr) {
+             data.size(), digest.data(), &length) == nullptr) {
     throw std::runtime_error("OpenSSL's HMAC-SHA256 failed");
   }
-  return to_hex(digest.data(), length);
+  return std::string(reinterpret_cast<const char*>(digest.data()), length);
+}
+
+}  // namespace
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view data) {
+  const std::string digest = hmac_sha256(key, data);
+  return to_hex(reinterpret_cast<const unsigned char*>(digest.data()), digest.size());
 }
 
 bool tags_equal(std::string_view a, std::string_view b) {
@@ -228,6 +268,85 @@ std::string_view MessageAuth::open(std::string_view line) {
   }
   ++received_;
   return json_text;
+}
+
+namespace {
+
+// OpenSSL's EVP_CTRL_GCM_GET_TAG and EVP_CTRL_GCM_SET_TAG, the same in 1.1 and 3; GCM's default
+// IV is 12 bytes.
+constexpr int kGcmGetTag = 0x10;
+constexpr int kGcmSetTag = 0x11;
+constexpr std::size_t kGcmIvBytes = 12;
+
+// A cipher context, freed however the function ends.
+class CipherContext {
+ public:
+  CipherContext() : ctx_(crypto().ctx_new()) {
+    if (ctx_ == nullptr) throw std::runtime_error("OpenSSL could not make a cipher context (out of memory)");
+  }
+  CipherContext(const CipherContext&) = delete;
+  CipherContext& operator=(const CipherContext&) = delete;
+  ~CipherContext() { opened().ctx_free(ctx_); }
+  evp_cipher_ctx_st* get() const { return ctx_; }
+
+ private:
+  evp_cipher_ctx_st* ctx_;
+};
+
+}  // namespace
+
+ChunkCipher::ChunkCipher(std::string_view session_key, std::string_view direction)
+    : key_(hmac_sha256(session_key, length_prefixed({"ddprun-replica chunk key", direction}))) {}
+
+std::array<unsigned char, 12> ChunkCipher::iv(unsigned long long counter) {
+  std::array<unsigned char, kGcmIvBytes> out{};
+  for (std::size_t i = 0; i < 8; ++i) out[kGcmIvBytes - 1 - i] = static_cast<unsigned char>(counter >> (8 * i));
+  return out;
+}
+
+std::string ChunkCipher::seal(std::string& bytes) {
+  const Crypto& c = crypto();
+  CipherContext ctx;
+  const auto nonce = iv(sent_);
+  auto* data = reinterpret_cast<unsigned char*>(bytes.data());
+  int n = 0;
+  std::array<unsigned char, kTagBytes> tag{};
+  if (c.encrypt_init(ctx.get(), c.aes_256_gcm(), nullptr, reinterpret_cast<const unsigned char*>(key_.data()),
+                     nonce.data()) != 1 ||
+      c.encrypt_update(ctx.get(), data, &n, data, static_cast<int>(bytes.size())) != 1 ||
+      c.encrypt_final(ctx.get(), data + n, &n) != 1 ||
+      c.ctx_ctrl(ctx.get(), kGcmGetTag, static_cast<int>(tag.size()), tag.data()) != 1) {
+    throw std::runtime_error("OpenSSL's AES-256-GCM failed to encrypt");
+  }
+  ++sent_;
+  return to_hex(tag.data(), tag.size());
+}
+
+void ChunkCipher::open(std::string& bytes, std::string_view tag_hex) {
+  std::array<unsigned char, kTagBytes> tag{};
+  if (tag_hex.size() != 2 * tag.size() || tag_hex.find_first_not_of(kHex) != std::string_view::npos) {
+    throw AuthError("a chunk whose tag is not 32 hex digits");
+  }
+  for (std::size_t i = 0; i < tag.size(); ++i) {
+    tag[i] = static_cast<unsigned char>(kHex.find(tag_hex[2 * i]) << 4 | kHex.find(tag_hex[2 * i + 1]));
+  }
+  const Crypto& c = crypto();
+  CipherContext ctx;
+  const auto nonce = iv(received_);
+  auto* data = reinterpret_cast<unsigned char*>(bytes.data());
+  int n = 0;
+  if (c.decrypt_init(ctx.get(), c.aes_256_gcm(), nullptr, reinterpret_cast<const unsigned char*>(key_.data()),
+                     nonce.data()) != 1 ||
+      c.decrypt_update(ctx.get(), data, &n, data, static_cast<int>(bytes.size())) != 1 ||
+      c.ctx_ctrl(ctx.get(), kGcmSetTag, static_cast<int>(tag.size()), tag.data()) != 1) {
+    throw std::runtime_error("OpenSSL's AES-256-GCM failed to decrypt");
+  }
+  if (c.decrypt_final(ctx.get(), data + n, &n) != 1) {
+    // What was decrypted is not the sender's: never let it be used.
+    std::fill(bytes.begin(), bytes.end(), '\0');
+    throw AuthError("a chunk whose tag is wrong (altered, replayed or forged)");
+  }
+  ++received_;
 }
 
 }  // namespace ddprun::elastic

@@ -10,10 +10,12 @@
 // the endpoint learns nothing and is refused. Then each side sends lines "TAG JSON", TAG =
 // HMAC(S, direction 0 seq 0 JSON) with S = HMAC(K, "ddprun-rdzv session" 0 Nc Ns) and seq
 // counting that direction's messages from 0: a line altered, replayed, reordered, or taken from
-// another connection fails. Messages are authenticated, not encrypted (nothing in them is secret).
+// another connection fails. Messages are authenticated, not encrypted (nothing in them is secret);
+// the snapshot copies' file bytes are encrypted too (ChunkCipher).
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <array>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -106,6 +108,31 @@ class MessageAuth {
 
   AuthRole role_;
   std::string key_;
+  unsigned long long sent_ = 0;
+  unsigned long long received_ = 0;
+};
+
+// AES-256-GCM over the chunks of file bytes sent one way on one connection (replica/link.hpp),
+// so that a stranger on the network reads nothing of them: the key is HMAC(S, "ddprun-replica
+// chunk key" 0 direction) with S the session key, the IV the number of chunks sealed before (so
+// never reused under one key: S is new for every connection), the 16-byte tag sent beside the
+// chunk. A chunk altered, forged, replayed or reordered fails to open.
+class ChunkCipher {
+ public:
+  static constexpr std::size_t kTagBytes = 16;
+
+  // `direction`: "client->server" or "server->client"; the two sides of a direction must agree.
+  ChunkCipher(std::string_view session_key, std::string_view direction);
+  // Encrypts `bytes` in place; returns the tag as 32 hex digits. The next chunk's IV follows.
+  std::string seal(std::string& bytes);
+  // Decrypts `bytes` in place when `tag` is right for the next chunk of this direction; throws
+  // AuthError (the bytes zeroed) otherwise.
+  void open(std::string& bytes, std::string_view tag);
+
+ private:
+  static std::array<unsigned char, 12> iv(unsigned long long counter);
+
+  std::string key_;  // 32 bytes
   unsigned long long sent_ = 0;
   unsigned long long received_ = 0;
 };

@@ -48,6 +48,15 @@ void wait_for(int fd, short events, Clock::time_point deadline, bool has_deadlin
 
 std::string session_from_handshake(Handshake& handshake) { return handshake.session_key(); }
 
+// What a peer failed to prove, for a refusal's line.
+std::string proof_words(const NodeAuth& auth) {
+  return auth.munge ? fmt::format("with MUNGE that it belongs to this job ({})", auth.munge->scope())
+                    : std::string("it knows the job's secret (DDPRUN_RDZV_SECRET)");
+}
+
+constexpr std::string_view kClientToServer = "client->server";
+constexpr std::string_view kServerToClient = "server->client";
+
 }  // namespace
 
 std::string peer_address(int fd) {
@@ -73,12 +82,23 @@ std::string peer_address(int fd) {
 }
 
 ReplicaLink::ReplicaLink(int fd, AuthRole role, const std::string& session_key)
-    : fd_(fd), auth_(role, session_key), chunk_key_(hmac_sha256_hex(session_key, "ddprun-replica chunk")) {}
+    : fd_(fd),
+      auth_(role, session_key),
+      send_cipher_(session_key, role == AuthRole::kClient ? kClientToServer : kServerToClient),
+      receive_cipher_(session_key, role == AuthRole::kClient ? kServerToClient : kClientToServer) {}
+
+void ReplicaLink::key(AuthRole role, const std::string& session_key) {
+  auth_ = MessageAuth(role, session_key);
+  send_cipher_ = ChunkCipher(session_key, role == AuthRole::kClient ? kClientToServer : kServerToClient);
+  receive_cipher_ = ChunkCipher(session_key, role == AuthRole::kClient ? kServerToClient : kClientToServer);
+}
 
 ReplicaLink::ReplicaLink(ReplicaLink&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       auth_(std::move(other.auth_)),
-      chunk_key_(std::move(other.chunk_key_)),
+      send_cipher_(std::move(other.send_cipher_)),
+      receive_cipher_(std::move(other.receive_cipher_)),
+      sealed_(std::move(other.sealed_)),
       buffer_(std::move(other.buffer_)) {}
 
 ReplicaLink& ReplicaLink::operator=(ReplicaLink&& other) noexcept {
@@ -86,7 +106,9 @@ ReplicaLink& ReplicaLink::operator=(ReplicaLink&& other) noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
     auth_ = std::move(other.auth_);
-    chunk_key_ = std::move(other.chunk_key_);
+    send_cipher_ = std::move(other.send_cipher_);
+    receive_cipher_ = std::move(other.receive_cipher_);
+    sealed_ = std::move(other.sealed_);
     buffer_ = std::move(other.buffer_);
   }
   return *this;
@@ -174,8 +196,10 @@ nlohmann::json ReplicaLink::receive(double timeout) {
 }
 
 void ReplicaLink::send_chunk(std::string_view bytes) {
-  send({{"type", "chunk"}, {"n", bytes.size()}, {"mac", hmac_sha256_hex(chunk_key_, bytes)}});
-  write_all(bytes);
+  sealed_.assign(bytes);
+  const std::string tag = send_cipher_.seal(sealed_);
+  send({{"type", "chunk"}, {"n", bytes.size()}, {"tag", tag}});
+  write_all(sealed_);
 }
 
 bool ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeout, nlohmann::json* other) {
@@ -185,18 +209,24 @@ bool ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeou
     *other = std::move(header);
     return false;
   }
-  const auto n = header.at("n").get<std::size_t>();
+  if (!header.value("n", nlohmann::json()).is_number_unsigned() || !header.value("tag", nlohmann::json()).is_string()) {
+    throw LinkError("a chunk announced without its size or tag");
+  }
+  const auto n = header["n"].get<std::size_t>();
   if (n == 0 || n > max) throw LinkError(fmt::format("a chunk of {} bytes where at most {} were due", n, max));
   out.resize(n);
   read_exact(out.data(), n, timeout < 0 ? 60 : timeout);
-  if (!tags_equal(header.at("mac").get<std::string>(), hmac_sha256_hex(chunk_key_, out))) {
-    throw LinkError("a chunk whose MAC is wrong (altered or forged)");
+  try {
+    receive_cipher_.open(out, header["tag"].get<std::string>());
+  } catch (const AuthError& e) {
+    throw LinkError(e.what());
   }
   return true;
 }
 
-ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::string& secret,
-                                 const nlohmann::json& intro, double timeout) {
+ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const NodeAuth& auth, const nlohmann::json& intro,
+                                 double timeout) {
+  if (!auth.required()) throw LinkError("no key to authenticate the link with");  // never unauthenticated
   const auto deadline = deadline_of(timeout);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -232,41 +262,65 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::s
 
   ReplicaLink link(fd, AuthRole::kClient, std::string());
   try {
-    Handshake handshake(AuthRole::kClient, secret, random_nonce(), kReplicaProtocolVersion);
-    link.write_all(handshake.hello().dump(), "\n");
+    const std::string nonce = random_nonce();
+    Handshake handshake(AuthRole::kClient, auth.secret, nonce, kReplicaProtocolVersion);
+    nlohmann::json hello = handshake.hello();
+    if (auth.munge) hello["munge"] = auth.munge->client_credential(nonce);
+    link.write_all(hello.dump(), "\n");
     const nlohmann::json challenge = nlohmann::json::parse(link.read_line(left_ms(deadline, true) / 1000.0));
+    if (auth.munge) {
+      if (!challenge.is_object() || !challenge.contains("munge") || !challenge["munge"].is_string()) {
+        throw AuthError("its challenge has no MUNGE credential");
+      }
+      handshake.set_secret(auth.munge->accept(challenge["munge"], nonce));
+    }
     link.write_all(handshake.on_challenge(challenge).dump(), "\n");
-    const std::string key = session_from_handshake(handshake);
-    link.auth_ = MessageAuth(AuthRole::kClient, key);
-    link.chunk_key_ = hmac_sha256_hex(key, "ddprun-replica chunk");
+    link.key(AuthRole::kClient, session_from_handshake(handshake));
     link.send(intro);
   } catch (const AuthError& e) {
-    throw LinkError(fmt::format("{}:{} did not prove it knows the job's secret: {}", addr, port, e.what()));
+    throw LinkError(fmt::format("{}:{} did not prove {}: {}", addr, port, proof_words(auth), e.what()));
   } catch (const nlohmann::json::exception&) {
     throw LinkError(fmt::format("{}:{} answered something unreadable", addr, port));
   }
   return link;
 }
 
-ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro) {
+ReplicaLink ReplicaLink::accept(int fd, const NodeAuth& auth, double timeout, nlohmann::json& intro) {
   const std::string who = peer_address(fd);
   ReplicaLink link(fd, AuthRole::kServer, std::string());
+  if (!auth.required()) throw LinkError("no key to authenticate the link with");  // never unauthenticated
   const auto deadline = deadline_of(timeout);
   bool challenged = false;  // the challenge sent: a peer that ends here could not check its proof
   try {
-    Handshake handshake(AuthRole::kServer, secret, random_nonce(), kReplicaProtocolVersion);
+    Handshake handshake(AuthRole::kServer, auth.secret, random_nonce(), kReplicaProtocolVersion);
     const nlohmann::json hello = nlohmann::json::parse(link.read_line(timeout));
-    link.write_all(handshake.on_hello(hello).dump(), "\n");
+    if (hello.is_object() && hello.value("version", nlohmann::json()) != kReplicaProtocolVersion) {
+      throw AuthError(fmt::format("its hello is of another ddprun (replication protocol {}, this node's {}): run one "
+                                  "ddprun version on every node",
+                                  hello.value("version", nlohmann::json()).dump(), kReplicaProtocolVersion));
+    }
+    const bool peer_uses_munge = hello.is_object() && hello.contains("munge");
+    std::string credential;
+    if (auth.munge) {
+      if (!peer_uses_munge || !hello["munge"].is_string() || !hello.value("nonce", nlohmann::json()).is_string()) {
+        throw AuthError("it authenticates with a secret, and this node with MUNGE");
+      }
+      MungeKeyExchange::Grant grant = auth.munge->grant(hello["munge"], hello["nonce"].get<std::string>());
+      handshake.set_secret(std::move(grant.secret));
+      credential = std::move(grant.credential);
+    } else if (peer_uses_munge) {
+      throw AuthError("it authenticates with MUNGE, and this node with the job's secret");
+    }
+    nlohmann::json challenge = handshake.on_hello(hello);
+    if (auth.munge) challenge["munge"] = std::move(credential);
+    link.write_all(challenge.dump(), "\n");
     challenged = true;
     handshake.on_proof(nlohmann::json::parse(link.read_line(left_ms(deadline, true) / 1000.0)));
     challenged = false;
-    const std::string key = session_from_handshake(handshake);
-    link.auth_ = MessageAuth(AuthRole::kServer, key);
-    link.chunk_key_ = hmac_sha256_hex(key, "ddprun-replica chunk");
+    link.key(AuthRole::kServer, session_from_handshake(handshake));
     intro = link.receive(left_ms(deadline, true) / 1000.0);
   } catch (const AuthError& e) {
-    throw LinkError(fmt::format("{} did not prove it knows the job's secret (DDPRUN_RDZV_SECRET): {}; nothing it sent was taken",
-                                who, e.what()));
+    throw LinkError(fmt::format("{} did not prove {}: {}; nothing it sent was taken", who, proof_words(auth), e.what()));
   } catch (const nlohmann::json::exception&) {
     throw LinkError(fmt::format("{} sent something unreadable in place of the handshake; nothing it sent was taken", who));
   } catch (const LinkError& e) {  // silent, gone or a line too long before it proved it knows the secret

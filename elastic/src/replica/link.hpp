@@ -1,15 +1,18 @@
 // One connection between two nodes' snapshot replicators (replicator.hpp), blocking, used by one
-// thread at a time: the handshake of auth/rendezvous_auth.hpp with the job's secret, then JSON
-// lines sealed with the session's tags and chunks of file bytes, each announced by a sealed line
-// that carries its size and its MAC:
-//   client -> server  hello, proof (the handshake, plain lines)
-//   server -> client  challenge (plain)
+// thread at a time: the handshake of auth/rendezvous_auth.hpp with the job's secret, or with the
+// key MUNGE's exchange hands out (auth/munge_auth.hpp: the hello and the challenge carry the
+// credentials, as the rendezvous's do; the scope is the SLURM job id and the run id), then JSON
+// lines sealed with the session's tags and chunks of file bytes encrypted with AES-256-GCM
+// (ChunkCipher: a key of the session's for each direction), each announced by a sealed line that
+// carries its size and its GCM tag:
+//   client -> server  hello, proof (the handshake, plain lines; under MUNGE the hello has "munge")
+//   server -> client  challenge (plain; under MUNGE with "munge")
 //   client -> server  {"type":"intro","purpose":"push"|"manifest"|"fetch","round":R,"node":N}
 //   then, by purpose (replicator.cpp):
 //   push      server -> client  {"type":"ready"}, or {"type":"refused","why":W} and it closes (not
 //                               the predecessor in its round: fenced, or that round not begun)
 //             client -> server  {"type":"copy","path":P,"entry":E} and, for a file, its chunks:
-//                               {"type":"chunk","n":BYTES,"mac":HEX} then BYTES raw bytes, until
+//                               {"type":"chunk","n":BYTES,"tag":HEX} then BYTES encrypted, until
 //                               E.size; then {"type":"end"}, or {"type":"cut"} when the copy is
 //                               given up (its file changed while being sent, its source was cut):
 //                               the receiver puts a copy in place only at its end
@@ -17,8 +20,9 @@
 //   manifest  server -> client  {"type":"manifest","entries":{...},"announced":{...}}
 //   fetch     client -> server  {"type":"fetch","path":P,"version":V}
 //             server -> client  a copy as a push sends it, or {"type":"gone"}
-// A line, a chunk or a MAC that fails, and a peer silent past a deadline, end the connection
-// (LinkError). Messages and bytes are authenticated, not encrypted.
+// A line or a chunk whose tag fails, a hello of another version, and a peer silent past a
+// deadline, end the connection (LinkError). The lines are authenticated, not encrypted (a
+// stranger on the network sees the files' names, sizes and versions); the files' bytes are both.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -26,6 +30,7 @@
 #include <string>
 #include <string_view>
 
+#include "auth/munge_auth.hpp"
 #include "auth/rendezvous_auth.hpp"
 
 namespace ddprun::elastic {
@@ -39,18 +44,21 @@ class LinkError : public std::runtime_error {
 // when the socket has none.
 std::string peer_address(int fd);
 
-// The version named in the handshake of a replication link.
-inline constexpr int kReplicaProtocolVersion = 1;
+// The version named in the handshake of a replication link; a hello of another is refused. 2:
+// chunks encrypted (1: MAC'd only).
+inline constexpr int kReplicaProtocolVersion = 2;
 
 class ReplicaLink {
  public:
-  // Connects to addr:port, authenticates with `secret` and sends `intro` (sealed). Every step
-  // within `timeout` seconds. Throws LinkError.
-  static ReplicaLink connect(const std::string& addr, int port, const std::string& secret,
-                             const nlohmann::json& intro, double timeout);
+  // Connects to addr:port, authenticates with `auth` (its MUNGE exchange when it has one, else its
+  // secret; one of them it must have) and sends `intro` (sealed). Every step within `timeout`
+  // seconds. Throws LinkError.
+  static ReplicaLink connect(const std::string& addr, int port, const NodeAuth& auth, const nlohmann::json& intro,
+                             double timeout);
   // Authenticates an accepted connection (owns `fd` from now on, closes it when this throws)
-  // and reads the client's intro into `intro`. Throws LinkError.
-  static ReplicaLink accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro);
+  // and reads the client's intro into `intro`. A peer that authenticates otherwise (a secret
+  // where this node uses MUNGE, or MUNGE of another job or uid) is refused. Throws LinkError.
+  static ReplicaLink accept(int fd, const NodeAuth& auth, double timeout, nlohmann::json& intro);
 
   ReplicaLink(ReplicaLink&& other) noexcept;
   ReplicaLink& operator=(ReplicaLink&& other) noexcept;
@@ -61,9 +69,10 @@ class ReplicaLink {
   void send(const nlohmann::json& message);
   // The next message; waits at most `timeout` seconds (< 0: until it comes or shutdown()).
   nlohmann::json receive(double timeout);
-  // A chunk: its announcing line, then its bytes.
+  // A chunk: its announcing line, then its bytes, encrypted.
   void send_chunk(std::string_view bytes);
-  // The bytes of the next chunk, at most `max` of them, MAC checked, into `out`; true. When the
+  // The bytes of the next chunk, at most `max` of them, decrypted and their tag checked, into
+  // `out`; true. When the
   // next message is not a chunk (a copy's "cut" in place of its bytes), it goes to `other` and
   // this returns false (without `other`: a LinkError).
   bool receive_chunk(std::string& out, std::size_t max, double timeout, nlohmann::json* other = nullptr);
@@ -74,13 +83,16 @@ class ReplicaLink {
 
  private:
   ReplicaLink(int fd, AuthRole role, const std::string& session_key);
+  void key(AuthRole role, const std::string& session_key);  // the handshake's session key
   std::string read_line(double timeout);
   void read_exact(char* data, std::size_t size, double timeout);
   void write_all(std::string_view a, std::string_view b = {});
 
   int fd_ = -1;
   MessageAuth auth_;
-  std::string chunk_key_;
+  ChunkCipher send_cipher_;
+  ChunkCipher receive_cipher_;
+  std::string sealed_;  // the chunk being sent, encrypted
   std::string buffer_;  // bytes read past the last line
 };
 

@@ -292,7 +292,7 @@ void Replicator::serve(int fd) {
   nlohmann::json intro;
   std::optional<ReplicaLink> link;
   try {
-    link.emplace(ReplicaLink::accept(fd, settings_.secret, settings_.timeout, intro));
+    link.emplace(ReplicaLink::accept(fd, settings_.auth, settings_.timeout, intro));
   } catch (const LinkError& e) {
     say_(fmt::format("snapshots: refused a connection: {}", e.what()));
     return;
@@ -409,7 +409,7 @@ void Replicator::send_loop() {
     try {
       if (!link || link_changes != changes) {
         link.reset();
-        link.emplace(ReplicaLink::connect(next.addr, next.port, settings_.secret,
+        link.emplace(ReplicaLink::connect(next.addr, next.port, settings_.auth,
                                           {{"type", "intro"}, {"purpose", "push"}, {"round", round}, {"node", node_}},
                                           settings_.timeout));
         {
@@ -447,9 +447,15 @@ void Replicator::send_loop() {
   }
 }
 
-std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const std::string& secret,
+std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const ReplicationAuth& auth,
                                                                SnapshotReplication::Say say) {
-  return std::make_unique<Replicator>(Replicator::Settings{folder, "", secret}, std::move(say));
+  NodeAuth links;
+  if (auth.munge_scope.empty()) {
+    links.secret = auth.secret;
+  } else {
+    links.munge = std::make_shared<MungeKeyExchange>(open_munge(auth.munge_socket), auth.munge_scope, ::getuid());
+  }
+  return std::make_unique<Replicator>(Replicator::Settings{folder, "", std::move(links)}, std::move(say));
 }
 
 }  // namespace ddprun::elastic

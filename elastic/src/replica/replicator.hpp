@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ddprun/snapshot_replication.hpp"
+#include "auth/munge_auth.hpp"
 #include "replica/manifest.hpp"
 
 namespace ddprun::elastic {
@@ -49,7 +50,7 @@ class Replicator final : public SnapshotReplication {
   struct Settings {
     std::string folder;       // the snapshot folder (it exists)
     std::string listen_addr;  // where it listens, on a free port; "": every address of the node
-    std::string secret;       // the job's secret: every link authenticates with it
+    NodeAuth auth;            // every link authenticates with it (MUNGE, else the job's secret)
     double timeout = 10;      // a peer silent this long mid-copy, or a connection this slow, fails
     std::size_t chunk = 1u << 20;
   };

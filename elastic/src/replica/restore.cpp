@@ -43,7 +43,7 @@ void Replicator::restore(std::uint64_t generation, int round, std::vector<Replic
     if (!restore_current(generation)) return;
     try {
       ReplicaLink link = ReplicaLink::connect(
-          peer.addr, peer.port, settings_.secret,
+          peer.addr, peer.port, settings_.auth,
           {{"type", "intro"}, {"purpose", "manifest"}, {"round", round}, {"node", node_}}, settings_.timeout);
       const nlohmann::json message = link.receive(settings_.timeout);
       peers.push_back(PeerManifest{peer.node, message.at("entries").get<ManifestEntries>(),
@@ -63,7 +63,7 @@ void Replicator::restore(std::uint64_t generation, int round, std::vector<Replic
     if (!restore_current(generation)) return;
     try {
       ReplicaLink link = ReplicaLink::connect(
-          peer->second.addr, peer->second.port, settings_.secret,
+          peer->second.addr, peer->second.port, settings_.auth,
           {{"type", "intro"}, {"purpose", "fetch"}, {"round", round}, {"node", node_}}, settings_.timeout);
       link.send({{"type", "fetch"}, {"path", fetch.path}, {"version", fetch.entry.version}});
       const nlohmann::json header = link.receive(settings_.timeout);
