@@ -28,8 +28,9 @@ nsnode() {
   eval "PID_$name=$!"
 }
 can_nsnode() { [[ $(id -u) == 0 ]] && unshare -m --propagation private true 2>/dev/null; }
-# finish NAME: waits for node NAME; its exit code in RC_<NAME>.
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+# finish NAME: waits for node NAME; its exit code in RC_<NAME> (bash's line about a node the test
+# killed left out: the code says it).
+finish() { local rc=0; wait "$(eval echo "\$PID_$1")" 2>/dev/null || rc=$?; eval "RC_$1=$rc"; }
 # finish_within SECONDS NAME: as finish, but fails, showing its stderr, when node NAME is still
 # running after SECONDS.
 finish_within() {
