@@ -9,20 +9,28 @@ node() {
   "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
-# nsnode ADDR NAME ARGS...: node(), in a mount namespace of its own with a private /dev/shm and
-# /var/tmp, as a node of a cluster has (its DDPRUN_SNAPSHOT_DIR is its own: only the replication
-# carries a file to another node's); ddprun's pid in PID_<NAME> (unshare and sh exec it). Root
-# only: check can_nsnode first.
+# nsnode ADDR NAME ARGS...: node(), in a mount namespace of its own with a private /tmp, /dev/shm,
+# /run and /var/tmp (empty tmpfs), as a node of a cluster has: its DDPRUN_SNAPSHOT_DIR is its own,
+# wherever ddprun puts it, and only the replication carries a file to another node's. The test's
+# folder $T alone is seen by every node, at its path (bound in again over the private one): the
+# test's own channel, where the workers' scripts and the files they leave for the test are. ddprun's
+# pid in PID_<NAME> (unshare and sh exec it). Root only: check can_nsnode first.
 nsnode() {
   local addr=$1 name=$2; shift 2
-  unshare -m --propagation private sh -c \
-    'mount -t tmpfs -o mode=1777 none /dev/shm && mount -t tmpfs -o mode=1777 none /var/tmp && exec "$@"' \
-    nsnode "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  # $T is bound to /mnt first (every other path may be under one of the four), and back at its
+  # path once they are mounted.
+  unshare -m --propagation private sh -c '
+    t=$1; shift
+    mount --bind "$t" /mnt &&
+      for d in /tmp /dev/shm /run /var/tmp; do mount -t tmpfs -o mode=1777 none "$d" || exit; done &&
+      mkdir -p "$t" && mount --bind /mnt "$t" && umount /mnt && exec "$@"' \
+    nsnode "$T" "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
 can_nsnode() { [[ $(id -u) == 0 ]] && unshare -m --propagation private true 2>/dev/null; }
-# finish NAME: waits for node NAME; its exit code in RC_<NAME>.
-finish() { local rc=0; wait "$(eval echo "\$PID_$1")" || rc=$?; eval "RC_$1=$rc"; }
+# finish NAME: waits for node NAME; its exit code in RC_<NAME> (bash's line about a node the test
+# killed left out: the code says it).
+finish() { local rc=0; wait "$(eval echo "\$PID_$1")" 2>/dev/null || rc=$?; eval "RC_$1=$rc"; }
 # finish_within SECONDS NAME: as finish, but fails, showing its stderr, when node NAME is still
 # running after SECONDS.
 finish_within() {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The snapshot folder replicated between nodes (issue 57, item 3): nodes on one machine, each in a
-# mount namespace of its own with a private /dev/shm (where DDPRUN_SNAPSHOT_DIR is) and /var/tmp,
-# so that only ddprun's replication can carry a file from one node's folder to another's, as on a
-# cluster ($T, on the shared /tmp, is the test's own channel). A job of 3 nodes and a hot spare:
+# mount namespace of its own with a private /tmp, /dev/shm (where DDPRUN_SNAPSHOT_DIR is), /run and
+# /var/tmp (nsnode), so that only ddprun's replication can carry a file from one node's folder to
+# another's, as on a cluster ($T, bound into every node's namespace, is the test's own channel). A job of 3 nodes and a hot spare:
 # rank 0 alone saves a checkpoint; every rank of every node finds it in its own folder; node c's
 # ddprun is SIGKILLed; the spare that takes its place finds the checkpoint in its folder before
 # its workers start, and every rank of the next round reads it.

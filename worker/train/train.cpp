@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "ddprun/checkpoint.hpp"
 #include "ddprun/collectives.hpp"
@@ -49,6 +50,8 @@ struct Flags {
   int64_t crash_at_step = -1;
   bool crash_with_sigkill = false;
   int crash_rank = 0;
+  int64_t pause_at_step = -1;
+  std::string pause_until;
   std::string save_params;
 };
 
@@ -125,6 +128,11 @@ int run(int argc, char** argv) {
   app.add_option("--crash-rank", f.crash_rank, "test hook: the rank that crashes");
   app.add_flag("--crash-with-sigkill", f.crash_with_sigkill,
                "test hook: the crash is a SIGKILL of the process, not an exception");
+  app.add_option("--pause-at-step", f.pause_at_step,
+                 "test hook: every rank stops before this global step and sleeps until it is killed, unless "
+                 "the --pause-until file exists (a test kills a node while the job stands at a known step)");
+  app.add_option("--pause-until", f.pause_until, "test hook: the file that lets --pause-at-step go on")
+      ->needs("--pause-at-step");
   app.add_option("--save-params", f.save_params, "rank 0 writes the final parameters here");
   try {
     app.parse(argc, argv);
@@ -206,6 +214,12 @@ int run(int argc, char** argv) {
         }
         throw std::runtime_error(fmt::format("injected crash at step {} on rank {} (--crash-at-step)",
                                              step, comm->rank()));
+      }
+      if (step == f.pause_at_step && (f.pause_until.empty() || ::access(f.pause_until.c_str(), F_OK) != 0)) {
+        std::printf("train: paused before step %lld on rank %d (pid %d)\n", static_cast<long long>(step), comm->rank(),
+                    static_cast<int>(::getpid()));
+        std::fflush(stdout);
+        for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       const auto x = batch.data.to(device);
       const auto y = batch.target.to(device);

@@ -10,20 +10,12 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-import torch.nn.functional as F
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probe  # noqa: E402
-
-
-def batch(step, rank):
-    """The data of one step on one rank: the same in every run."""
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    x = torch.randn(16, 8, generator=g)
-    return x, x.sum(1, keepdim=True) + 0.1 * torch.randn(16, 1, generator=g)
 
 
 def newest_complete(folder):
@@ -37,8 +29,7 @@ def main():
     steps, save_every = int(sys.argv[1]), int(sys.argv[2])
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    net = probe.network()
     model = DDP(net)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
@@ -54,10 +45,7 @@ def main():
     probe.resumed(start, net, folder=f"step_{last}" if last is not None else None)
 
     for step in range(start + 1, steps + 1):
-        x, y = batch(step, rank)
-        optimizer.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        optimizer.step()
+        probe.train_step(model, optimizer, step, rank)
         if step % save_every == 0:
             model_state, optimizer_state = get_state_dict(model, optimizer)
             dcp.save({"model": model_state, "optimizer": optimizer_state, "step": step},

@@ -8,26 +8,17 @@ import sys
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probe  # noqa: E402
 
 
-def batch(step, rank):
-    """The data of one step on one rank: the same in every run."""
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    x = torch.randn(16, 8, generator=g)
-    return x, x.sum(1, keepdim=True) + 0.1 * torch.randn(16, 1, generator=g)
-
-
 def main():
     steps, save_every = int(sys.argv[1]), int(sys.argv[2])
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    net = probe.network()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
 
     folder = os.environ["DDPRUN_SNAPSHOT_DIR"]
@@ -42,10 +33,7 @@ def main():
     model = DDP(net)
 
     for step in range(start + 1, steps + 1):
-        x, y = batch(step, rank)
-        optimizer.zero_grad()
-        F.mse_loss(model(x), y).backward()
-        optimizer.step()
+        probe.train_step(model, optimizer, step, rank)
         if rank == 0 and step % save_every == 0:
             path = os.path.join(folder, f"checkpoint_{step:06d}.pt")
             torch.save({"model": net.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path + ".tmp")
