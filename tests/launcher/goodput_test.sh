@@ -99,8 +99,9 @@ PY
 }
 
 # 1. One node, two ranks: rank 1 killed, rank 0 committed a checkpoint 1.5 s before.
-rm -f "$T"/first.* "$T"/end.* "$T"/killed "$T"/commit
-COMMITTER=solo.0 KILLER=solo.1 COMMIT=1 launch solo --nproc_per_node=2 --max_restarts=1 --rdzv_id="goodput1-$$" \
+rm -f "$T"/first.* "$T"/end.* "$T"/killed "$T"/commit "$T"/rc.*
+export COMMITTER=solo.0 KILLER=solo.1 COMMIT=1
+launch solo --nproc_per_node=2 --max_restarts=1 --rdzv_id="goodput1-$$" \
   --result_file="$T/solo.json" --event_log="$T/solo.jsonl" "$T/life"
 wait_for 60 ended solo
 expect_eq "$(cat "$T/rc.solo")" 0 "one node: the job ends well ($(cat "$T/solo.err"))"
@@ -110,8 +111,9 @@ expect_eq "$(events "$T/solo.jsonl" goodput why | tr '\n' ' ')" "started recover
 ok "one node: time to start, time to recover, work redone, ETT% within ${TOL} s / ${ETT_TOL} points of the test's clock"
 
 # 2. The same without a commit: work redone unknown, ETT% an upper bound.
-rm -f "$T"/first.* "$T"/end.* "$T"/killed "$T"/commit
-COMMITTER=solo.0 KILLER=solo.0 COMMIT=0 launch solo --nproc_per_node=1 --max_restarts=1 --rdzv_id="goodput2-$$" \
+rm -f "$T"/first.* "$T"/end.* "$T"/killed "$T"/commit "$T"/rc.*
+export COMMITTER=solo.0 KILLER=solo.0 COMMIT=0
+launch solo --nproc_per_node=1 --max_restarts=1 --rdzv_id="goodput2-$$" \
   --result_file="$T/solo.json" "$T/life"
 wait_for 60 ended solo
 expect_eq "$(cat "$T/rc.solo")" 0 "no commit: the job ends well ($(cat "$T/solo.err"))"
@@ -122,7 +124,7 @@ ok "no commit: work redone unknown, ETT% an upper bound, the rest within toleran
 # 3. Two nodes of two ranks on loopback: node b's local rank 1 is killed; node a sees the failure
 # as the round's stop (another_node). Each node's ledger is checked against its own launch.
 next_port
-rm -f "$T"/first.* "$T"/end.* "$T"/killed "$T"/commit
+rm -f "$T"/first.* "$T"/end.* "$T"/killed "$T"/commit "$T"/rc.*
 rdzv=(--nnodes=2 --nproc_per_node=2 --max_restarts=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port
       --rdzv_id="goodput3-$$")
 export COMMITTER=a.0 KILLER=b.1 COMMIT=1
