@@ -348,7 +348,8 @@ class Agent::Impl {
     goodput_.stopped(monotonic_seconds());
     const GoodputFigures goodput = goodput_.figures(monotonic_seconds());
     if (node_.attempts_started > 0) {
-      say("ddprun: " + goodput_text(goodput) + "\n");
+      // Said where there is a figure: a program whose progress ddprun cannot see stays quiet.
+      if (goodput.ett) say("ddprun: " + goodput_text(goodput) + "\n");
       events_.write(goodput_record(goodput, "exit"));
     }
     const std::string error = record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_,

@@ -180,7 +180,7 @@ std::string membership_lines(const std::vector<nlohmann::json>& nodes) {
 }
 
 // "h1: goodput 96.1%: started in 4.2 s, ..." for each node whose /status has a ledger
-// (each node's ledger sees its own ranks).
+// (each node's ledger sees its own ranks), under the table.
 std::string goodput_lines(const std::vector<nlohmann::json>& nodes) {
   std::string out;
   for (const auto& n : nodes) {
@@ -259,7 +259,7 @@ std::string format_status(const std::vector<nlohmann::json>& nodes) {
   }
   // Numbers right-aligned, words left-aligned; the last column is not padded.
   const std::vector<bool> right = {true, false, true, false, true, true, true, false};
-  std::string out = job_line(nodes) + membership_lines(nodes) + goodput_lines(nodes);
+  std::string out = job_line(nodes) + membership_lines(nodes);
   for (const auto& row : rows) {
     std::string line;
     for (std::size_t i = 0; i < row.size(); ++i) {
@@ -269,7 +269,7 @@ std::string format_status(const std::vector<nlohmann::json>& nodes) {
     }
     out += line + "\n";
   }
-  return out;
+  return out + goodput_lines(nodes);
 }
 
 int status_command(const std::vector<std::string>& args, std::ostream& out) {
