@@ -13,8 +13,8 @@
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
-#include "ddprun/exit_codes.hpp"
 #include "ddprun/clocks.hpp"
+#include "ddprun/exit_codes.hpp"
 #include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
 #include "hangs/hang_watch.hpp"
