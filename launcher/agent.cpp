@@ -13,6 +13,7 @@
 #include <asio/steady_timer.hpp>
 #include <fmt/format.h>
 
+#include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "ddprun/failure_text.hpp"
 #include "ddprun/system.hpp"
@@ -23,6 +24,7 @@
 #include "output/output_writer.hpp"
 #include "process/signal_channel.hpp"
 #include "report/failure_report.hpp"
+#include "report/goodput_ledger.hpp"
 #include "report/job_exit.hpp"
 #include "report/status_server.hpp"
 #include "round_workers.hpp"
@@ -68,9 +70,9 @@ class Agent::Impl {
     const std::string python = config_.runs_python()      ? python_.program
                                : config_.python_workers() ? config_.program
                                                           : config::python_interpreter(environ_).program;
-    // Beats are watched for the live view and for --warm_start=auto, which waits for the first.
-    hangs_ = std::make_unique<HangWatch>(io_, config_, environ_, workers_.group(), paths_, python,
-                                         status_ != nullptr || workers_.group().warm_start().waits_for_progress(),
+    // Beats are watched always: the goodput ledger counts progress by them (and the live view,
+    // --warm_start=auto's wait for the first).
+    hangs_ = std::make_unique<HangWatch>(io_, config_, environ_, workers_.group(), paths_, python, true,
                                          guard.take_inotify(), hang_hooks());
     workers_.watch_hangs(*hangs_);
     if (!snapshots_.path().empty()) {
@@ -185,6 +187,7 @@ class Agent::Impl {
   template <typename Other>
   void note(const Other&) {}
   void note(const occurred::ShutdownSignal& e) {
+    goodput_.stopped(monotonic_seconds());
     if (shutdown_signal_ == 0) shutdown_signal_ = e.signal;
   }
   void note(const occurred::JobFinished& e) { outcome_ = e.outcome; }
@@ -202,11 +205,18 @@ class Agent::Impl {
     events_.write(records::round_started(node_.round));
   }
   void note(const occurred::Fenced& e) {
+    goodput_.stopped(monotonic_seconds());
     if (std::exchange(fenced_, true)) return;  // the launcher's own, then the rendezvous's
     events_.write(records::stop_requested(node_.round.round, e.why));
   }
-  void note(const occurred::StopRequested& e) { stop_requested(e.why); }
-  void note(const occurred::PeerFailed& e) { stop_requested(e.why); }
+  void note(const occurred::StopRequested& e) {
+    goodput_.stopped(monotonic_seconds());
+    stop_requested(e.why);
+  }
+  void note(const occurred::PeerFailed& e) {
+    goodput_.failure(monotonic_seconds(), kAnotherNode);  // unless this node's own failure came first
+    stop_requested(e.why);
+  }
   void stop_requested(const std::string& why) {
     events_.write(records::stop_requested(node_.round.round, why));
     if (is_up(phase_)) say(fmt::format("ddprun: stopping workers: {}\n", why));
@@ -238,6 +248,7 @@ class Agent::Impl {
       case Action::kCancelStart: workers_.cancel_start(); break;
       case Action::kReportFirstFailure:
         workers_.classify(*o);
+        goodput_.failure(failure_time(o->failure), o->failure.kind.name());
         say(fmt::format("ddprun: rank {} (local rank {}) {}; stopping the other workers\n", o->failure.rank,
                         o->failure.local_rank, o->failure.hung ? "hung" : "failed: " + describe_end(o->failure)));
         rendezvous_->worker_failed(node_.round.round, o->failure);
@@ -261,6 +272,7 @@ class Agent::Impl {
         rendezvous_->workers_stopped(node_.round.round, std::exchange(further_failures_, {}));
         break;
       case Action::kReportSucceeded:
+        goodput_.stopped(monotonic_seconds());
         workers_.end_round();
         rendezvous_->workers_succeeded(node_.round.round);
         break;
@@ -287,7 +299,18 @@ class Agent::Impl {
       events_.write(records::restart(node_.round, config_.max_restarts));
     }
     further_failures_.clear();
+    goodput_.workers_started(monotonic_seconds(), config_.nproc_per_node);
     workers_.start(attempt_);
+  }
+
+  // When a failure stopped progress: a hang's at the last beat of this node's ranks, not at its
+  // detection (the timeout after it).
+  double failure_time(const elastic::WorkerFailure& f) const {
+    std::optional<double> last;
+    for (int r = 0; f.hung && r < config_.nproc_per_node; ++r) {
+      if (const auto at = hangs_->watchdog().policy().last_beat(r)) last = std::max(last.value_or(*at), *at);
+    }
+    return last.value_or(monotonic_seconds());
   }
 
   // --- the health check -----------------------------------------------------------------------
@@ -325,8 +348,16 @@ class Agent::Impl {
     if (commits_) commits_->stop();
     const SnapshotsLeft snapshots = snapshots_.finish(exit_code_ == 0);  // the workers are gone
     if (!snapshots.line.empty()) say(snapshots.line);
+    goodput_.stopped(monotonic_seconds());
+    const GoodputFigures goodput = goodput_.figures(monotonic_seconds());
+    if (node_.attempts_started > 0) {
+      // Said where there is a figure: a program whose progress ddprun cannot see stays quiet.
+      if (goodput.ett) say("ddprun: " + goodput_text(goodput) + "\n");
+      events_.write(goodput_record(goodput, "exit"));
+    }
     const std::string error = record_exit(events_, config_, outcome_, exit_code_, shutdown_signal_,
-                                          std::max(attempt_, 0), health, snapshots.kept ? snapshots.kept->path : "");
+                                          std::max(attempt_, 0), health, snapshots.kept ? snapshots.kept->path : "",
+                                          node_.attempts_started > 0 ? goodput_json(goodput) : nlohmann::json());
     if (!error.empty()) say("ddprun: " + error + "\n");
     status_.reset();
     // The loop runs on until the rendezvous has written its last words (a leave and the
@@ -348,6 +379,10 @@ class Agent::Impl {
     h.beat = [this](int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                     double timeout) {
       workers_.group().warm_start().workers_progressed();
+      if (const char* why = goodput_.progress(at, local_rank)) {
+        events_.write(goodput_record(goodput_.figures(at), why));
+        publish_status();
+      }
       if (status_) status_->update([&](JobView& view) { record_beat(view, local_rank, at, step, deadline, timeout); });
     };
     workers_.answer_hangs(h.response);
@@ -365,12 +400,14 @@ class Agent::Impl {
       events_.write(records::snapshots_removed(node_.round.round, list));
       if (replication_ != nullptr) hand_over_swept(files, *replication_);
     };
-    // A job of several nodes: what is committed or removed goes to the other nodes' folders.
-    if (replication_ != nullptr) {
-      h.changed = [this](const std::vector<SnapshotChange>& changes) {
-        hand_over(changes, snapshots_.path(), *replication_);
-      };
-    }
+    // The ledger's last commit; in a job of several nodes, what is committed or removed goes to
+    // the other nodes' folders.
+    h.changed = [this](const std::vector<SnapshotChange>& changes) {
+      for (const auto& c : changes) {
+        if (c.kind == SnapshotChange::Kind::kCommitted) goodput_.committed(monotonic_seconds());
+      }
+      if (replication_ != nullptr) hand_over(changes, snapshots_.path(), *replication_);
+    };
     return h;
   }
 
@@ -379,8 +416,10 @@ class Agent::Impl {
     node_.hangs_found = hangs_->hangs_found();
     std::vector<RankView> ranks;
     for (const auto& w : workers_.group().workers()) ranks.push_back(hangs_->rank_view(*w, is_up(phase_)));
-    status_->publish(job_view(node_, status_name(phase_), settings_, hangs_->watchdog().policy().timeout(),
-                              hangs_->response().reported(), std::move(ranks)));
+    JobView view = job_view(node_, status_name(phase_), settings_, hangs_->watchdog().policy().timeout(),
+                            hangs_->response().reported(), std::move(ranks));
+    view.goodput = goodput_;
+    status_->publish(std::move(view));
   }
 
   void shut_down(int sig) {
@@ -427,6 +466,7 @@ class Agent::Impl {
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<CommitWatch> commits_;  // the snapshot folder's committed files; none with --snapshot=off
+  GoodputLedger goodput_{monotonic_seconds(), !snapshots_.path().empty()};  // from the agent's start
 
   int shutdown_signal_ = 0;       // the first shutdown signal received
   elastic::JobOutcome outcome_;   // the rendezvous's, once it ended the job

@@ -35,13 +35,14 @@ JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const 
 
 std::string record_exit(EventLog& events, const config::LaunchConfig& config, const elastic::JobOutcome& outcome,
                         int exit_code, int shutdown_signal, int attempt, const HealthCheckReport* health,
-                        const std::string& snapshot_dir) {
+                        const std::string& snapshot_dir, const nlohmann::json& goodput) {
   if (!outcome.stop_reason.empty()) events.write(records::restart_stopped(outcome.stop_reason, outcome.restarts));
   events.write(records::exit(outcome, exit_code, shutdown_signal, snapshot_dir));
   if (config.result_file.empty()) return "";
   nlohmann::json result = job_result(outcome, exit_code, shutdown_signal, attempt, config.max_restarts);
   if (health != nullptr) result["health_check"] = health_check_json(*health);
   result["snapshot_dir"] = snapshot_dir.empty() ? nlohmann::json() : nlohmann::json(snapshot_dir);
+  result["goodput"] = goodput;
   return write_result_file(config.result_file, result);
 }
 

@@ -30,11 +30,12 @@ JobExit job_exit(const elastic::JobOutcome& outcome, int shutdown_signal, const 
 // What ddprun leaves besides its last lines: the event log's restart_stopped (when the restart
 // policy ended the job) and exit records, and --result_file, with this node's last start
 // `attempt`, when the node left because of it, the health check that exited 1, and the snapshot
-// folder kept for a requeue (`snapshot_dir`; "": none kept). Returns why the result file could not
+// folder kept for a requeue (`snapshot_dir`; "": none kept), and the goodput ledger's figures
+// (`goodput`, goodput_ledger.hpp's goodput_json(); null: none). Returns why the result file could not
 // be written, "" when it was (or none is asked for).
 std::string record_exit(EventLog& events, const config::LaunchConfig& config, const elastic::JobOutcome& outcome,
                         int exit_code, int shutdown_signal, int attempt, const HealthCheckReport* health = nullptr,
-                        const std::string& snapshot_dir = "");
+                        const std::string& snapshot_dir = "", const nlohmann::json& goodput = nullptr);
 
 // The live view's account of a failure.
 FailureView failure_view(const elastic::WorkerFailure& failure);

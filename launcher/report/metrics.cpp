@@ -66,6 +66,40 @@ std::string labels(std::initializer_list<std::pair<std::string_view, std::string
 // A value as Prometheus parses it (Go's ParseFloat): the shortest text that reads back the same.
 std::string number(double value) { return fmt::format("{}", value); }
 
+// The goodput ledger's figures (report/goodput_ledger.hpp); a figure not known yet is left out.
+void goodput_families(Exposition& out, const GoodputFigures& g) {
+  if (g.ett) {
+    out.single("ddprun_goodput_ratio", "gauge",
+               "Effective training time over wall time on this node (ETT%/100; an upper bound while work redone is unknown).",
+               number(*g.ett / 100));
+  }
+  if (g.time_to_start) {
+    out.single("ddprun_goodput_time_to_start_seconds", "gauge",
+               "ddprun's start to the first progress of every rank of this node.", number(*g.time_to_start));
+  }
+  out.family("ddprun_goodput_seconds_total", "counter",
+             "This node's wall time by what it went to: starting, training, recovering, idle.",
+             {{labels({{"state", "starting"}}), number(g.starting)},
+              {labels({{"state", "training"}}), number(g.training)},
+              {labels({{"state", "recovering"}}), number(g.recovering)},
+              {labels({{"state", "idle"}}), number(g.idle)}});
+  if (g.redone_unknown == 0) {
+    out.single("ddprun_goodput_work_redone_seconds_total", "counter",
+               "Training time lost to failures and done again (from the snapshot folder's commits).", number(g.redone));
+  }
+  std::vector<Sample> failures;
+  for (const auto& [kind, n] : g.failures_by_kind) failures.push_back({labels({{"kind", kind}}), std::to_string(n)});
+  out.family("ddprun_goodput_failures_total", "counter",
+             "Failures that stopped this node's training, by kind (another_node: a failure seen as the round's stop).",
+             failures);
+  for (auto f = g.failures.rbegin(); f != g.failures.rend(); ++f) {
+    if (!f->recovered_in) continue;
+    out.single("ddprun_goodput_last_time_to_recover_seconds", "gauge",
+               "The last recovered failure to the first progress of every rank after it.", number(*f->recovered_in));
+    break;
+  }
+}
+
 }  // namespace
 
 std::string escape_label_value(std::string_view value) { return escaped(value, true); }
@@ -113,6 +147,7 @@ std::string metrics_text(const JobView& view, double now) {
               "The rank's last step (its progress record, the worker library, or a --progress_pattern).", steps);
   out.family("ddprun_rank_last_progress_age_seconds", "gauge", "Seconds since the rank last made progress (a beat).",
               ages);
+  if (view.goodput) goodput_families(out, view.goodput->figures(now));
   return std::move(out).text();
 }
 

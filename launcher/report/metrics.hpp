@@ -13,6 +13,10 @@
 //   ddprun_hang_timeout_seconds              gauge    while a timeout is in force
 //   ddprun_rank_steps_total{rank,local_rank}            counter  its last step
 //   ddprun_rank_last_progress_age_seconds{rank,local_rank}  gauge  since its last beat
+//   ddprun_goodput_ratio, ddprun_goodput_time_to_start_seconds  gauges  the goodput ledger's
+//   ddprun_goodput_seconds_total{state}, ddprun_goodput_work_redone_seconds_total,
+//   ddprun_goodput_failures_total{kind}     counters
+//   ddprun_goodput_last_time_to_recover_seconds  gauge
 // A family with no sample (no rank has a step yet, no round yet) is left out.
 #pragma once
 

@@ -15,7 +15,7 @@ namespace ddprun::launcher {
 // {"exit_code", "kind", "retryable", "message", "root_cause": {rank, local_rank, host, pid,
 // exit_code, signal, kind, cause, exception, location, step} or null, "failures": [...],
 // "stop_reason", "error", "signal", "attempt", "restarts", "max_restarts", "quarantined",
-// "health_check": null}. `shutdown_signal`: the signal that stopped ddprun (0: none); `attempt`:
+// "health_check": null}; record_exit() adds "snapshot_dir" and "goodput". `shutdown_signal`: the signal that stopped ddprun (0: none); `attempt`:
 // this node's last attempt (0 first).
 nlohmann::json job_result(const elastic::JobOutcome& outcome, int exit_code, int shutdown_signal, int attempt,
                           int max_restarts);

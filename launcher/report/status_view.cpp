@@ -104,6 +104,7 @@ std::string status_json(const JobView& view, double now) {
       {"last_failure", nlohmann::json()},
       {"restart_reason", view.restart_reason.empty() ? nlohmann::json() : nlohmann::json(view.restart_reason)},
   };
+  j["goodput"] = view.goodput ? goodput_json(view.goodput->figures(now)) : nlohmann::json();
   for (const auto& [node, why] : view.quarantined) j["quarantined"].push_back({{"node", node}, {"why", why}});
   if (const auto& f = view.last_failure) {
     j["last_failure"] = {{"rank", f->rank},          {"host", f->host}, {"exit_code", f->exit_code},

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "report/goodput_ledger.hpp"
 #include "report/step_rates.hpp"
 
 namespace ddprun::launcher {
@@ -62,6 +63,7 @@ struct JobView {
   std::optional<std::vector<std::string>> spares;
   std::vector<std::pair<std::string, std::string>> quarantined;  // node, why: those left out of the job so far
   std::vector<RankView> ranks;
+  std::optional<GoodputLedger> goodput;  // this node's ledger, its figures taken at the request's time
 };
 
 // Why the job counts as hung in `phase` (its name in the view: waiting, running, stopping,

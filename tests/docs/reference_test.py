@@ -67,7 +67,8 @@ for name, code in codes:
 
 events_page = (docs / "reference" / "event-log.md").read_text()
 events = set()
-events |= set(re.findall(r'return \{"([a-z_]+)",', (root / "launcher/report/event_records.cpp").read_text()))
+for records in ("launcher/report/event_records.cpp", "launcher/report/goodput_ledger.cpp"):
+    events |= set(re.findall(r'return \{"([a-z_]+)",', (root / records).read_text()))
 for path in sources("launcher", suffixes=(".cpp",)):
     events |= set(re.findall(r'\b(?:write|event)\("([a-z_]+)"', path.read_text()))
 if len(events) < 10:

@@ -165,6 +165,17 @@ TEST_CASE("the table names the job's spares and quarantined nodes under the job 
   CHECK(quiet.find("quarantined") == std::string::npos);
 }
 
+TEST_CASE("the table says each node's goodput line under the job line") {
+  auto node = [](const char* host, nlohmann::json goodput) {
+    return nlohmann::json{{"phase", "running"}, {"host", host}, {"healthy", true}, {"ranks", nlohmann::json::array()},
+                          {"goodput", std::move(goodput)}};
+  };
+  const std::string out =
+      format_status({node("h1", {{"summary", "goodput 96.1%: started in 4.2 s, no failures"}}), node("h2", nullptr)});
+  CHECK(out.find("\nh1: goodput 96.1%: started in 4.2 s, no failures\n") != std::string::npos);
+  CHECK(out.find("h2: ") == std::string::npos);  // a node without a ledger (an older ddprun) has no line
+}
+
 TEST_CASE("an answer with fields of other types than ddprun writes is refused, not drawn") {
   const auto odd = nlohmann::json::parse(R"({"ranks": [{"rank": "zero", "running": "yes"}]})");
   CHECK_THROWS_AS(format_status({odd}), nlohmann::json::exception);

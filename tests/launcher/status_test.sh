@@ -70,7 +70,8 @@ expect_eq "$RC" 0 "exit code of ddprun status"
 expect_in "$T/table.out" '^job: running, round [0-9]+, attempt 0, restarts 0 \(0 left\), node .* \(0 of 1\), healthy; [0-9]+ steps in all, slowest rank 2, stragglers: 2$'
 expect_in "$T/table.out" '^rank +node +pid +state +steps +steps/s +since last step +hung\?$'
 for r in 0 1 2; do expect_in "$T/table.out" "^ +$r +[^ ]+ +[0-9]+ +running +[0-9]+ +[0-9]+\.[0-9]{2} +[0-9]+\.[0-9] s +no$"; done
-expect_eq "$(wc -l <"$T/table.out")" 5 "lines of ddprun status"
+expect_in "$T/table.out" '^[^ ]+: goodput [0-9.]+%: started in [0-9.]+ s, no failures'
+expect_eq "$(wc -l <"$T/table.out")" 6 "lines of ddprun status"
 run_ddprun url status "$url/status"
 expect_eq "$RC" 0 "ddprun status with the URL ddprun printed"
 "$DDPRUN" status --watch "127.0.0.1:$port" >"$T/watch.out" 2>"$T/watch.err" &

@@ -245,3 +245,17 @@ TEST_CASE("the HTTP response to a request's head") {
   view.hung = "a worker hung";
   CHECK(http_response("GET /healthz HTTP/1.1\r\n\r\n", view, 0).rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0);
 }
+
+TEST_CASE("/status: the goodput ledger as of the request, null without one") {
+  JobView view;
+  CHECK(nlohmann::json::parse(status_json(view, 5))["goodput"].is_null());
+  GoodputLedger ledger(0, false);
+  ledger.workers_started(0, 1);
+  ledger.progress(1, 0);
+  view.goodput = ledger;
+  const auto j = nlohmann::json::parse(status_json(view, 4));
+  CHECK(j["goodput"]["time_to_start"] == 1.0);
+  CHECK(j["goodput"]["training_seconds"] == 3.0);
+  CHECK(j["goodput"]["ett_percent"] == 75.0);
+  CHECK(j["goodput"]["summary"] == "goodput 75.0%: started in 1.0 s, no failures");
+}
