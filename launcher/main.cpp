@@ -302,7 +302,7 @@ int run(int argc, char** argv) {
     if (blocked.empty()) {
       try {
         replication = elastic::make_snapshot_replication(
-            snapshots.path(), rendezvous_config.secret,
+            snapshots.path(), rendezvous_config.secret, cfg.snapshot_replicas,
             [&io](const std::string& line) { asio::post(io, [line] { launcher::say("ddprun: " + line + "\n"); }); });
       } catch (const std::runtime_error& e) {  // no libcrypto, no port to listen on
         throw UserError(fmt::format("the snapshot folder's replication: {}", e.what()), exit_code::kRendezvous);

@@ -259,7 +259,7 @@ TEST_CASE("make_snapshot_replication listens on every address of the node: reach
   Folder fa;
   Node b;
   Lines said;
-  auto a = make_snapshot_replication(fa.path, "s3cret", said.say());
+  auto a = make_snapshot_replication(fa.path, "s3cret", 0, said.say());
   CHECK(a->node().size() == 16 + 1 + 8);
   CHECK(a->node().substr(0, 16) == folder_identity(fa.path));
   CHECK(a->node() != b.replicator->node());
@@ -290,7 +290,7 @@ TEST_CASE("nodes whose folder is one (one machine, no mount namespace of their o
   const std::string dir = a.folder.path;
   Lines said;
   // A second replicator of the same folder: another ddprun of the job on this machine.
-  auto b = make_snapshot_replication(dir, "s3cret", said.say());
+  auto b = make_snapshot_replication(dir, "s3cret", 0, said.say());
   CHECK(b->node().substr(0, 16) == a.replicator->node().substr(0, 16));
   const std::vector<SnapshotPeer> ring = {a.peer(), {b->node(), "127.0.0.1", b->port()}};
   CHECK(shared_folder(ring) == a.replicator->node() + " and " + b->node());

@@ -47,9 +47,10 @@ class SnapshotReplication {
 };
 
 // Listens on every address of the node, on a free port; every link authenticates with
-// `secret`. `say` is called on the replication's threads. Throws std::runtime_error when it
-// cannot listen.
+// `secret`. `replicas`: --snapshot_replicas (0: all; K: each file held by the K next nodes of the
+// ring, shown on its own node and on the node that takes over its group rank). `say` is called
+// on the replication's threads. Throws std::runtime_error when it cannot listen.
 std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const std::string& secret,
-                                                               SnapshotReplication::Say say);
+                                                               int replicas, SnapshotReplication::Say say);
 
 }  // namespace ddprun::elastic

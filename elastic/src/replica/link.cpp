@@ -47,7 +47,33 @@ void wait_for(int fd, short events, Clock::time_point deadline, bool has_deadlin
 
 std::string session_from_handshake(Handshake& handshake) { return handshake.session_key(); }
 
+// Clears a LinkCanceller when it goes: declared after the socket's owner, it goes first.
+struct Registered {
+  LinkCanceller* cancel = nullptr;
+  ~Registered() {
+    if (cancel != nullptr) cancel->clear();
+  }
+};
+
 }  // namespace
+
+void LinkCanceller::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+bool LinkCanceller::set(int fd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cancelled_) return false;
+  fd_ = fd;
+  return true;
+}
+
+void LinkCanceller::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fd_ = -1;
+}
 
 ReplicaLink::ReplicaLink(int fd, AuthRole role, const std::string& session_key)
     : fd_(fd), auth_(role, session_key), chunk_key_(hmac_sha256_hex(session_key, "ddprun-replica chunk")) {}
@@ -173,8 +199,9 @@ bool ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeou
 }
 
 ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::string& secret,
-                                 const nlohmann::json& intro, double timeout) {
+                                 const nlohmann::json& intro, double timeout, LinkCanceller* cancel) {
   const auto deadline = deadline_of(timeout);
+  Registered registered{cancel};
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -186,6 +213,11 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::s
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
     const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (s < 0) continue;
+    if (cancel != nullptr && !cancel->set(s)) {
+      ::close(s);
+      error = "the replication stops";
+      break;
+    }
     if (::connect(s, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
       pollfd p{s, POLLOUT, 0};
       int err = 0;
@@ -199,6 +231,7 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::s
     } else {
       error = std::strerror(errno);
     }
+    if (cancel != nullptr) cancel->clear();
     ::close(s);
   }
   ::freeaddrinfo(found);
@@ -208,6 +241,9 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::s
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
   ReplicaLink link(fd, AuthRole::kClient, std::string());
+  Registered handshaking{cancel};  // cleared before `link` closes the socket, when this throws
+  registered.cancel = nullptr;
+  if (cancel != nullptr && !cancel->set(fd)) throw LinkError("the replication stops");
   try {
     Handshake handshake(AuthRole::kClient, secret, random_nonce(), kReplicaProtocolVersion);
     link.write_all(handshake.hello().dump(), "\n");
@@ -225,8 +261,11 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::s
   return link;
 }
 
-ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro) {
+ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro,
+                                LinkCanceller* cancel) {
   ReplicaLink link(fd, AuthRole::kServer, std::string());
+  Registered registered{cancel};  // cleared before `link` closes the socket, when this throws
+  if (cancel != nullptr && !cancel->set(fd)) throw LinkError("the replication stops");
   const auto deadline = deadline_of(timeout);
   try {
     Handshake handshake(AuthRole::kServer, secret, random_nonce(), kReplicaProtocolVersion);

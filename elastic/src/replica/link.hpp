@@ -21,6 +21,7 @@
 // (LinkError). Messages and bytes are authenticated, not encrypted.
 #pragma once
 
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -38,15 +39,33 @@ class LinkError : public std::runtime_error {
 // The version named in the handshake of a replication link.
 inline constexpr int kReplicaProtocolVersion = 1;
 
+// Lets another thread cut a connection while it is being opened (its handshake, its connect):
+// the replicator stopping must not wait out a silent peer's timeout. connect() and accept()
+// register their socket with it until they return; cancel() shuts that socket down, and makes any
+// later registration fail.
+class LinkCanceller {
+ public:
+  void cancel();
+  // Whether the socket may go on: false once cancelled.
+  bool set(int fd);
+  void clear();  // before the socket is closed: its number may be reused at once
+
+ private:
+  std::mutex mutex_;
+  int fd_ = -1;
+  bool cancelled_ = false;
+};
+
 class ReplicaLink {
  public:
   // Connects to addr:port, authenticates with `secret` and sends `intro` (sealed). Every step
-  // within `timeout` seconds. Throws LinkError.
+  // within `timeout` seconds, or until `cancel` is cancelled. Throws LinkError.
   static ReplicaLink connect(const std::string& addr, int port, const std::string& secret,
-                             const nlohmann::json& intro, double timeout);
+                             const nlohmann::json& intro, double timeout, LinkCanceller* cancel = nullptr);
   // Authenticates an accepted connection (owns `fd` from now on, closes it when this throws)
   // and reads the client's intro into `intro`. Throws LinkError.
-  static ReplicaLink accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro);
+  static ReplicaLink accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro,
+                            LinkCanceller* cancel = nullptr);
 
   ReplicaLink(ReplicaLink&& other) noexcept;
   ReplicaLink& operator=(ReplicaLink&& other) noexcept;
