@@ -115,9 +115,6 @@ void Replicator::enter_slot(int round) {
                      round, ring_.size()));
     held_.erase(s);
   }
-  if (by_slot_) {
-    for (const int s : holder_slots(ring_.size(), self_, settings_.replicas)) held_.try_emplace(s, Manifest(""));
-  }
 }
 
 }  // namespace ddprun::elastic

@@ -110,8 +110,8 @@ void Replicator::restore(std::uint64_t generation, int round, std::vector<Replic
       const bool ours_before = static_cast<std::size_t>(slot) < before.size() && before[slot] == node_;
       if (slot_lost(all, slot, before.size())) {
         outcome.lines.push_back(fmt::format(
-            "snapshots: the files of group rank {} (node {} in the round before) are lost: that node and the {} "
-            "holding its copies are gone; this node's folder starts without them",
+            "snapshots: no node holds the files of group rank {} (node {} in the round before): that node and the "
+            "{} holding its copies are gone, and what they held with them; this node's folder starts without it",
             slot, before[slot], settings_.replicas == 1 ? "node" : fmt::format("{} nodes", settings_.replicas)));
       } else if (!ours_before && static_cast<std::size_t>(slot) < before.size()) {
         outcome.lines.push_back(fmt::format(
