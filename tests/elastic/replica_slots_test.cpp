@@ -38,12 +38,13 @@ TEST_CASE("K or all, decided per round: K of nodes-1 or more is all") {
   }
 }
 
-TEST_CASE("a node holds the copies of its K predecessors' slots") {
-  CHECK(holder_slots(4, 0, 1) == std::vector<int>{3});
-  CHECK(holder_slots(4, 2, 1) == std::vector<int>{1});
-  CHECK(holder_slots(5, 1, 2) == std::vector<int>{0, 4});
-  CHECK(holder_slots(3, 0, 9) == std::vector<int>{2, 1});  // at most the others
-  CHECK(holder_slots(1, 0, 1).empty());
+TEST_CASE("a node's copies are held by its K next nodes in the ring") {
+  using V = std::vector<std::size_t>;
+  CHECK(holders_of(4, 0, 1) == V{1});
+  CHECK(holders_of(4, 3, 1) == V{0});
+  CHECK(holders_of(5, 3, 2) == V{4, 0});
+  CHECK(holders_of(3, 0, 9) == V{1, 2});  // at most the others
+  CHECK(holders_of(1, 0, 1).empty());
 }
 
 TEST_CASE("what a member holds of a slot: its folder's when it shows it, its held copies, newest per path") {

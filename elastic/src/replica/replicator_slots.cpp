@@ -52,6 +52,11 @@ void Replicator::queue_own(const std::string& path, const ManifestEntry& entry) 
 // copies of its old slot (renamed, nothing copied; still served to whoever takes that slot), and
 // the restore fills the folder with its new slot's.
 void Replicator::leave_slot(int slot) {
+  // Its commits not sent yet: their paths are the new slot's from now on (the new owner of the old
+  // slot pushes what its holders lack).
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                              [&](const OutItem& item) { return !item.source && !item.held && item.slot == slot; }),
+               queue_.end());
   Manifest& held = held_.try_emplace(slot, Manifest("")).first->second;
   for (const auto& [path, entry] : manifest_.entries()) {
     if (!entry.removed) {

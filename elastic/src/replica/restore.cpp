@@ -158,7 +158,7 @@ void Replicator::restore(std::uint64_t generation, int round, std::vector<Replic
         link.send(request);
         const nlohmann::json header = link.receive(settings_.timeout);
         if (header.value("type", "") != "copy") {
-          failed = fmt::format("{} no longer holds it", node);
+          failed = fmt::format("from {}: it no longer holds it", node);
           continue;
         }
         done = true;
@@ -167,7 +167,7 @@ void Replicator::restore(std::uint64_t generation, int round, std::vector<Replic
         failed = fmt::format("from {}: {}", node, e.what());
       }
     }
-    if (!done && !failed.empty()) outcome.lines.push_back(fmt::format("snapshots: could not fetch {}: {}", fetch.path, failed));
+    if (!done && !failed.empty()) outcome.lines.push_back(fmt::format("snapshots: could not fetch {} {}", fetch.path, failed));
   }
   for (const RestoreRemove& remove : plan.remove) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -190,8 +190,8 @@ void Replicator::restore(std::uint64_t generation, int round, std::vector<Replic
   if (by_slot) {
     // K: the rank's holders in this round (its K next nodes) get what they lack of its folder.
     std::vector<const SlotReport*> holders;
-    for (int d = 1; d <= settings_.replicas && static_cast<std::size_t>(d) < ring.size(); ++d) {
-      const std::string& node = ring[(self + static_cast<std::size_t>(d)) % ring.size()].node;
+    for (const std::size_t holder : holders_of(ring.size(), self, settings_.replicas)) {
+      const std::string& node = ring[holder].node;
       const auto it = std::find_if(reports.begin(), reports.end(), [&](const SlotReport& r) { return r.node == node; });
       holders.push_back(it == reports.end() ? nullptr : &*it);
     }

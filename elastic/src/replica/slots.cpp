@@ -19,12 +19,12 @@ bool holds_by_slot(int replicas, std::size_t ring_size) {
   return replicas > 0 && ring_size > 1 && static_cast<std::size_t>(replicas) < ring_size - 1;
 }
 
-std::vector<int> holder_slots(std::size_t ring_size, std::size_t self, int replicas) {
-  std::vector<int> slots;
-  if (ring_size < 2) return slots;
+std::vector<std::size_t> holders_of(std::size_t ring_size, std::size_t self, int replicas) {
+  std::vector<std::size_t> holders;
+  if (ring_size < 2) return holders;
   const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(std::max(replicas, 0)), ring_size - 1);
-  for (std::size_t d = 1; d <= k; ++d) slots.push_back(static_cast<int>((self + ring_size - d) % ring_size));
-  return slots;
+  for (std::size_t d = 1; d <= k; ++d) holders.push_back((self + d) % ring_size);
+  return holders;
 }
 
 ManifestEntries slot_entries(const SlotReport& report, int slot, bool* any) {

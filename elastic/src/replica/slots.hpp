@@ -18,8 +18,8 @@ namespace ddprun::elastic {
 // copies it to every node's folder: `replicas` 0 (all) or K of ring_size-1 or more.
 bool holds_by_slot(int replicas, std::size_t ring_size);
 
-// The slots whose copies the node at ring index `self` holds: its K predecessors'.
-std::vector<int> holder_slots(std::size_t ring_size, std::size_t self, int replicas);
+// The ring indexes of the nodes that hold the copies of the node at index `self`: its K next.
+std::vector<std::size_t> holders_of(std::size_t ring_size, std::size_t self, int replicas);
 
 // What a member told of itself at a round's start (its manifest message).
 struct SlotReport {
