@@ -60,6 +60,13 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
       staging = fmt::format("{}/{}/{}", settings_.folder, kIncomingFolder, ++incoming_count_);
       if (slot < 0) announced_[path] = std::max(announced_[path], entry.version);
     }
+    // A version this node holds already, its restore having fetched it before its predecessor's
+    // push came: forwarded from its file all the same, or the nodes after it never get it.
+    if (!wanted && slot < 0 && forward && held != nullptr && held->version == entry.version && ring_.size() > 1 &&
+        ring_[(self_ + 1) % ring_.size()].node != entry.version.origin) {
+      queue_.push_back(OutItem{path, *held, nullptr});
+      changed();
+    }
     // A held copy this node has already (a push after a round's change): forwarded from it.
     if (!wanted && slot >= 0 && hops > 1 && held != nullptr && held->version == entry.version && forward &&
         ring_.size() > 2 && static_cast<int>((self_ + 1) % ring_.size()) != slot) {
