@@ -109,7 +109,10 @@ class Agent::Impl {
     handlers.say = [](const std::string& line) { say(line); };
     handlers.spare = [this](int place, const std::string& why) {
       // Said once, when the node becomes a spare; a new place in the queue is only logged.
-      if (node_.spare_place == 0) say(fmt::format("ddprun: this node is a hot spare: {}\n", why));
+      if (node_.spare_place == 0) {
+        say(fmt::format("ddprun: this node is a hot spare: {}\n", why));
+        workers_.group().warm_start().waits_as_spare();
+      }
       node_.spare_place = place;
       events_.write(records::spare(place, why));
       publish_status();

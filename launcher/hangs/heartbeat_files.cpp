@@ -1,10 +1,11 @@
 #include "hangs/heartbeat_files.hpp"
 
+#include "ddprun/inotify.hpp"
+
 #include <fcntl.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <system_error>
 
@@ -41,19 +42,11 @@ void HeartbeatFiles::clear() {
 void HeartbeatFiles::wait() {
   inotify_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
     if (ec || !inotify_.is_open()) return;
-    alignas(inotify_event) std::array<char, 4096> buffer;
-    for (;;) {
-      const ssize_t n = ::read(inotify_.native_handle(), buffer.data(), buffer.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      for (ssize_t at = 0; at < n;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + at);
-        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-        const auto it = rank_of_watch_.find(event->wd);
-        // Events of a removed watch (IN_IGNORED) and of an earlier round are not beats.
-        if (it != rank_of_watch_.end() && (event->mask & (IN_ATTRIB | IN_MODIFY))) beat_(it->second);
-      }
-    }
+    read_inotify_events(inotify_.native_handle(), [this](const inotify_event& event) {
+      const auto it = rank_of_watch_.find(event.wd);
+      // Events of a removed watch (IN_IGNORED) and of an earlier round are not beats.
+      if (it != rank_of_watch_.end() && (event.mask & (IN_ATTRIB | IN_MODIFY))) beat_(it->second);
+    });
     wait();
   });
 }

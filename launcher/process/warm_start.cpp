@@ -60,6 +60,10 @@ void WarmStart::workers_progressed() {
   if (waits_for_progress()) replace();
 }
 
+void WarmStart::waits_as_spare() {
+  if (enabled_ && mode_ == Mode::kAuto && !begun_) replace();
+}
+
 void WarmStart::replace() {
   begun_ = true;
   std::string why;

@@ -5,7 +5,8 @@
 // overlaps the wait for the other nodes, and every start of the workers is forked from it.
 // auto (the default): the first start is cold, as without warm start, and the zygote starts once
 // the first workers made progress (their first beat: torch imported, the model built and
-// stepping), only where a later start may come (LaunchConfig::may_restart()). Its imports run at
+// stepping), or when the node becomes a hot spare (its first start is a later round's), only
+// where a later start may come (LaunchConfig::may_restart()). Its imports run at
 // nice 19 where it can take that back (_ddprun_zygote.py), beside the training rather than
 // instead of it; a restart is forked from it. Either way a zygote that dies is replaced (at most
 // kZygoteReplacements times a run), while the workers of that start start cold.
@@ -62,6 +63,10 @@ class WarmStart {
   bool waits_for_progress() const { return enabled_ && mode_ == Mode::kAuto && !begun_; }
   // A worker beat: auto starts the zygote at the first (in the background, see above).
   void workers_progressed();
+  // This node waits as a hot spare: its first workers will start in a later round of a job that
+  // is training, as a restart's do, so auto starts the zygote now (at nice 19, on a node that
+  // runs nothing else) and the spare's workers are forked when it takes a lost node's place.
+  void waits_as_spare();
   // The zygote's socket while it imports (readable when it is ready or gone), else -1.
   int importing_fd();
   // Calls `ready` when the workers may start: at once, unless the zygote still imports; then on

@@ -1,5 +1,6 @@
 #include "snapshots/commit_watch.hpp"
 
+#include "ddprun/inotify.hpp"
 #include "ddprun/snapshot_replication.hpp"
 
 #include <dirent.h>
@@ -151,18 +152,10 @@ void CommitWatch::wait() {
 
 std::vector<CommitWatch::Raw> CommitWatch::read_queued(bool* overflowed) {
   std::vector<Raw> raw;
-  alignas(inotify_event) std::array<char, 16384> buffer;
-  for (;;) {
-    const ssize_t n = ::read(inotify_.native_handle(), buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    for (ssize_t at = 0; at < n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(buffer.data() + at);
-      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      if (event->mask & IN_Q_OVERFLOW) *overflowed = true;
-      raw.push_back({event->wd, event->mask, event->cookie, event->len > 0 ? std::string(event->name) : ""});
-    }
-  }
+  read_inotify_events(inotify_.native_handle(), [&](const inotify_event& event) {
+    if (event.mask & IN_Q_OVERFLOW) *overflowed = true;
+    raw.push_back({event.wd, event.mask, event.cookie, event.len > 0 ? std::string(event.name) : ""});
+  });
   return raw;
 }
 

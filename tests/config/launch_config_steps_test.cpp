@@ -52,6 +52,10 @@ TEST_CASE("--warm_start: auto by default; on, off or auto from the command line,
   CHECK(resolve({{"max_restarts", "1"}}).may_restart());
   CHECK(resolve({{"nnodes", "1:2"}}).may_restart());
   CHECK_FALSE(resolve({{"nnodes", "2"}}).may_restart());
+  // c10d and etcd take hot spares: a lost node's round ends and a spare's workers start later.
+  CHECK(resolve({{"nnodes", "2"}, {"rdzv_backend", "c10d"}, {"rdzv_endpoint", "h:29400"}}).may_restart());
+  CHECK(resolve({{"nnodes", "2"}, {"rdzv_backend", "etcd"}, {"rdzv_endpoint", "h:2379"}}).may_restart());
+  CHECK_FALSE(resolve({{"nnodes", "1"}, {"rdzv_backend", "c10d"}}).may_restart());
   CHECK(resolve({{"preload", "numpy,my_pkg.models"}}).preload == "numpy,my_pkg.models");
   for (const char* bad : {"", "numpy,", ",numpy", "a,,b", "numpy os", "numpy;rm"}) {
     CAPTURE(bad);

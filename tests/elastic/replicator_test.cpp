@@ -135,7 +135,8 @@ TEST_CASE("fenced: a peer without the secret, and a node not in the round, never
   CHECK_THROWS_AS(ReplicaLink::connect("127.0.0.1", b.replicator->port(), "wrong",
                                        {{"type", "intro"}, {"purpose", "manifest"}, {"round", 0}, {"node", "x"}}, kWait),
                   LinkError);
-  CHECK(b.lines.wait_for("refused a connection"));
+  CHECK(b.lines.wait_for("refused a connection: 127.0.0.1:"));
+  CHECK(b.lines.wait_for("did not finish the handshake (it ended at the challenge, as a node with another secret does)"));
   // With the secret, but not a member of the round (a lost node still sending): refused, said.
   {
     ReplicaLink link = ReplicaLink::connect("127.0.0.1", b.replicator->port(), "s3cret",

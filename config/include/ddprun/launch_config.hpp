@@ -170,8 +170,13 @@ struct LaunchConfig {
   std::vector<std::string> program_args;
 
   bool multi_node() const { return max_nodes > 1; }
-  // True when the workers may start again in this run: restarts allowed, or an elastic size.
-  bool may_restart() const { return max_restarts > 0 || min_nodes < max_nodes; }
+  // True when the workers may start again in this run: restarts allowed, an elastic size, or a
+  // job of several nodes on a rendezvous that takes hot spares (c10d, etcd): a lost node's place
+  // is taken by a spare in a new round without using --max_restarts, and a spare's workers start
+  // in a later round than the job's first.
+  bool may_restart() const {
+    return max_restarts > 0 || min_nodes < max_nodes || (max_nodes > 1 && rdzv_backend != "static");
+  }
   // True when lines are copied to the filtered logs (which then need a log folder).
   bool duplicates_lines() const { return !duplicate_stdout_filters.empty() || !duplicate_stderr_filters.empty(); }
   // True when PROGRAM runs under the Python interpreter (a .py file, or -m), as torchrun does.

@@ -230,10 +230,10 @@ const std::vector<OptionSpec> kOptions = {
      "accepted for torchrun compatibility: spawn, fork or forkserver (workers are always separate programs)",
      [](Config c) -> json { return c.start_method; }},
     {"warm_start", nullptr, kText, "auto", "Program",
-     "auto: a restart's Python workers (a .py PROGRAM or -m) are forked from a warm interpreter "
-     "that imported torch, torch.distributed and torch._dynamo once the first workers made "
-     "progress; on: every start's, the interpreter made while ddprun starts; off: every worker "
-     "starts cold",
+     "auto: a restart's and a hot spare's Python workers (a .py PROGRAM or -m) are forked from a "
+     "warm interpreter that imported torch, torch.distributed and torch._dynamo once the first "
+     "workers made progress (a spare: while it waits); on: every start's, the interpreter made "
+     "while ddprun starts; off: every worker starts cold",
      [](Config c) -> json {
        return c.warm_start == LaunchConfig::WarmStart::kAuto ? "auto"
               : c.warm_start == LaunchConfig::WarmStart::kOn ? "on"

@@ -1,5 +1,6 @@
 #include "replica/link.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -73,6 +74,28 @@ bool LinkCanceller::set(int fd) {
 void LinkCanceller::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   fd_ = -1;
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "a peer";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    return fmt::format("{}:{}", text, ntohs(in->sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      ::inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof text);
+      return fmt::format("{}:{}", text, ntohs(in6->sin6_port));
+    }
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+    return fmt::format("[{}]:{}", text, ntohs(in6->sin6_port));
+  }
+  return "a peer";
 }
 
 ReplicaLink::ReplicaLink(int fd, AuthRole role, const std::string& session_key)
@@ -263,23 +286,32 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const std::s
 
 ReplicaLink ReplicaLink::accept(int fd, const std::string& secret, double timeout, nlohmann::json& intro,
                                 LinkCanceller* cancel) {
+  const std::string who = peer_address(fd);
   ReplicaLink link(fd, AuthRole::kServer, std::string());
   Registered registered{cancel};  // cleared before `link` closes the socket, when this throws
   if (cancel != nullptr && !cancel->set(fd)) throw LinkError("the replication stops");
   const auto deadline = deadline_of(timeout);
+  bool challenged = false;  // the challenge sent: a peer that ends here could not check its proof
   try {
     Handshake handshake(AuthRole::kServer, secret, random_nonce(), kReplicaProtocolVersion);
     const nlohmann::json hello = nlohmann::json::parse(link.read_line(timeout));
     link.write_all(handshake.on_hello(hello).dump(), "\n");
+    challenged = true;
     handshake.on_proof(nlohmann::json::parse(link.read_line(left_ms(deadline, true) / 1000.0)));
+    challenged = false;
     const std::string key = session_from_handshake(handshake);
     link.auth_ = MessageAuth(AuthRole::kServer, key);
     link.chunk_key_ = hmac_sha256_hex(key, "ddprun-replica chunk");
     intro = link.receive(left_ms(deadline, true) / 1000.0);
   } catch (const AuthError& e) {
-    throw LinkError(fmt::format("a peer that did not prove it knows the job's secret: {}", e.what()));
+    throw LinkError(fmt::format("{} did not prove it knows the job's secret (DDPRUN_RDZV_SECRET): {}; nothing it sent was taken",
+                                who, e.what()));
   } catch (const nlohmann::json::exception&) {
-    throw LinkError("a peer that sent something unreadable");
+    throw LinkError(fmt::format("{} sent something unreadable in place of the handshake; nothing it sent was taken", who));
+  } catch (const LinkError& e) {  // silent, gone or a line too long before it proved it knows the secret
+    throw LinkError(fmt::format("{} did not finish the handshake{}: {}; nothing it sent was taken", who,
+                                challenged ? " (it ended at the challenge, as a node with another secret does)" : "",
+                                e.what()));
   }
   return link;
 }

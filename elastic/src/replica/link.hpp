@@ -36,6 +36,10 @@ class LinkError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The address and port of a connected socket's peer ("127.0.0.3:40112", "[::1]:40112"); "a peer"
+// when the socket has none.
+std::string peer_address(int fd);
+
 // The version named in the handshake of a replication link.
 inline constexpr int kReplicaProtocolVersion = 1;
 

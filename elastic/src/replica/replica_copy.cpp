@@ -2,6 +2,7 @@
 // received and put in place when whole (replicator.hpp).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,43 @@ bool make_parents(const std::string& folder, const std::string& path) {
     if (::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   }
   return true;
+}
+
+std::string size_words(std::uint64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, units[unit]);
+}
+
+// The line for a copy this node could not write: the file, the folder and the error; for a full
+// folder, its size and what was free (--snapshot_dir_size's tmpfs, or the file system it shares).
+// `part`: the bytes of the copy written before the failure, whose space comes back once the
+// copy's last descriptor (a forwarder's too) is closed.
+std::string receive_failure(const std::string& folder, const std::string& path, std::uint64_t size, int error,
+                            std::uint64_t part = 0) {
+  std::string line = fmt::format("snapshots: cannot receive the copy of {} ({}) in {}: {}", path, size_words(size),
+                                 folder, std::strerror(error));
+  if (error == ENOSPC || error == EDQUOT) {
+    // The folder's own tmpfs (a mount point: its device is not its parent's) is --snapshot_dir_size's.
+    struct statvfs fs {};
+    struct stat here {}, parent {};
+    if (::statvfs(folder.c_str(), &fs) == 0) {
+      const bool own = ::stat(folder.c_str(), &here) == 0 && ::stat((folder + "/..").c_str(), &parent) == 0 &&
+                       here.st_dev != parent.st_dev;
+      const std::uint64_t total = static_cast<std::uint64_t>(fs.f_blocks) * fs.f_frsize;
+      const std::uint64_t free = std::min(total, static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize + part);
+      line += own ? fmt::format(" (the folder's --snapshot_dir_size is {}, {} free)", size_words(total), size_words(free))
+                  : fmt::format(" (the file system it shares holds {}, {} free)", size_words(total), size_words(free));
+    }
+    line += "; a copy needs room for the whole file beside the version it replaces";
+  }
+  return line + fmt::format("; this node keeps what it had of {}", path);
 }
 
 }  // namespace
@@ -82,7 +120,7 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
   if (!staging.empty()) {
     out = ::open(staging.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (out < 0) {
-      say_(fmt::format("snapshots: cannot receive {}: {}: {}", path, staging, std::strerror(errno)));
+      say_(receive_failure(settings_.folder, path, entry.size, errno));
       wanted = false;
     } else if (forward) {
       incoming = std::make_shared<Incoming>();
@@ -137,10 +175,11 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
           const ssize_t n = ::write(out, chunk.data() + done, chunk.size() - done);
           if (n < 0) {
             if (errno == EINTR) continue;
-            say_(fmt::format("snapshots: cannot receive {}: {}", path, std::strerror(errno)));
+            const int error = errno;
             ::close(out);
             ::unlink(staging.c_str());
             out = -1;
+            say_(receive_failure(settings_.folder, path, entry.size, error, incoming ? received + done : 0));
             break;
           }
           done += static_cast<std::size_t>(n);
@@ -174,6 +213,8 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
     throw;
   }
   if (wanted && !entry.removed && out < 0) {
+    // Not written here (said). The version stays announced: if its sender goes before a restore
+    // brings it here, the restore names it lost rather than leave a folder silently without it.
     cut(false);
     return false;
   }
@@ -275,48 +316,68 @@ void Replicator::send_file(ReplicaLink& link, const std::string& path, const Man
 }
 
 void Replicator::send_item(ReplicaLink& link, const OutItem& item) {
-  if (!item.source) {
-    send_file(link, item.path, item.entry, &item);
-    return;
-  }
+  const std::string next = peer_address(link.fd());  // before a reset, which forgets it
   // A copy being received: forwarded as its bytes land.
-  Incoming& in = *item.source;
-  nlohmann::json header = {{"type", "copy"}, {"path", item.path}, {"entry", item.entry}};
-  if (item.hops > 0) {
-    header["slot"] = item.slot;
-    header["hops"] = item.hops;
-  }
-  link.send(header);
-  std::string chunk(settings_.chunk, '\0');
-  std::uint64_t sent = 0;
-  for (;;) {
-    std::uint64_t available = 0;
-    bool ended = false;
-    bool cut = false;
-    bool lost = false;
+  const auto forward = [&] {
+    Incoming& in = *item.source;
+    nlohmann::json header = {{"type", "copy"}, {"path", item.path}, {"entry", item.entry}};
+    if (item.hops > 0) {
+      header["slot"] = item.slot;
+      header["hops"] = item.hops;
+    }
+    link.send(header);
+    std::string chunk(settings_.chunk, '\0');
+    std::uint64_t sent = 0;
+    for (;;) {
+      std::uint64_t available = 0;
+      bool ended = false;
+      bool cut = false;
+      bool lost = false;
+      {
+        std::unique_lock<std::mutex> lock(in.mutex);
+        in.cv.wait(lock, [&] { return in.written > sent || in.ended || in.cut; });
+        available = in.written;
+        ended = in.ended;
+        cut = in.cut;
+        lost = in.lost;
+      }
+      if (cut) {
+        link.send({{"type", "cut"}, {"lost", lost}});
+        return;
+      }
+      while (sent < available) {
+        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(available - sent, chunk.size()));
+        const ssize_t n = ::pread(in.fd, chunk.data(), want, static_cast<off_t>(sent));
+        if (n <= 0) throw LinkError(fmt::format("cannot read the copy of {} being received", item.path));
+        link.send_chunk(std::string_view(chunk.data(), static_cast<std::size_t>(n)));
+        sent += static_cast<std::uint64_t>(n);
+      }
+      if (ended && sent >= in.size) {
+        link.send({{"type", "end"}});
+        return;
+      }
+    }
+  };
+  try {
+    if (!item.source) {
+      send_file(link, item.path, item.entry, &item);
+    } else {
+      forward();
+    }
+  } catch (const LinkError& e) {
+    // The next node went (or its link broke) in the middle of the copy: said once here; the
+    // queue tries again (send_loop), and a copy the next node began is named at the next restore.
+    bool stopping = false;
     {
-      std::unique_lock<std::mutex> lock(in.mutex);
-      in.cv.wait(lock, [&] { return in.written > sent || in.ended || in.cut; });
-      available = in.written;
-      ended = in.ended;
-      cut = in.cut;
-      lost = in.lost;
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping = stopping_;
     }
-    if (cut) {
-      link.send({{"type", "cut"}, {"lost", lost}});
-      return;
+    if (!stopping) {
+      say_(fmt::format("snapshots: the copy of {} ({}) to the next node of the ring, {}, was cut: {}; sent again "
+                       "once a next node takes it (the next round's, if that node was lost)",
+                       item.path, size_words(item.entry.size), next, e.what()));
     }
-    while (sent < available) {
-      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(available - sent, chunk.size()));
-      const ssize_t n = ::pread(in.fd, chunk.data(), want, static_cast<off_t>(sent));
-      if (n <= 0) throw LinkError(fmt::format("cannot read the copy of {} being received", item.path));
-      link.send_chunk(std::string_view(chunk.data(), static_cast<std::size_t>(n)));
-      sent += static_cast<std::uint64_t>(n);
-    }
-    if (ended && sent >= in.size) {
-      link.send({{"type", "end"}});
-      return;
-    }
+    throw;
   }
 }
 
