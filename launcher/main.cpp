@@ -304,7 +304,7 @@ int run(int argc, char** argv) {
     if (auth) {
       try {
         replication = elastic::make_snapshot_replication(
-            snapshots.path(), *auth,
+            snapshots.path(), *auth, cfg.snapshot_replicas,
             [&io](const std::string& line) { asio::post(io, [line] { launcher::say("ddprun: " + line + "\n"); }); });
       } catch (const std::runtime_error& e) {  // no libcrypto, no port to listen on, munged gone
         throw UserError(fmt::format("the snapshot folder's replication: {}", e.what()), exit_code::kRendezvous);

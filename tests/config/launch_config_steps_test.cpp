@@ -215,3 +215,30 @@ TEST_CASE("--snapshot_signal and --snapshot_grace (the dying gasp), from every s
   CHECK(to_json(resolve({}))["snapshot_grace"] == 5.0);
   CHECK(to_json(resolve({{"snapshot_signal", "usr1"}}))["snapshot_signal"] == "SIGUSR1");
 }
+
+TEST_CASE("--snapshot_replicas: all or K, from every source") {
+  struct Row {
+    RawOptions cli, file, env;
+    int replicas;  // 0: all
+  };
+  const std::vector<Row> rows = {
+      {{}, {}, {}, 0},  // all by default, whatever the job's size
+      {{{"snapshot_replicas", "all"}}, {}, {}, 0},
+      {{{"snapshot_replicas", "ALL"}}, {}, {}, 0},
+      {{{"snapshot_replicas", "1"}}, {}, {}, 1},
+      {{}, {{"snapshot_replicas", "2"}}, {}, 2},
+      {{}, {}, {{"snapshot_replicas", "3"}}, 3},
+      {{{"snapshot_replicas", "all"}}, {}, {{"snapshot_replicas", "1"}}, 0},
+      {{{"snapshot_replicas", "64"}}, {}, {}, 64},  // more than the job's nodes: all, decided per round
+  };
+  for (const Row& row : rows) CHECK(resolve(row.cli, row.file, row.env).snapshot_replicas == row.replicas);
+  CHECK(options_from_environment({{"PET_SNAPSHOT_REPLICAS", "1"}}) == RawOptions{{"snapshot_replicas", "1"}});
+  const std::string accepted = "expected all, or a number of nodes that hold each file's copies, 1 or more";
+  CHECK(usage_error({{"snapshot_replicas", "0"}}) == "--snapshot_replicas=0: " + accepted);
+  CHECK(usage_error({{"snapshot_replicas", "-1"}}) == "--snapshot_replicas=-1: " + accepted);
+  CHECK(usage_error({{"snapshot_replicas", "two"}}) == "--snapshot_replicas=two: " + accepted);
+  CHECK(usage_error({{"snapshot_replicas", "1.5"}}) == "--snapshot_replicas=1.5: " + accepted);
+  CHECK(usage_error({}, {{"snapshot_replicas", "every"}}) == "PET_SNAPSHOT_REPLICAS=every: " + accepted);
+  CHECK(to_json(resolve({}))["snapshot_replicas"] == "all");
+  CHECK(to_json(resolve({{"snapshot_replicas", "2"}}))["snapshot_replicas"] == 2);
+}

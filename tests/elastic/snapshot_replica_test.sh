@@ -74,9 +74,80 @@ scenario() {
   wait_for 30 no_job_left
 }
 
+# --snapshot_replicas=1: each rank saves a shard of its own (shard.GROUP_RANK, the node's name in
+# it); a node's folder shows its own shard only, its copy held by the next node. In the round
+# after $T/killed, each rank reads its group rank's shard (never saves it) and the node's listing.
+worker sharder <<'SH'
+#!/bin/sh
+d=$DDPRUN_SNAPSHOT_DIR
+f=$d/shard.$GROUP_RANK
+if [ ! -e "$T/killed" ]; then
+  printf 'shard %s by %s' "$GROUP_RANK" "$1" > "$f.tmp" && mv "$f.tmp" "$f"
+  touch "$T/saved.$1"
+  exec sleep 600
+fi
+{ cat "$f" 2>/dev/null || printf 'no %s' "$f"; printf ' | %s\n' "$(ls "$d" | tr '\n' ' ')"; } > "$T/seen.$1.$GROUP_RANK"
+exit 0
+SH
+
+# The held copy of rank R's shard in the folder of node N (its ddprun's mount namespace).
+held_on() { compgen -G "/proc/$(eval echo "\$PID_$1")/root/dev/shm/ddprun-snapshots*/.ddprun-incoming/held/$2/shard.$2" >/dev/null; }
+
+# scenario_k: 3 nodes and a spare with --snapshot_replicas=1; VICTIM's ddprun is SIGKILLed; the
+# node that runs each group rank next shows that rank's shard, and only it.
+scenario_k() {
+  local victim=$1
+  rm -f "$T"/seen.* "$T"/saved.* "$T/killed"
+  job=(--nnodes=3 --nproc_per_node=1 "${RDZV[@]}" --rdzv_conf=join_timeout=60,heartbeat_timeout=3,spares=1
+       --snapshot_replicas=1)
+  nsnode 127.0.0.2 a "${job[@]}" "$T/sharder" a
+  nsnode 127.0.0.3 b "${job[@]}" "$T/sharder" b
+  nsnode 127.0.0.4 c "${job[@]}" "$T/sharder" c
+  # Group ranks by address: a 0, b 1, c 2; rank R's copy is held by rank R+1's node.
+  saved() { [[ -e $T/saved.a && -e $T/saved.b && -e $T/saved.c ]]; }
+  poll_until 120 saved || { show a b c >&2; fail "not every rank saved its shard"; }
+  copies() { held_on b 0 && held_on c 1 && held_on a 2; }
+  poll_until 60 copies || { show a b c >&2; fail "a shard's copy is not held by the next node"; }
+  ! held_on c 0 || fail "rank 0's shard is held by two nodes with --snapshot_replicas=1"
+  local r=0 n names=(a b c)
+  for n in a b c; do
+    expect_eq "$(ls /proc/$(eval echo "\$PID_$n")/root/dev/shm/ddprun-snapshots*/ | tr '\n' ' ')" "shard.$r " \
+      "node $n's folder shows its own shard only"
+    r=$((r + 1))
+  done
+  ok "[--snapshot_replicas=1] each shard shown on its node only, its copy held by the next node"
+
+  nsnode 127.0.0.5 d "${job[@]}" "$T/sharder" d
+  wait_for 60 grep -q "this node is a hot spare" "$T/d.err"
+  touch "$T/killed"
+  kill -KILL "$(eval echo "\$PID_$victim")"
+  finish "$victim"
+  for n in a b c d; do [[ $n == "$victim" ]] || finish_within 120 "$n"; done
+  for n in a b c d; do
+    [[ $n == "$victim" ]] && continue
+    expect_eq "$(eval echo "\$RC_$n")" 0 "node $n's exit ($(show "$n"))"
+  done
+  # Ranks by address among the survivors and the spare: rank R shows the shard rank R's node saved.
+  r=0
+  for n in a b c d; do
+    [[ $n == "$victim" ]] && continue
+    expect_eq "$(cat "$T/seen.$n.$r")" "shard $r by ${names[$r]} | shard.$r " \
+      "what node $n (now rank $r) shows"
+    r=$((r + 1))
+  done
+  ok "[--snapshot_replicas=1] node $victim SIGKILLed: each rank's node shows that rank's shard before its workers start"
+  wait_for 30 no_job_left
+}
+
 export DDPRUN_RDZV_SECRET=replica-test-secret
 BACKEND=c10d RDZV=(--rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=replica-$$)
 scenario
+next_port
+RDZV=(--rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=replica-k-$$)
+scenario_k c  # the spare runs rank 2
+next_port
+RDZV=(--rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port --rdzv_id=replica-k2-$$)
+scenario_k b  # c runs rank 1 (b's shard), the spare rank 2 (c's)
 # etcd: the secret authenticates the copies, as with c10d; etcd's own TLS and users guard etcd.
 if command -v etcd >/dev/null && command -v etcdctl >/dev/null && command -v curl >/dev/null; then
   source "$DDPRUN_TESTS_DIR/elastic/etcd_lib.sh"

@@ -36,6 +36,8 @@ check "--node_rank=2: must be less than --nnodes \(2\)" --nnodes=2 --node_rank=2
 check "--master_port=0: expected a port in 1..65535" --master_port=0 "$T/marker"
 check "--master_port=70000: expected a port in 1..65535" --master_port 70000 "$T/marker"
 check "--max_restarts=-3: expected" --max_restarts=-3 "$T/marker"
+check "--snapshot_replicas=0: expected all, or a number of nodes" --snapshot_replicas=0 "$T/marker"
+check "--snapshot_replicas=some: expected all, or a number of nodes" --snapshot_replicas=some "$T/marker"
 check "missing PROGRAM" --nproc_per_node=2
 check "--config $T/absent.json: cannot open the file" --config "$T/absent.json" "$T/marker"
 check "--config $T/broken.json: not valid JSON" --config "$T/broken.json" "$T/marker"

@@ -151,6 +151,9 @@ struct LaunchConfig {
   // are stopped (0: off, the default); --snapshot_grace: the seconds they get to save and end.
   int snapshot_signal = 0;
   double snapshot_grace = 5;
+  // --snapshot_replicas: 0 (all, the default): every committed file copied to every node's
+  // folder; K: held by the K next nodes of the ring, shown on its own node (elastic/src/replica/).
+  int snapshot_replicas = 0;
   // The program.
   bool module = false;            // -m: PROGRAM is a Python module
   bool no_python = false;

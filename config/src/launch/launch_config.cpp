@@ -233,6 +233,12 @@ void resolve_snapshots(const MergedOptions& m, LaunchConfig& c) {
   c.snapshot_keep = m.flag("snapshot_keep");
   c.snapshot_signal = parse_snapshot_signal(m.text("snapshot_signal"));
   c.snapshot_grace = m.seconds("snapshot_grace", Zero::kRefused);
+  std::string replicas = m.text("snapshot_replicas");
+  std::transform(replicas.begin(), replicas.end(), replicas.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (replicas != "all") {
+    c.snapshot_replicas =
+        m.integer("snapshot_replicas", 1, 1 << 20, "all, or a number of nodes that hold each file's copies, 1 or more");
+  }
   if (c.snapshot_signal != 0 && !c.snapshot) {
     throw UsageError(fmt::format("--snapshot_signal={}: the dying gasp saves into DDPRUN_SNAPSHOT_DIR, which "
                                  "--snapshot=off turns off; drop one of them",

@@ -214,6 +214,11 @@ const std::vector<OptionSpec> kOptions = {
      "seconds the dying gasp of --snapshot_signal waits for the surviving workers to save and end "
      "on their own; then they are stopped",
      [](Config c) -> json { return c.snapshot_grace; }},
+    {"snapshot_replicas", nullptr, kText, "all", "Snapshots",
+     "all: every file committed to DDPRUN_SNAPSHOT_DIR is copied to the folder of every node of the "
+     "job; K (1 or more): held by the K next nodes of the ring only, shown in its own node's folder, "
+     "and shown to the node that takes over its group rank after a loss (K of nodes-1 or more: all)",
+     [](Config c) -> json { return c.snapshot_replicas > 0 ? json(c.snapshot_replicas) : json("all"); }},
     {"module", "-m", kFlag, nullptr, "Program", "run PROGRAM as a Python module (python -m)",
      [](Config c) -> json { return c.module; }},
     {"no_python", nullptr, kFlag, nullptr, "Program",

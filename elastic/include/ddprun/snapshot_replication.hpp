@@ -67,9 +67,11 @@ std::optional<ReplicationAuth> decide_replication_auth(RendezvousConfig& config,
                                                        const std::string& slurm_conf, std::string& line);
 
 // Listens on every address of the node, on a free port; every link authenticates with `auth`
-// (MUNGE is opened here). `say` is called on the replication's threads. Throws
-// std::runtime_error when it cannot listen or munged does not answer.
+// (MUNGE is opened here). `replicas`: --snapshot_replicas (0: all; K: each file held by the K
+// next nodes of the ring, shown on its own node and on the node that takes over its group rank).
+// `say` is called on the replication's threads. Throws std::runtime_error when it cannot listen
+// or munged does not answer.
 std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const ReplicationAuth& auth,
-                                                               SnapshotReplication::Say say);
+                                                               int replicas, SnapshotReplication::Say say);
 
 }  // namespace ddprun::elastic

@@ -57,7 +57,33 @@ std::string proof_words(const NodeAuth& auth) {
 constexpr std::string_view kClientToServer = "client->server";
 constexpr std::string_view kServerToClient = "server->client";
 
+// Clears a LinkCanceller when it goes: declared after the socket's owner, it goes first.
+struct Registered {
+  LinkCanceller* cancel = nullptr;
+  ~Registered() {
+    if (cancel != nullptr) cancel->clear();
+  }
+};
+
 }  // namespace
+
+void LinkCanceller::cancel() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cancelled_ = true;
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+bool LinkCanceller::set(int fd) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cancelled_) return false;
+  fd_ = fd;
+  return true;
+}
+
+void LinkCanceller::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fd_ = -1;
+}
 
 std::string peer_address(int fd) {
   sockaddr_storage addr{};
@@ -225,9 +251,10 @@ bool ReplicaLink::receive_chunk(std::string& out, std::size_t max, double timeou
 }
 
 ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const NodeAuth& auth, const nlohmann::json& intro,
-                                 double timeout) {
+                                 double timeout, LinkCanceller* cancel) {
   if (!auth.required()) throw LinkError("no key to authenticate the link with");  // never unauthenticated
   const auto deadline = deadline_of(timeout);
+  Registered registered{cancel};
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
@@ -239,6 +266,11 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const NodeAu
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
     const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (s < 0) continue;
+    if (cancel != nullptr && !cancel->set(s)) {
+      ::close(s);
+      error = "the replication stops";
+      break;
+    }
     if (::connect(s, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
       pollfd p{s, POLLOUT, 0};
       int err = 0;
@@ -252,6 +284,7 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const NodeAu
     } else {
       error = std::strerror(errno);
     }
+    if (cancel != nullptr) cancel->clear();
     ::close(s);
   }
   ::freeaddrinfo(found);
@@ -261,6 +294,9 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const NodeAu
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 
   ReplicaLink link(fd, AuthRole::kClient, std::string());
+  Registered handshaking{cancel};  // cleared before `link` closes the socket, when this throws
+  registered.cancel = nullptr;
+  if (cancel != nullptr && !cancel->set(fd)) throw LinkError("the replication stops");
   try {
     const std::string nonce = random_nonce();
     Handshake handshake(AuthRole::kClient, auth.secret, nonce, kReplicaProtocolVersion);
@@ -285,9 +321,12 @@ ReplicaLink ReplicaLink::connect(const std::string& addr, int port, const NodeAu
   return link;
 }
 
-ReplicaLink ReplicaLink::accept(int fd, const NodeAuth& auth, double timeout, nlohmann::json& intro) {
+ReplicaLink ReplicaLink::accept(int fd, const NodeAuth& auth, double timeout, nlohmann::json& intro,
+                                LinkCanceller* cancel) {
   const std::string who = peer_address(fd);
   ReplicaLink link(fd, AuthRole::kServer, std::string());
+  Registered registered{cancel};  // cleared before `link` closes the socket, when this throws
+  if (cancel != nullptr && !cancel->set(fd)) throw LinkError("the replication stops");
   if (!auth.required()) throw LinkError("no key to authenticate the link with");  // never unauthenticated
   const auto deadline = deadline_of(timeout);
   bool challenged = false;  // the challenge sent: a peer that ends here could not check its proof

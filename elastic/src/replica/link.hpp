@@ -25,6 +25,7 @@
 // stranger on the network sees the files' names, sizes and versions); the files' bytes are both.
 #pragma once
 
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -48,17 +49,35 @@ std::string peer_address(int fd);
 // chunks encrypted (1: MAC'd only).
 inline constexpr int kReplicaProtocolVersion = 2;
 
+// Lets another thread cut a connection while it is being opened (its handshake, its connect):
+// the replicator stopping must not wait out a silent peer's timeout. connect() and accept()
+// register their socket with it until they return; cancel() shuts that socket down, and makes any
+// later registration fail.
+class LinkCanceller {
+ public:
+  void cancel();
+  // Whether the socket may go on: false once cancelled.
+  bool set(int fd);
+  void clear();  // before the socket is closed: its number may be reused at once
+
+ private:
+  std::mutex mutex_;
+  int fd_ = -1;
+  bool cancelled_ = false;
+};
+
 class ReplicaLink {
  public:
   // Connects to addr:port, authenticates with `auth` (its MUNGE exchange when it has one, else its
   // secret; one of them it must have) and sends `intro` (sealed). Every step within `timeout`
-  // seconds. Throws LinkError.
+  // seconds, or until `cancel` is cancelled. Throws LinkError.
   static ReplicaLink connect(const std::string& addr, int port, const NodeAuth& auth, const nlohmann::json& intro,
-                             double timeout);
+                             double timeout, LinkCanceller* cancel = nullptr);
   // Authenticates an accepted connection (owns `fd` from now on, closes it when this throws)
   // and reads the client's intro into `intro`. A peer that authenticates otherwise (a secret
   // where this node uses MUNGE, or MUNGE of another job or uid) is refused. Throws LinkError.
-  static ReplicaLink accept(int fd, const NodeAuth& auth, double timeout, nlohmann::json& intro);
+  static ReplicaLink accept(int fd, const NodeAuth& auth, double timeout, nlohmann::json& intro,
+                            LinkCanceller* cancel = nullptr);
 
   ReplicaLink(ReplicaLink&& other) noexcept;
   ReplicaLink& operator=(ReplicaLink&& other) noexcept;

@@ -68,6 +68,8 @@ class Manifest {
   // This node holds no version of `path` any more, and records no removal of it either (its
   // copy went by accident): the next restore takes the newest another node holds.
   void forget(const std::string& path) { entries_.erase(path); }
+  // Holds nothing any more (its files went to held copies); the clock stays.
+  void clear() { entries_.clear(); }
 
  private:
   std::string node_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -79,18 +80,40 @@ Replicator::Incoming::~Incoming() {
 bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, bool forward, std::uint64_t* bytes) {
   const std::string path = header.at("path").get<std::string>();
   const ManifestEntry entry = header.at("entry").get<ManifestEntry>();
+  // K (--snapshot_replicas): a copy held for slot `slot`, not shown; forwarded `hops` - 1 further.
+  const int slot = header.value("slot", -1);
+  const int hops = header.value("hops", 0);
   if (!replicable_path(path)) throw LinkError(fmt::format("a copy of a path outside the folder: {}", path));
+  if (slot > 1 << 20) throw LinkError(fmt::format("a copy for group rank {}", slot));
 
   bool wanted = false;
   std::shared_ptr<Incoming> incoming;
   std::string staging;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const ManifestEntry* held = manifest_.find(path);
+    const ManifestEntry* held = slot >= 0 ? held_.try_emplace(slot, Manifest("")).first->second.find(path)
+                                          : manifest_.find(path);
     wanted = held == nullptr || held->version < entry.version;
     if (wanted && !entry.removed) {
       staging = fmt::format("{}/{}/{}", settings_.folder, kIncomingFolder, ++incoming_count_);
-      announced_[path] = std::max(announced_[path], entry.version);
+      if (slot < 0) announced_[path] = std::max(announced_[path], entry.version);
+    }
+    // A version this node holds already, its restore having fetched it before its predecessor's
+    // push came: forwarded from its file all the same, or the nodes after it never get it.
+    if (!wanted && slot < 0 && forward && held != nullptr && held->version == entry.version && ring_.size() > 1 &&
+        ring_[(self_ + 1) % ring_.size()].node != entry.version.origin) {
+      queue_.push_back(OutItem{path, *held, nullptr});
+      changed();
+    }
+    // A held copy this node has already (a push after a round's change): forwarded from it.
+    if (!wanted && slot >= 0 && hops > 1 && held != nullptr && held->version == entry.version && forward &&
+        ring_.size() > 2 && static_cast<int>((self_ + 1) % ring_.size()) != slot) {
+      OutItem item{path, *held, nullptr};
+      item.slot = slot;
+      item.hops = hops - 1;
+      item.held = true;
+      queue_.push_back(std::move(item));
+      changed();
     }
   }
   int out = -1;
@@ -107,10 +130,21 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
   }
   if (wanted && forward) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const bool next_is_origin = ring_.size() < 2 || ring_[(self_ + 1) % ring_.size()].node == entry.version.origin;
-    if (!next_is_origin) {
-      queue_.push_back(OutItem{path, entry, incoming});
-      changed();
+    if (slot >= 0) {
+      // K: forwarded until it has reached K nodes, never back to the slot's own node.
+      if (hops > 1 && ring_.size() > 2 && static_cast<int>((self_ + 1) % ring_.size()) != slot) {
+        OutItem item{path, entry, incoming};
+        item.slot = slot;
+        item.hops = hops - 1;
+        queue_.push_back(std::move(item));
+        changed();
+      }
+    } else {
+      const bool next_is_origin = ring_.size() < 2 || ring_[(self_ + 1) % ring_.size()].node == entry.version.origin;
+      if (!next_is_origin) {
+        queue_.push_back(OutItem{path, entry, incoming});
+        changed();
+      }
     }
   }
   // The bytes, written as they come; a failure cuts the forwarded copy too.
@@ -190,8 +224,26 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
   if (out >= 0) ::fstat(out, &st);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = announced_.find(path); it != announced_.end() && !(entry.version < it->second)) announced_.erase(it);
-    if (wanted && manifest_.receive(path, entry)) {
+    if (slot >= 0) {
+      Manifest& held = held_.try_emplace(slot, Manifest("")).first->second;
+      const std::string full = held_path(slot, path);
+      std::error_code error;
+      if (wanted && held.receive(path, entry)) {
+        if (entry.removed) {
+          ::unlink(full.c_str());
+          placed = true;
+        } else if (std::filesystem::create_directories(std::filesystem::path(full).parent_path(), error),
+                   ::rename(staging.c_str(), full.c_str()) == 0) {
+          placed = true;
+        } else {
+          held.forget(path);
+          say_(fmt::format("snapshots: cannot hold the copy of {}: {}", path, std::strerror(errno)));
+        }
+      }
+    } else if (auto it = announced_.find(path); it != announced_.end() && !(entry.version < it->second)) {
+      announced_.erase(it);
+    }
+    if (slot < 0 && wanted && manifest_.receive(path, entry)) {
       const std::string full = settings_.folder + "/" + path;
       if (entry.removed) {
         if (::unlink(full.c_str()) == 0) ++unlinking_[path];
@@ -218,13 +270,22 @@ bool Replicator::receive_copy(ReplicaLink& link, const nlohmann::json& header, b
   return placed;
 }
 
-void Replicator::send_file(ReplicaLink& link, const std::string& path, const ManifestEntry& entry) {
-  link.send({{"type", "copy"}, {"path", path}, {"entry", entry}});
+void Replicator::send_file(ReplicaLink& link, const std::string& path, const ManifestEntry& entry, const OutItem* item) {
+  nlohmann::json header = {{"type", "copy"}, {"path", path}, {"entry", entry}};
+  if (item != nullptr && item->hops > 0) {
+    header["slot"] = item->slot;
+    header["hops"] = item->hops;
+  }
+  link.send(header);
   if (entry.removed) {
     link.send({{"type", "end"}});
     return;
   }
-  const std::string full = settings_.folder + "/" + path;
+  std::string full = settings_.folder + "/" + path;
+  if (item != nullptr && item->held) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    full = held_path(item->slot, path);
+  }
   const int fd = ::open(full.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat before {};
   if (fd < 0 || ::fstat(fd, &before) != 0 || static_cast<std::uint64_t>(before.st_size) != entry.size) {
@@ -259,7 +320,12 @@ void Replicator::send_item(ReplicaLink& link, const OutItem& item) {
   // A copy being received: forwarded as its bytes land.
   const auto forward = [&] {
     Incoming& in = *item.source;
-    link.send({{"type", "copy"}, {"path", item.path}, {"entry", item.entry}});
+    nlohmann::json header = {{"type", "copy"}, {"path", item.path}, {"entry", item.entry}};
+    if (item.hops > 0) {
+      header["slot"] = item.slot;
+      header["hops"] = item.hops;
+    }
+    link.send(header);
     std::string chunk(settings_.chunk, '\0');
     std::uint64_t sent = 0;
     for (;;) {
@@ -294,7 +360,7 @@ void Replicator::send_item(ReplicaLink& link, const OutItem& item) {
   };
   try {
     if (!item.source) {
-      send_file(link, item.path, item.entry);
+      send_file(link, item.path, item.entry, &item);
     } else {
       forward();
     }

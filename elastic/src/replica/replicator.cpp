@@ -23,6 +23,7 @@
 
 #include "auth/rendezvous_auth.hpp"
 #include "replica/link.hpp"
+#include "replica/slots.hpp"
 
 namespace ddprun::elastic {
 
@@ -128,11 +129,23 @@ Replicator::Replicator(Settings settings, Say say)
   send_thread_ = std::thread([this] { send_loop(); });
 }
 
+Replicator::Opening::Opening(Replicator& r) : r_(r) {
+  std::lock_guard<std::mutex> lock(r_.mutex_);
+  if (r_.stopping_) cancel_.cancel();
+  r_.cancellers_.insert(&cancel_);
+}
+
+Replicator::Opening::~Opening() {
+  std::lock_guard<std::mutex> lock(r_.mutex_);
+  r_.cancellers_.erase(&cancel_);
+}
+
 Replicator::~Replicator() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     for (ReplicaLink* link : open_links_) link->shutdown();
+    for (LinkCanceller* opening : cancellers_) opening->cancel();  // a handshake or connect under way
   }
   changed_cv_.notify_all();
   (void)!::write(wake_[1], "x", 1);
@@ -145,6 +158,8 @@ Replicator::~Replicator() {
     left.swap(connections_);
   }
   for (auto& [id, thread] : left) thread.join();
+  std::error_code ignored;
+  std::filesystem::remove_all(settings_.folder + "/" + kIncomingFolder + "/held", ignored);
   ::rmdir((settings_.folder + "/" + kIncomingFolder).c_str());  // empty now: every copy ended
   ::close(listen_fd_);
   ::close(wake_[0]);
@@ -182,9 +197,7 @@ void Replicator::committed(const std::string& path) {
     if (ours) return;  // the copy this replicator renamed into place
   }
   const ManifestEntry& entry = manifest_.commit(path, static_cast<std::uint64_t>(st.st_size));
-  // Without a ring (one node, a round not replicated) only the manifest: a later round's restore
-  // takes what the others lack from it.
-  if (ring_.size() > 1) queue_.push_back(OutItem{path, entry, nullptr});
+  queue_own(path, entry);
   changed();
 }
 
@@ -198,7 +211,7 @@ void Replicator::removed(const std::string& path) {
   const ManifestEntry* held = manifest_.find(path);
   if (held == nullptr || held->removed) return;
   const ManifestEntry& entry = manifest_.remove(path);
-  if (ring_.size() > 1) queue_.push_back(OutItem{path, entry, nullptr});
+  queue_own(path, entry);
   changed();
 }
 
@@ -222,6 +235,7 @@ void Replicator::start_round(int round, std::vector<ReplicaPeer> ring, std::func
     std::lock_guard<std::mutex> lock(mutex_);
     round_ = round;
     ring_.clear();
+    by_slot_ = false;
     ++restores_;
     ++round_changes_;
     changed();
@@ -232,12 +246,18 @@ void Replicator::start_round(int round, std::vector<ReplicaPeer> ring, std::func
   {
     std::lock_guard<std::mutex> lock(mutex_);
     generation = ++restores_;
+    if (!ring_.empty()) {
+      round_before_ = round_;
+      ring_before_.clear();
+      for (const ReplicaPeer& peer : ring_) ring_before_.push_back(peer.node);
+    }
     round_ = round;
     ring_ = ring;
     self_ = 0;
     for (std::size_t i = 0; i < ring_.size(); ++i) {
       if (ring_[i].node == node_) self_ = i;
     }
+    enter_slot(round);
     ++round_changes_;
     changed();
   }
@@ -292,8 +312,13 @@ void Replicator::serve(int fd) {
   nlohmann::json intro;
   std::optional<ReplicaLink> link;
   try {
-    link.emplace(ReplicaLink::accept(fd, settings_.auth, settings_.timeout, intro));
+    Opening opening(*this);
+    link.emplace(ReplicaLink::accept(fd, settings_.auth, settings_.timeout, intro, opening.get()));
   } catch (const LinkError& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+    }
     say_(fmt::format("snapshots: refused a connection: {}", e.what()));
     return;
   }
@@ -359,11 +384,10 @@ void Replicator::serve_push(ReplicaLink& link, const std::string& from, int roun
 }
 
 void Replicator::serve_manifest(ReplicaLink& link) {
-  nlohmann::json message = {{"type", "manifest"}};
+  nlohmann::json message;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    message["entries"] = manifest_.entries();
-    message["announced"] = announced_;
+    message = report();
   }
   link.send(message);
 }
@@ -372,17 +396,30 @@ void Replicator::serve_fetch(ReplicaLink& link) {
   const nlohmann::json request = link.receive(settings_.timeout);
   const std::string path = request.at("path").get<std::string>();
   const Version wanted = request.at("version").get<Version>();
+  const int slot = request.value("slot", -1);  // K: the slot whose copy is asked for; -1: any
   ManifestEntry entry;
+  OutItem source;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const ManifestEntry* held = manifest_.find(path);
-    if (held == nullptr || held->removed || !(held->version == wanted)) {
+    const auto has = [&](const ManifestEntry* e) { return e != nullptr && !e->removed && e->version == wanted; };
+    bool found = false;
+    if ((slot < 0 || slot == slot_) && has(manifest_.find(path))) {
+      entry = *manifest_.find(path);
+      found = true;
+    }
+    for (const auto& [s, held] : held_) {
+      if (found || (slot >= 0 && s != slot) || !has(held.find(path))) continue;
+      entry = *held.find(path);
+      source.slot = s;
+      source.held = true;
+      found = true;
+    }
+    if (!found) {
       link.send({{"type", "gone"}});
       return;
     }
-    entry = *held;
   }
-  send_file(link, path, entry);
+  send_file(link, path, entry, source.held ? &source : nullptr);
 }
 
 // ---- sending ---------------------------------------------------------------------------------
@@ -409,9 +446,10 @@ void Replicator::send_loop() {
     try {
       if (!link || link_changes != changes) {
         link.reset();
+        Opening opening(*this);
         link.emplace(ReplicaLink::connect(next.addr, next.port, settings_.auth,
                                           {{"type", "intro"}, {"purpose", "push"}, {"round", round}, {"node", node_}},
-                                          settings_.timeout));
+                                          settings_.timeout, opening.get()));
         {
           std::lock_guard<std::mutex> lock(mutex_);
           open_links_.insert(&*link);
@@ -448,14 +486,16 @@ void Replicator::send_loop() {
 }
 
 std::unique_ptr<SnapshotReplication> make_snapshot_replication(const std::string& folder, const ReplicationAuth& auth,
-                                                               SnapshotReplication::Say say) {
+                                                               int replicas, SnapshotReplication::Say say) {
   NodeAuth links;
   if (auth.munge_scope.empty()) {
     links.secret = auth.secret;
   } else {
     links.munge = std::make_shared<MungeKeyExchange>(open_munge(auth.munge_socket), auth.munge_scope, ::getuid());
   }
-  return std::make_unique<Replicator>(Replicator::Settings{folder, "", std::move(links)}, std::move(say));
+  Replicator::Settings settings{folder, "", std::move(links)};
+  settings.replicas = replicas;
+  return std::make_unique<Replicator>(std::move(settings), std::move(say));
 }
 
 }  // namespace ddprun::elastic

@@ -27,6 +27,7 @@
 
 #include "ddprun/snapshot_replication.hpp"
 #include "auth/munge_auth.hpp"
+#include "replica/link.hpp"
 #include "replica/manifest.hpp"
 
 namespace ddprun::elastic {
@@ -53,6 +54,7 @@ class Replicator final : public SnapshotReplication {
     NodeAuth auth;            // every link authenticates with it (MUNGE, else the job's secret)
     double timeout = 10;      // a peer silent this long mid-copy, or a connection this slow, fails
     std::size_t chunk = 1u << 20;
+    int replicas = 0;         // --snapshot_replicas: 0, all; K: held by the K next nodes (slots.hpp)
   };
   using Say = std::function<void(const std::string& line)>;  // called on the replicator's threads
 
@@ -82,6 +84,10 @@ class Replicator final : public SnapshotReplication {
   // `announced`: the versions whose copy began here and was cut by its sender's loss.
   using Condition = std::function<bool(const ManifestEntries&, const std::map<std::string, Version>& announced)>;
   bool wait_until(const Condition& done, double timeout) const;
+  // The copies held for other slots (group ranks), not shown in the folder (--snapshot_replicas=K).
+  std::map<int, ManifestEntries> held() const;
+  using HeldCondition = std::function<bool(const std::map<int, ManifestEntries>& held)>;
+  bool wait_held(const HeldCondition& done, double timeout) const;
   // Waits until every commit queued here has been sent to the successor, at most `timeout`.
   bool wait_sent(double timeout) const;
 
@@ -102,6 +108,20 @@ class Replicator final : public SnapshotReplication {
     std::string path;
     ManifestEntry entry;
     std::shared_ptr<Incoming> source;  // a copy being forwarded; null: this node's own file
+    int slot = -1;                     // K: the slot whose copy it is (-1: all, shown everywhere)
+    int hops = 0;                      // K: the nodes it is still to reach, this one's successor first
+    bool held = false;                 // the bytes are this node's held copy of `slot`'s
+  };
+  // A LinkCanceller registered while a link opens: stopping cuts its handshake.
+  class Opening {
+   public:
+    explicit Opening(Replicator& r);
+    ~Opening();
+    LinkCanceller* get() { return &cancel_; }
+
+   private:
+    Replicator& r_;
+    LinkCanceller cancel_;
   };
 
   void accept_loop();
@@ -114,10 +134,21 @@ class Replicator final : public SnapshotReplication {
   bool receive_copy(ReplicaLink& link, const nlohmann::json& header, bool forward, std::uint64_t* bytes);
   void send_loop();
   void send_item(ReplicaLink& link, const OutItem& item);
-  void send_file(ReplicaLink& link, const std::string& path, const ManifestEntry& entry);
+  void send_file(ReplicaLink& link, const std::string& path, const ManifestEntry& entry, const OutItem* item = nullptr);
+  // Under mutex_: where the held copy of `path` for `slot` lies; the folder's files move there when
+  // this node leaves `slot` (K); what this node tells of itself at a round's start.
+  std::string held_path(int slot, const std::string& path) const;
+  void leave_slot(int slot);
+  void enter_slot(int round);
+  nlohmann::json report() const;
+  // Under mutex_: a copy of this node's folder queued for its successor (K: held for its slot).
+  void queue_own(const std::string& path, const ManifestEntry& entry);
   void restore(std::uint64_t generation, int round, std::vector<ReplicaPeer> ring,
                std::function<void(RestoreOutcome)> restored);
   bool restore_current(std::uint64_t generation) const;
+  // Under mutex_: a version of `path` this node holds as a copy for another slot (`slot`, or
+  // any when -1) renamed into the folder: true when it was.
+  bool take_held(const std::string& path, const Version& version, int slot);
   void changed();  // under mutex_: wakes wait_until()
 
   Settings settings_;
@@ -130,6 +161,12 @@ class Replicator final : public SnapshotReplication {
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_cv_;  // the manifest, the queue or the ring changed
   Manifest manifest_;
+  std::map<int, Manifest> held_;               // K: the copies held for other slots
+  int slot_ = -1;                               // the group rank whose files the folder shows
+  bool by_slot_ = false;                        // this round holds by slot (K below nodes-1)
+  bool slot_kept_ = false;                      // and this node runs the group rank it ran before
+  int round_before_ = -1;                       // the round before this one, and its ring's nodes
+  std::vector<std::string> ring_before_;
   std::map<std::string, Version> announced_;  // copies begun and cut
   std::map<std::string, unsigned long> placed_;  // path -> inode this replicator put there
   std::map<std::string, int> unlinking_;         // paths this replicator removed, not yet seen
@@ -145,6 +182,7 @@ class Replicator final : public SnapshotReplication {
   std::map<std::thread::id, std::thread> connections_;  // serve()'s threads
   std::vector<std::thread::id> finished_;                // those that ended, to join
   std::set<ReplicaLink*> open_links_;                    // shut down when stopping
+  std::set<LinkCanceller*> cancellers_;                  // links opening: cut when stopping
   std::thread accept_thread_;
   std::thread send_thread_;
   std::vector<std::thread> restore_threads_;  // one a round; a round's start never waits for the last's
