@@ -24,6 +24,7 @@
 #include "process/signal_channel.hpp"
 #include "report/failure_report.hpp"
 #include "report/job_exit.hpp"
+#include "report/node_wait.hpp"
 #include "report/status_server.hpp"
 #include "round_workers.hpp"
 #include "snapshots/snapshot_handover.hpp"
@@ -263,6 +264,8 @@ class Agent::Impl {
       case Action::kReportSucceeded:
         workers_.end_round();
         rendezvous_->workers_succeeded(node_.round.round);
+        node_.done_round = node_.round.round;
+        if (node_.round.group_world_size > 1) say(done_waiting_line(node_.round));
         break;
       case Action::kLeaveRendezvous:
         guard_.fence_at(std::nullopt);  // leaving on a signal: the workers get their grace
