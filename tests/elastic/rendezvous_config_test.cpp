@@ -191,8 +191,8 @@ TEST_CASE("--rdzv_conf as torchrun 2.11 splits it: quotes no shell removed stay 
        nullptr},
       // torchrun's static and etcd backends read `timeout` as a number: "5'" is refused, as there.
       {Backend::kStatic, kTestRun, 0, 0, {},
-       "--rdzv_conf timeout=5': expected a number of seconds greater than 0, at most 1000000000 (a quote is part of "
-       "it, as torchrun reads it: no shell removed it)"},
+       "--rdzv_conf timeout=5': expected a number of seconds greater than 0, at most 1000000000 (about 31 years); its "
+       "quote is part of the value, as torchrun reads it (no shell removed it)"},
       {Backend::kEtcd, kTestRun, 0, 0, {}, "--rdzv_conf timeout=5': expected a number of seconds"},
       {Backend::kC10d, "timeout=5,join_timeout=7", 7, 30, {}, nullptr},
       {Backend::kC10d, "\"last_call_timeout=2\",timeout\"=1", 600, 30,
@@ -216,7 +216,8 @@ TEST_CASE("--rdzv_conf as torchrun 2.11 splits it: quotes no shell removed stay 
       {Backend::kC10d, "colour=red,spares=x", 0, 0, {}, "--rdzv_conf spares=x: expected a whole number, 0 or more"},
   };
   for (const auto& row : rows) {
-    CAPTURE(row.conf);
+    const std::string conf = row.conf;
+    CAPTURE(conf);
     RendezvousConfig c;
     c.backend = row.backend;
     if (row.refusal != nullptr) {
@@ -224,8 +225,9 @@ TEST_CASE("--rdzv_conf as torchrun 2.11 splits it: quotes no shell removed stay 
         apply_rdzv_conf(row.conf, c);
         FAIL("accepted");
       } catch (const RendezvousConfigError& e) {
-        CAPTURE(e.what());
-        CHECK(std::string(e.what()).rfind(row.refusal, 0) == 0);
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(what.rfind(row.refusal, 0) == 0);
       }
       continue;
     }

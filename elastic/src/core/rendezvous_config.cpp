@@ -249,7 +249,8 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
         continue;
       }
       if (!quoted(value)) throw;
-      throw RendezvousConfigError(std::string(e.what()) + std::string(kQuoteNote));
+      throw RendezvousConfigError(std::string(e.what()) +
+                                  "; its quote is part of the value, as torchrun reads it (no shell removed it)");
     }
   }
   return notes;
