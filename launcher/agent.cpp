@@ -26,6 +26,7 @@
 #include "report/failure_report.hpp"
 #include "report/goodput_ledger.hpp"
 #include "report/job_exit.hpp"
+#include "report/node_wait.hpp"
 #include "report/status_server.hpp"
 #include "round_workers.hpp"
 #include "snapshots/snapshot_handover.hpp"
@@ -275,6 +276,8 @@ class Agent::Impl {
         goodput_.stopped(monotonic_seconds());
         workers_.end_round();
         rendezvous_->workers_succeeded(node_.round.round);
+        node_.done_round = node_.round.round;
+        if (node_.round.group_world_size > 1) say(done_waiting_line(node_.round));
         break;
       case Action::kLeaveRendezvous:
         guard_.fence_at(std::nullopt);  // leaving on a signal: the workers get their grace

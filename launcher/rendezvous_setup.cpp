@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "ddprun/input_limits.hpp"
 #include "ddprun/worker_env.hpp"
 
 namespace ddprun::launcher {
@@ -42,9 +43,7 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
   // As torchrun reads it: "1" turns the agent store off, anything else leaves it on.
   const std::string* disable_agent_store = var(env::kDisableAgentStore);
   r.agent_store = disable_agent_store == nullptr || *disable_agent_store != "1";
-  for (const auto& key : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) {
-    notes << fmt::format("ddprun: --rdzv_conf {} configures torchrun's own store; it has no effect here\n", key);
-  }
+  for (const auto& line : elastic::apply_rdzv_conf(cfg.rdzv_conf, r)) notes << "ddprun: " << line << "\n";
   const std::string* secret = var(env::kRdzvSecret);
   if (cfg.multi_node()) elastic::load_secret(r, secret == nullptr ? nullptr : secret->c_str());
   r.run_id = cfg.rdzv_id;
@@ -55,6 +54,14 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
     r.run_id = fmt::format("static-{}-{}", endpoint.host, endpoint.port);
   }
   elastic::validate(r);
+  if (!cfg.multi_node() && !cfg.standalone && !cfg.rdzv_endpoint.empty() && r.backend != elastic::Backend::kStatic) {
+    // No silent fallback: a typo in a job script's endpoint would otherwise pass unseen until
+    // the job runs on two nodes. (The static backend's endpoint is a one-node job's
+    // MASTER_ADDR:MASTER_PORT, and --standalone sets its own.)
+    notes << fmt::format("ddprun: --rdzv_endpoint={} is not used: --nnodes={} is one node, which needs no {} "
+                         "rendezvous (torchrun would contact it)\n",
+                         shown(cfg.rdzv_endpoint), cfg.max_nodes, cfg.rdzv_backend);
+  }
   return r;
 }
 

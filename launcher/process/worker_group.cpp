@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "ddprun/clocks.hpp"
+#include "ddprun/line_prefix.hpp"
 #include "ddprun/worker_env.hpp"
 #include "output/output_writer.hpp"
 #include "process/numa_binding.hpp"
@@ -265,7 +266,7 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
                                                        const std::string& log_name, Filtered filtered) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   auto s = std::make_shared<OutputStream>(io_, fd);
-  s->set_prefix(fmt::format("[rank{}]: ", w.rank));
+  s->set_prefix(config::line_prefix(config_.log_line_prefix, config_.role, w.rank, w.local_rank));
   s->filters = std::move(filtered.filters);
   s->filtered_file = std::move(filtered.file);
   s->watch_imports = stream_bit == 2 && config_.runs_python();
@@ -282,7 +283,8 @@ std::shared_ptr<OutputStream> WorkerGroup::open_stream(int fd, const WorkerProce
   const bool redirected = config_.redirects.mask_for(w.local_rank) & stream_bit;
   const bool teed = config_.tee.mask_for(w.local_rank) & stream_bit;
   const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(w.local_rank);
-  if (!redirected && shown) s->console_fd = stream_bit == 1 ? STDOUT_FILENO : STDERR_FILENO;
+  // As torchrun: --tee wins over --redirects for the streams it names (files and console).
+  if ((!redirected || teed) && shown) s->console_fd = stream_bit == 1 ? STDOUT_FILENO : STDERR_FILENO;
   if (!paths_.logs_root.empty() && (paths_.log_everything || redirected || teed)) {
     const std::string path = (fs::path(paths_.logs_root) / log_name).string();
     auto file = std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

@@ -2,6 +2,7 @@
 
 #include "ddprun/failure_kind.hpp"
 #include "ddprun/failure_text.hpp"
+#include "report/node_wait.hpp"
 
 namespace ddprun::launcher {
 
@@ -42,6 +43,9 @@ JobView job_view(const NodeRecord& record, std::string_view phase, const NodeSet
   view.restart_reason = elastic::describe_restart(record.round.restart_reason);
   view.spares = record.job_spares;
   for (const auto& q : record.quarantined) view.quarantined.emplace_back(q.node, q.why);
+  if (record.round_assigned && record.done_round == record.round.round && phase == "waiting") {
+    view.waiting_for_nodes = other_group_ranks(record.round);
+  }
   view.ranks = std::move(ranks);
   return view;
 }

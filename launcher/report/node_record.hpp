@@ -19,6 +19,7 @@ struct NodeRecord {
   bool round_assigned = false;
   int attempts_started = 0;        // this node's starts of its workers
   int spare_place = 0;             // waits as hot spare number N; 0: it does not
+  int done_round = -1;             // the round whose workers all finished here (then it waits)
   int hangs_found = 0;             // rounds in which this node found a hang (ddprun_hangs_total)
   std::map<std::string, int> failures_by_kind;  // every kind of the vocabulary, from 0 (/metrics)
   std::optional<FailureView> last_failure;

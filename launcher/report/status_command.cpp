@@ -174,6 +174,15 @@ std::string membership_lines(const std::vector<nlohmann::json>& nodes) {
     }
   }
   std::string out;
+  for (const auto& n : nodes) {
+    const auto w = n.find("waiting_for_nodes");
+    if (w == n.end() || !w->is_array() || w->empty()) continue;
+    std::vector<std::string> ranks;
+    for (const auto& r : *w) ranks.push_back(r.is_number_integer() ? std::to_string(r.get<int>()) : "-");
+    out += fmt::format("done: {} ({} of {}): its workers finished; waiting for {} ({})\n", text_or_dash(n, "host"),
+                       text_or_dash(n, "node_rank"), text_or_dash(n, "nodes"),
+                       ranks.size() == 1 ? "1 node" : fmt::format("{} nodes", ranks.size()), fmt::join(ranks, ", "));
+  }
   if (!spares.empty()) out += fmt::format("spares: {}\n", fmt::join(spares, ", "));
   for (const auto& q : quarantined) out += "quarantined: " + q + "\n";
   return out;

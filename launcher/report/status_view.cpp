@@ -92,6 +92,7 @@ std::string status_json(const JobView& view, double now) {
       {"node_rank", view.node_rank >= 0 ? nlohmann::json(view.node_rank) : nlohmann::json()},
       {"nodes", view.nodes > 0 ? nlohmann::json(view.nodes) : nlohmann::json()},
       {"spare", view.spare > 0 ? nlohmann::json(view.spare) : nlohmann::json()},
+      {"waiting_for_nodes", view.waiting_for_nodes.empty() ? nlohmann::json() : nlohmann::json(view.waiting_for_nodes)},
       {"spares", view.spares ? nlohmann::json(*view.spares) : nlohmann::json()},
       {"quarantined", nlohmann::json::array()},
       {"hang_timeout", view.hang_timeout > 0 ? nlohmann::json(view.hang_timeout) : nlohmann::json()},

@@ -53,6 +53,9 @@ struct JobView {
   int nodes = 0;                     // in the job this round (GROUP_WORLD_SIZE); 0 before the first round
   int node_rank = -1;                // this node's (GROUP_RANK); -1 before the first round
   int spare = 0;                     // waits as hot spare number N (1: admitted next); 0: not a spare
+  // This node's workers are done and it waits for the round's other nodes (group ranks;
+  // report/node_wait.hpp); empty otherwise.
+  std::vector<int> waiting_for_nodes;
   int rounds_started = 0;            // rounds in which this node started its workers
   int hangs_found = 0;               // rounds in which this node found a hang
   std::map<std::string, int> failures;  // this node's worker failures by kind (ddprun/failure_kind.hpp)

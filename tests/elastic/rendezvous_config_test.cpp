@@ -98,7 +98,10 @@ TEST_CASE("--rdzv_conf") {
   CHECK(c.timeouts.heartbeat_interval == 0.25);
   CHECK(c.timeouts.heartbeat_timeout == 2);
   CHECK(c.is_host == true);
-  CHECK(ignored == std::vector<std::string>{"read_timeout", "store_type"});
+  REQUIRE(ignored.size() == 2);
+  CHECK(ignored[0] == "--rdzv_conf read_timeout configures torchrun's own store or its keep-alive, which ddprun does "
+                      "not use; accepted, not used");
+  CHECK(ignored[1].rfind("--rdzv_conf store_type ", 0) == 0);
   apply_rdzv_conf("timeout=33,is_host=false", c);
   CHECK(c.timeouts.join_timeout == 33);
   CHECK(c.is_host == false);
@@ -160,12 +163,84 @@ TEST_CASE("--rdzv_conf") {
                        RendezvousConfigError);
   CHECK_THROWS_WITH_AS(apply_rdzv_conf("heartbeat", c), "--rdzv_conf 'heartbeat': expected KEY=VALUE",
                        RendezvousConfigError);
-  CHECK_THROWS_WITH_AS(apply_rdzv_conf("colour=red", c),
-                       "--rdzv_conf: unknown key 'colour'; known keys: join_timeout, last_call_timeout, close_timeout, "
-                       "heartbeat_interval, heartbeat_timeout, auth_timeout, is_host, secret_file, auth, munge_socket, "
-                       "max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, protocol, cacert, cert, key, user, password, "
-                       "password_file",
-                       RendezvousConfigError);
+  const std::string known =
+      "(ddprun's keys: join_timeout, last_call_timeout, close_timeout, heartbeat_interval, heartbeat_timeout, "
+      "auth_timeout, is_host, secret_file, auth, munge_socket, max_connections, max_membership_changes, spares, "
+      "quarantine_after, quarantine_window, protocol, cacert, cert, key, user, password, password_file)";
+  CHECK(apply_rdzv_conf("colour=red", c) ==
+        std::vector<std::string>{"--rdzv_conf 'colour' is not a key ddprun reads; accepted, not used " + known});
+}
+
+TEST_CASE("--rdzv_conf as torchrun 2.11 splits it: quotes no shell removed stay in keys and values") {
+  // PyTorch's test_run.py passes "--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'".
+  const char* kTestRun = "'join_timeout=5,last_call_timeout=1,timeout=5'";
+  const struct {
+    Backend backend;
+    const char* conf;
+    double join_timeout;      // after it
+    double last_call_timeout;
+    std::vector<std::string> notes_start;  // each note's beginning
+    const char* refusal;                   // or what it is refused with
+  } rows[] = {
+      {Backend::kC10d, kTestRun, 600, 1,
+       {"--rdzv_conf ''join_timeout' is not a key ddprun reads (a quote is part of it, as torchrun reads it: no shell "
+        "removed it); accepted, not used (ddprun's keys: join_timeout, ",
+        "--rdzv_conf timeout=5' is not a number of seconds (a quote is part of it, as torchrun reads it: no shell "
+        "removed it); the c10d backend does not read it in torchrun, so ddprun does not either (join_timeout stays "
+        "600 s)"},
+       nullptr},
+      // torchrun's static and etcd backends read `timeout` as a number: "5'" is refused, as there.
+      {Backend::kStatic, kTestRun, 0, 0, {},
+       "--rdzv_conf timeout=5': expected a number of seconds greater than 0, at most 1000000000 (about 31 years); its "
+       "quote is part of the value, as torchrun reads it (no shell removed it)"},
+      {Backend::kEtcd, kTestRun, 0, 0, {}, "--rdzv_conf timeout=5': expected a number of seconds"},
+      {Backend::kC10d, "timeout=5,join_timeout=7", 7, 30, {}, nullptr},
+      {Backend::kC10d, "\"last_call_timeout=2\",timeout\"=1", 600, 30,
+       {"--rdzv_conf '\"last_call_timeout' is not a key ddprun reads (a quote is part of it",
+        "--rdzv_conf 'timeout\"' is not a key ddprun reads (a quote"},
+       nullptr},
+      {Backend::kC10d, "join_timeout=5'", 0, 0, {}, "--rdzv_conf join_timeout=5': expected a number of seconds"},
+      // torchrun's keys ddprun does not use, for every backend, each named once.
+      {Backend::kEtcd, "etcd_prefix=/torchelastic/p2p,use_libuv=1,keep_alive_interval=5,keep_alive_max_attempt=3", 600,
+       30,
+       {"--rdzv_conf etcd_prefix is where torchrun's etcd backend keeps its keys; ddprun keeps a job under "
+        "/ddprun/<run id>/; accepted, not used",
+        "--rdzv_conf use_libuv configures", "--rdzv_conf keep_alive_interval configures",
+        "--rdzv_conf keep_alive_max_attempt configures"},
+       nullptr},
+      {Backend::kStatic, "etcd_prefix=/p,rank=1,heartbeat=5,ssl_cert=/c", 600, 30,
+       {"--rdzv_conf etcd_prefix is", "--rdzv_conf rank is torchrun's static backend's node rank",
+        "--rdzv_conf 'heartbeat' is not a key ddprun reads; accepted", "--rdzv_conf ssl_cert is torchrun's etcd-v2 name"},
+       nullptr},
+      // ddprun's own keys with a bad value: still refused, whatever else the line holds.
+      {Backend::kC10d, "colour=red,spares=x", 0, 0, {}, "--rdzv_conf spares=x: expected a whole number, 0 or more"},
+  };
+  for (const auto& row : rows) {
+    const std::string conf = row.conf;
+    CAPTURE(conf);
+    RendezvousConfig c;
+    c.backend = row.backend;
+    if (row.refusal != nullptr) {
+      try {
+        apply_rdzv_conf(row.conf, c);
+        FAIL("accepted");
+      } catch (const RendezvousConfigError& e) {
+        const std::string what = e.what();
+        CAPTURE(what);
+        CHECK(what.rfind(row.refusal, 0) == 0);
+      }
+      continue;
+    }
+    const std::vector<std::string> notes = apply_rdzv_conf(row.conf, c);
+    CHECK(c.timeouts.join_timeout == row.join_timeout);
+    CHECK(c.timeouts.last_call_timeout == row.last_call_timeout);
+    REQUIRE(notes.size() == row.notes_start.size());
+    for (std::size_t i = 0; i < notes.size(); ++i) {
+      CAPTURE(notes[i]);
+      CHECK(notes[i].rfind(row.notes_start[i], 0) == 0);
+      CHECK(notes[i].find('\n') == std::string::npos);
+    }
+  }
 }
 
 // A build without etcd refuses the backend before these checks (backends_test.cpp checks that).
@@ -340,8 +415,10 @@ TEST_CASE("rdzv_conf timeouts are bounded and bad values are quoted short, on on
   CHECK(c.timeouts.join_timeout == 1e9);
 
   const std::string long_value(100000, '9');
-  for (const std::string& conf : {"join_timeout=" + long_value, "colour" + long_value + "=1", "is_host=" + long_value,
-                                  "x\ny" + long_value}) {
+  const auto notes = apply_rdzv_conf("colour" + long_value + "=1", c);  // accepted, named short
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].size() < 600);
+  for (const std::string& conf : {"join_timeout=" + long_value, "is_host=" + long_value, "x\ny" + long_value}) {
     try {
       apply_rdzv_conf(conf, c);
       FAIL("accepted");

@@ -73,7 +73,6 @@ check "--rdzv_id=j{80}\.\.\.: expected a job id" --rdzv_id="$(letters j)" "$T/ma
 check "--rdzv_conf join_timeout=1e300: expected a number of seconds greater than 0, at most 1000000000" \
   --rdzv_conf=join_timeout=1e300 "$T/marker"
 check "--rdzv_conf heartbeat_timeout=1e300: expected" --rdzv_conf=heartbeat_timeout=1e300 "$T/marker"
-check "--rdzv_conf: unknown key 'x{80}\.\.\.'" --rdzv_conf="$(letters x)=1" "$T/marker"
 check "unknown option --y{78}\.\.\." "--$(letters y)" "$T/marker"
 
 # --config files: too deep, too large, wrong types, a folder, unreadable.

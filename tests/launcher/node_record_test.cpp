@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "report/node_record.hpp"
+#include "report/node_wait.hpp"
 
 using namespace ddprun;
 using namespace ddprun::launcher;
@@ -77,4 +78,32 @@ TEST_CASE("the live view from the record, as a table") {
     CHECK(v.quarantined.size() == row.record.quarantined.size());
     CHECK(v.hangs_found == row.record.hangs_found);
   }
+}
+
+TEST_CASE("a node whose workers are done waits for the round's other nodes: the line and the view") {
+  const NodeSettings settings{"node7", "job", 3};
+  NodeRecord record;
+  record.round_assigned = true;
+  record.round.round = 5;
+  record.round.group_world_size = 4;
+  record.round.group_rank = 1;
+  const auto waiting_for = [&](const char* phase) {
+    return job_view(record, phase, settings, 0, false, {}).waiting_for_nodes;
+  };
+  CHECK(waiting_for("waiting").empty());  // not done yet: waits for a round
+  record.done_round = 5;
+  CHECK(waiting_for("waiting") == std::vector<int>{0, 2, 3});
+  CHECK(waiting_for("exiting").empty());
+  CHECK(done_waiting_line(record.round) ==
+        "ddprun: this node's workers are done (round 5); waiting for the other 3 nodes of the round (group ranks 0, 2, "
+        "3) to finish theirs\n");
+  record.round.round = 6;  // a new round: no longer done
+  CHECK(waiting_for("waiting").empty());
+  record.round.group_world_size = 2;
+  record.round.group_rank = 0;
+  CHECK(done_waiting_line(record.round) ==
+        "ddprun: this node's workers are done (round 6); waiting for the other 1 node of the round (group rank 1) to "
+        "finish theirs\n");
+  record.round.group_world_size = 1;
+  CHECK(done_waiting_line(record.round).empty());
 }

@@ -132,6 +132,9 @@ struct LaunchConfig {
   StreamSelection redirects;
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  // console shows only these local ranks
+  // --log_line_prefix (or TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE): the console prefix's template,
+  // line_prefix.hpp; empty: none.
+  std::string log_line_prefix = "[rank${rank}]: ";
   // --duplicate_std{out,err}_filters: lines containing one of these also go to
   // attempt_N/filtered_std{out,err}.log (torchrun's comma-separated list, ",," for a comma).
   std::vector<std::string> duplicate_stdout_filters;

@@ -17,6 +17,7 @@
 #include "ddprun/parse.hpp"
 #include "ddprun/progress_pattern.hpp"
 #include "ddprun/rdzv_backend.hpp"
+#include "ddprun/line_prefix.hpp"
 #include "ddprun/worker_env.hpp"
 #include "option_values.hpp"
 
@@ -82,6 +83,10 @@ class MergedOptions {
     if (auto it = environ.find(env::kShutdownTimeout); it != environ.end()) {
       values_["shutdown_timeout"] = it->second;
       variables_["shutdown_timeout"] = env::kShutdownTimeout;
+    }
+    if (auto it = environ.find(kLogLinePrefixTemplate); it != environ.end() && !it->second.empty()) {
+      values_["log_line_prefix"] = it->second;
+      variables_["log_line_prefix"] = kLogLinePrefixTemplate;
     }
     for (const RawOptions* source : {&sources.inferred, &sources.env, &sources.file, &sources.cli}) {
       for (const auto& [key, value] : *source) {
@@ -208,6 +213,8 @@ void resolve_output(const MergedOptions& m, LaunchConfig& c) {
   c.log_dir = m.text("log_dir");
   c.redirects = parse_streams("--redirects", m.text("redirects"));
   c.tee = parse_streams("--tee", m.text("tee"));
+  c.log_line_prefix = m.text("log_line_prefix");
+  check_line_prefix("--log_line_prefix", c.log_line_prefix);
   c.event_log = m.text("event_log");
   c.result_file = m.text("result_file");
   c.duplicate_stdout_filters = parse_filters(m.text("duplicate_stdout_filters"));

@@ -158,6 +158,11 @@ const std::vector<OptionSpec> kOptions = {
      [](Config c) -> json { return streams_text(c.redirects); }},
     {"tee", "-t", kText, "0", "Output", "send worker output to log files and console; same format",
      [](Config c) -> json { return streams_text(c.tee); }},
+    {"log_line_prefix", nullptr, kText, "[rank${rank}]: ", "Output",
+     "the console's prefix of each worker line: ${rank}, ${local_rank} and ${role_name} are "
+     "replaced, as in torchrun's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (read when this is not "
+     "given); empty: no prefix",
+     [](Config c) -> json { return c.log_line_prefix; }},
     {"local_ranks_filter", nullptr, kText, nullptr, "Output",
      "show only these local ranks on the console, e.g. 0,1 (log files keep all)",
      [](Config c) -> json { return c.local_ranks_filter ? json(rank_list_text(*c.local_ranks_filter)) : json(); }},

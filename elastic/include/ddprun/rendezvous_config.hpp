@@ -152,16 +152,16 @@ Endpoint rendezvous_endpoint(const RendezvousConfig& config);
 // free port held there: the endpoint's port is taken by ddprun's own rendezvous server.
 Endpoint single_node_master(const RendezvousConfig& config);
 
-// Applies --rdzv_conf "key=value,key=value". Keys: join_timeout, last_call_timeout,
-// close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds), is_host
-// (0|1|true|false), secret_file (a path), auth (auto|secret|munge|none), munge_socket (a path),
-// max_connections, max_membership_changes, spares, quarantine_after, quarantine_window, then
-// every backend row's own (the etcd backend's protocol (http|https), cacert, cert, key (paths),
-// user and password (or password_file, a path)), and torchrun's `timeout` as another name for
-// join_timeout. torchrun's keys that configure its own
-// store (read_timeout, store_type, keep_alive_interval, keep_alive_max_attempt, rank) are accepted
-// and returned, so that the launcher can say they have no effect. Throws RendezvousConfigError on
-// any other key or a bad value.
+// Applies --rdzv_conf "key=value,..." split as torchrun 2.11 does (every comma, the first '=',
+// white space trimmed; a quote no shell removed stays in its key or value). Keys: join_timeout,
+// last_call_timeout, close_timeout, heartbeat_interval, heartbeat_timeout, auth_timeout (seconds),
+// is_host, secret_file, auth (auto|secret|munge|none), munge_socket, max_connections,
+// max_membership_changes, spares, quarantine_after, quarantine_window, every backend row's own
+// (etcd's protocol, cacert, cert, key, user, password, password_file), and torchrun's `timeout`
+// for join_timeout. Any other key is accepted: the lines returned name each and why it is not
+// used, for the launcher to print. Throws RendezvousConfigError on a bad value of a key ddprun
+// reads (but c10d's `timeout`, which torchrun's c10d backend does not read either: a line), or an
+// item without '='.
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config);
 
 // Fills config.secret from config.secret_file when set (trailing newlines dropped), else from

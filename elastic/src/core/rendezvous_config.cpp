@@ -163,6 +163,37 @@ const ConfKey kConfKeys[] = {
 
 }  // namespace
 
+namespace {
+
+// torchrun's keys that ddprun accepts and does not use, and why (torchrun 2.11's c10d, etcd,
+// etcd-v2 and static backends read them).
+struct UnusedKey {
+  std::string_view name;
+  std::string_view why;
+};
+constexpr std::string_view kOwnStore = "configures torchrun's own store or its keep-alive, which ddprun does not use";
+const UnusedKey kUnusedKeys[] = {
+    {"read_timeout", kOwnStore},
+    {"store_type", kOwnStore},
+    {"use_libuv", kOwnStore},
+    {"keep_alive_interval", kOwnStore},
+    {"keep_alive_max_attempt", kOwnStore},
+    {"rank", "is torchrun's static backend's node rank; ddprun reads --node_rank"},
+    {"etcd_prefix", "is where torchrun's etcd backend keeps its keys; ddprun keeps a job under /ddprun/<run id>/"},
+    {"ssl_cert", "is torchrun's etcd-v2 name; ddprun reads cert= (etcd-v2 itself is refused)"},
+    {"ssl_cert_key", "is torchrun's etcd-v2 name; ddprun reads key= (etcd-v2 itself is refused)"},
+    {"ca_cert", "is torchrun's etcd-v2 name; ddprun reads cacert= (etcd-v2 itself is refused)"},
+};
+
+bool quoted(std::string_view text) {
+  return !text.empty() && (text.front() == '\'' || text.front() == '"' || text.back() == '\'' || text.back() == '"');
+}
+
+constexpr std::string_view kQuoteNote =
+    " (a quote is part of it, as torchrun reads it: no shell removed it)";
+
+}  // namespace
+
 std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig& config,
                                          const std::vector<BackendEntry>& backends) {
   // The job's keys, then every backend row's, once for the whole --rdzv_conf.
@@ -171,7 +202,15 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
   for (const BackendEntry& backend : backends) {
     for (const ConfKey& k : backend.keys) keys.push_back(&k);
   }
-  std::vector<std::string> ignored;
+  const auto known = [&] {
+    std::string text;
+    for (const ConfKey* k : keys) text += fmt::format("{}{}", text.empty() ? "" : ", ", k->name);
+    return text;
+  };
+  // As torchrun's parser (rendezvous/utils.py): split at every comma, each item at its first '=',
+  // key and value trimmed of white space and nothing else: a quote no shell removed stays part of
+  // the key or value it touches. An empty item is skipped (torchrun refuses it).
+  std::vector<std::string> notes;
   while (!conf.empty()) {
     const auto comma = conf.find(',');
     const std::string_view item = trim(conf.substr(0, comma), " \t");
@@ -183,22 +222,38 @@ std::vector<std::string> apply_rdzv_conf(std::string_view conf, RendezvousConfig
     }
     const std::string_view key = trim(item.substr(0, eq), " \t");
     const std::string_view value = trim(item.substr(eq + 1), " \t");
-    if (key == "read_timeout" || key == "store_type" || key == "keep_alive_interval" ||
-        key == "keep_alive_max_attempt" || key == "rank") {
-      ignored.emplace_back(key);
+    const auto unused = std::find_if(std::begin(kUnusedKeys), std::end(kUnusedKeys),
+                                     [&](const UnusedKey& u) { return key == u.name; });
+    if (unused != std::end(kUnusedKeys)) {
+      notes.push_back(fmt::format("--rdzv_conf {} {}; accepted, not used", key, unused->why));
       continue;
     }
     const auto setting = std::find_if(keys.begin(), keys.end(), [&](const ConfKey* k) {
       return key == k->name || (k->alias != nullptr && key == k->alias);
     });
     if (setting == keys.end()) {
-      std::string known;
-      for (const ConfKey* k : keys) known += fmt::format("{}{}", known.empty() ? "" : ", ", k->name);
-      throw RendezvousConfigError(fmt::format("--rdzv_conf: unknown key '{}'; known keys: {}", shown(key), known));
+      // torchrun's backends read the keys they know and skip the rest: so does ddprun, aloud.
+      notes.push_back(fmt::format("--rdzv_conf '{}' is not a key ddprun reads{}; accepted, not used (ddprun's keys: {})",
+                                  shown(key), quoted(key) ? kQuoteNote : "", known()));
+      continue;
     }
-    (*setting)->apply(key, value, config);
+    try {
+      (*setting)->apply(key, value, config);
+    } catch (const RendezvousConfigError& e) {
+      // torchrun's c10d backend never reads `timeout` (its join timeout is join_timeout): a value
+      // it would not have parsed is not a refusal here either.
+      if (key == "timeout" && config.backend == Backend::kC10d) {
+        notes.push_back(fmt::format("--rdzv_conf timeout={} is not a number of seconds{}; the c10d backend does not "
+                                    "read it in torchrun, so ddprun does not either (join_timeout stays {} s)",
+                                    shown(value), quoted(value) ? kQuoteNote : "", config.timeouts.join_timeout));
+        continue;
+      }
+      if (!quoted(value)) throw;
+      throw RendezvousConfigError(std::string(e.what()) +
+                                  "; its quote is part of the value, as torchrun reads it (no shell removed it)");
+    }
   }
-  return ignored;
+  return notes;
 }
 
 void validate(const RendezvousConfig& c, const BackendEntry& backend) {
