@@ -13,18 +13,22 @@ node() {
 # /run and /var/tmp (empty tmpfs), as a node of a cluster has: its DDPRUN_SNAPSHOT_DIR is its own,
 # wherever ddprun puts it, and only the replication carries a file to another node's. The test's
 # folder $T alone is seen by every node, at its path (bound in again over the private one): the
-# test's own channel, where the workers' scripts and the files they leave for the test are. ddprun's
-# pid in PID_<NAME> (unshare and sh exec it). Root only: check can_nsnode first.
+# test's own channel, where the workers' scripts and the files they leave for the test are; and
+# the folders in NSNODE_SHARED (a space-separated list, as a cluster's nodes share munged's key, not
+# its socket: a test's munged in /tmp). ddprun's pid in PID_<NAME> (unshare and sh exec it). Root
+# only: check can_nsnode first.
 nsnode() {
   local addr=$1 name=$2; shift 2
-  # $T is bound to /mnt first (every other path may be under one of the four), and back at its
-  # path once they are mounted.
+  # Each shared folder is bound into a tmpfs of the namespace's own at /mnt first (every other path
+  # may be under one of the four), and back at its path once they are mounted.
   unshare -m --propagation private sh -c '
-    t=$1; shift
-    mount --bind "$t" /mnt &&
-      for d in /tmp /dev/shm /run /var/tmp; do mount -t tmpfs -o mode=1777 none "$d" || exit; done &&
-      mkdir -p "$t" && mount --bind /mnt "$t" && umount /mnt && exec "$@"' \
-    nsnode "$T" "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    shared=$1; shift
+    mount -t tmpfs none /mnt || exit
+    i=0; for p in $shared; do mkdir /mnt/$i && mount --bind "$p" /mnt/$i || exit; i=$((i + 1)); done
+    for d in /tmp /dev/shm /run /var/tmp; do mount -t tmpfs -o mode=1777 none "$d" || exit; done
+    i=0; for p in $shared; do mkdir -p "$p" && mount --bind /mnt/$i "$p" || exit; i=$((i + 1)); done
+    exec "$@"' \
+    nsnode "$T ${NSNODE_SHARED:-}" "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
 can_nsnode() { [[ $(id -u) == 0 ]] && unshare -m --propagation private true 2>/dev/null; }

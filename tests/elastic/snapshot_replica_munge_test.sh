@@ -11,6 +11,7 @@ source "$DDPRUN_TESTS_DIR/elastic/nodes.sh"
 can_nsnode || skip "needs root and unshare -m: each node runs in a mount namespace of its own"
 source "$DDPRUN_TESTS_DIR/elastic/munge_lib.sh"  # munge installed; else skipped
 start_munged
+NSNODE_SHARED=$M  # the nodes reach this munged, as a cluster's nodes each reach their own
 unset DDPRUN_RDZV_SECRET
 
 # Rank 0 saves (a temporary name, renamed); every rank waits until its own folder holds the
