@@ -250,6 +250,24 @@ TEST_CASE("hot spares: the earliest joined replaces a lost node in the next roun
   });
 }
 
+TEST_CASE("workers that fail while a lost node's round stops: the loss ends the round, not a failure") {
+  JobSettings settings = job(2, 2);
+  settings.spares = 1;
+  play(settings, {
+      {"join 1", {}},
+      {"join 2", {"n1 assign round=1 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                  "n2 assign round=1 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+      {"join 3", {"n3 spare 1: rendezvous 'job' runs round 1 with its 2 nodes (--nnodes=2); this node waits as spare 1 "
+                  "and takes the place of a node that is lost"}},
+      {"@5 gone 2", {"n1 stop round=1 node_lost: node h2 (10.0.0.2) was lost: it closed the connection"}},
+      // n1's rank 0 raised in its SIGTERM handler (exit 1) and rank 1 saw its peer go: no restart
+      // of --max_restarts=0 is needed, the spare takes n2's place.
+      {"@5 fail 1 1 rank=0 exit=1", {}},
+      {"@5 stopped 1 1 fail=1:1:5:consequence", {"n1 assign round=2 restarts=0 group=0/2 ranks=0/4 master=10.0.0.1:1001",
+                                                  "n3 assign round=2 restarts=0 group=1/2 ranks=2/4 master=10.0.0.1:1001"}},
+  });
+}
+
 TEST_CASE("spares=0 refuses a node beyond MAX; by default any number wait") {
   JobSettings settings = job(1, 2);
   settings.spares = 0;

@@ -367,6 +367,7 @@ void JobCoordinator::stop_round(StopReason reason, const std::string& why, doubl
   phase_ = Phase::kStopping;
   close_deadline_ = now + settings_.close_timeout;
   stop_why_ = why;
+  stop_reason_ = reason;
   // Nodes whose workers succeeded have none to stop, but their launcher may serve the round's
   // store (MASTER_PORT): the next round waits until it has stopped taking new connections.
   for (auto it = parts_.begin(); it != parts_.end(); ++it) {
@@ -427,6 +428,12 @@ void JobCoordinator::Parts::clear() {
 }
 
 void JobCoordinator::record(NodeId node, WorkerFailure failure) {
+  // A worker that fails while the round stops for a node lost or a change of members failed of the
+  // stop (a SIGTERM handler that raises, a collective whose peer went): the round's end is the
+  // node's loss, which a spare or the survivors take up without a restart of the budget.
+  if (phase_ == Phase::kStopping && stop_reason_ != StopReason::kWorkerFailed && stop_reason_ != StopReason::kShutdown) {
+    return;
+  }
   if (failure.host.empty()) failure.host = nodes_.at(node).spec.hostname;
   failures_.push_back(std::move(failure));
   failure_nodes_.push_back(node);

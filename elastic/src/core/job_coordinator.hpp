@@ -214,6 +214,7 @@ class JobCoordinator {
   // stopping
   double close_deadline_ = 0;
   std::string stop_why_;
+  StopReason stop_reason_ = StopReason::kWorkerFailed;
 };
 
 }  // namespace ddprun::elastic
