@@ -17,6 +17,15 @@ node() {
 # the folders in NSNODE_SHARED (a space-separated list, as a cluster's nodes share munged's key, not
 # its socket: a test's munged in /tmp). ddprun's pid in PID_<NAME> (unshare and sh exec it). Root
 # only: check can_nsnode first.
+# The folders a node sees as the machine has them: $T, the source and build trees (a clone under
+# /tmp, as a CI's may be), ddprun's own folder, and NSNODE_SHARED; outer ones first, so that a
+# folder inside another is bound after it and stays seen.
+nsnode_shared() {
+  local p
+  for p in "$T" "${DDPRUN_SOURCE_DIR:-}" "${DDPRUN_BUILD_DIR:-}" "$(dirname "$DDPRUN")" ${NSNODE_SHARED:-}; do
+    [[ -n $p && -d $p ]] && echo "${#p} $(cd "$p" && pwd -P)"
+  done | sort -n | cut -d' ' -f2- | awk '!seen[$0]++' | tr '\n' ' '
+}
 nsnode() {
   local addr=$1 name=$2; shift 2
   # Each shared folder is bound into a tmpfs of the namespace's own at /mnt first (every other path
@@ -28,7 +37,7 @@ nsnode() {
     for d in /tmp /dev/shm /run /var/tmp; do mount -t tmpfs -o mode=1777 none "$d" || exit; done
     i=0; for p in $shared; do mkdir -p "$p" && mount --bind /mnt/$i "$p" || exit; i=$((i + 1)); done
     exec "$@"' \
-    nsnode "$T ${NSNODE_SHARED:-}" "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    nsnode "$(nsnode_shared)" "$DDPRUN" --local_addr="$addr" "$@" >"$T/$name.out" 2>"$T/$name.err" &
   eval "PID_$name=$!"
 }
 can_nsnode() { [[ $(id -u) == 0 ]] && unshare -m --propagation private true 2>/dev/null; }
