@@ -24,7 +24,7 @@ results() { sed -n 's/^\[rank[0-9]*\]: RESULT /RESULT /p' "$T/$1.out" | sort; }
 # summary NAME: ddprun's own lines, but for what names a process, a time or a machine.
 summary() {
   grep '^ddprun: \|^  ' "$T/$1.err" | grep -v '^ddprun: warm start' \
-    | sed -E 's/[0-9]+\.[0-9]+ ?s\b/N s/g; s/pid [0-9]+/pid N/g; s/(at|on) [^ ]+ [0-9:.-]+//g' || true
+    | sed -E 's/[0-9]+\.[0-9]+ ?s\b/N s/g; s/[0-9]+(\.[0-9]+)?%/N%/g; s/pid [0-9]+/pid N/g; s/(at|on) [^ ]+ [0-9:.-]+//g' || true
 }
 
 # client NAME EXPECTED_RC ARGS...: runs ARGS under ddprun cold (--warm_start=off), then warm

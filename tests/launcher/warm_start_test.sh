@@ -96,7 +96,7 @@ for python in /usr/bin/python3 "$TORCH2_PYTHON"; do
     PROBE_THEN=kill1.0 run_ddprun "$how-end" $flag --nproc_per_node=2 --rdzv_id=same sub/probe.py "$T/out"
     rm -rf out
     echo "$RC" >"$T/$how-end.rc"
-    sed -E 's/[0-9]+\.[0-9]+ ?s\b/N s/g; s/pid [0-9]+/pid N/g; s/(at|on) [^ ]+ [0-9:.-]+//g' "$T/$how-end.err" \
+    sed -E 's/[0-9]+\.[0-9]+ ?s\b/N s/g; s/[0-9]+(\.[0-9]+)?%/N%/g; s/pid [0-9]+/pid N/g; s/(at|on) [^ ]+ [0-9:.-]+//g' "$T/$how-end.err" \
       | grep -v "^ddprun: warm start" >"$T/$how-end.summary"
   done
   compare cold warm 1 || fail "torch $v: a worker forked again after a SIGKILL differs from a cold one"
