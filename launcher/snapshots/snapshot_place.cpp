@@ -67,16 +67,4 @@ std::string holds_words(unsigned long long files, unsigned long long bytes) {
   return fmt::format("{} file{}, {}", files, files == 1 ? "" : "s", size_words(bytes));
 }
 
-std::string size_words(unsigned long long bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) {
-    value /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", value, units[unit]);
-}
-
 }  // namespace ddprun::launcher

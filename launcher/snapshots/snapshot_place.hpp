@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "ddprun/text.hpp"
+
 namespace ddprun::launcher {
 
 // What the machine offers, as SnapshotDir::open() reads it.
@@ -62,8 +64,5 @@ std::string kept_line(const std::string& path, unsigned long long files, unsigne
 
 // "1 file, 3 B", "2 files, 1.5 MiB": what a folder holds, as the user is told it.
 std::string holds_words(unsigned long long files, unsigned long long bytes);
-
-// "1.5 MiB", "3 B": a size as the user is told it.
-std::string size_words(unsigned long long bytes);
 
 }  // namespace ddprun::launcher

@@ -6,6 +6,7 @@
 #include "snapshots/snapshot_place.hpp"
 
 using namespace ddprun::launcher;
+using ddprun::size_words;  // base/text.hpp
 
 TEST_CASE("the snapshot folder's name: the same for every start of a run id, one per user, safe as a name") {
   CHECK(snapshot_folder_name(0, "4242") == "ddprun-snapshots.0.4242");

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "ddprun/text.hpp"
 #include "replica/link.hpp"
 #include "replica/replicator.hpp"
 
@@ -32,18 +33,6 @@ bool make_parents(const std::string& folder, const std::string& path) {
     if (::lstat(at.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
   }
   return true;
-}
-
-std::string size_words(std::uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes) / 1024;
-  int unit = 0;
-  while (value >= 1024 && unit < 3) {
-    value /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", value, units[unit]);
 }
 
 // The line for a copy this node could not write: the file, the folder and the error; for a full
