@@ -11,9 +11,10 @@
 # rendezvous of two nodes with a secret (the launcher maps the root's libcrypto.so.1.1); the etcd
 # rendezvous of two nodes through the root's libcurl, against an etcd of this machine on loopback.
 #   wheel_old_userland_test.sh SUITE     (bullseye or buster)
-# The root is a download (about 300 MB, python3-torch's dependencies most of it): it is made once
-# and kept in DDPRUN_TEST_ROOTS (default: ${XDG_CACHE_HOME:-~/.cache}/ddprun/roots/SUITE-amd64),
-# made again only when the list of packages below changes. Mirror: DDPRUN_DEBIAN_MIRROR.
+# The root is a download (924 MB installed, python3-torch's dependencies most of it; 7.5 min on
+# the 2-core CI machine, then about a minute for the checks): it is made once and kept in
+# DDPRUN_TEST_ROOTS (default: ${XDG_CACHE_HOME:-~/.cache}/ddprun/roots/SUITE-amd64), made again
+# only when the list of packages below changes. Mirror: DDPRUN_DEBIAN_MIRROR.
 set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 suite=${1:?usage: wheel_old_userland_test.sh bullseye|buster}
