@@ -40,6 +40,7 @@ packages=(
   groff-base man-db zsh            # the man page's check (man -l, groff -ww) and the zsh completion's test
   llvm                             # llvm-ar: the wheels' static libraries for any CPU (cmake/zig-toolchain.cmake)
   qemu-user-static libc6-arm64-cross  # the aarch64 wheel's launcher runs under qemu-aarch64 (package_wheel_aarch64)
+  debootstrap                      # a Debian 11 root where the x86_64 wheel is installed and run (package_wheel_bullseye)
   hyperfine                        # scripts/wheel-figures.sh: the start-up time of the installed ddprun
 )
 if (( slurm )); then

@@ -14,6 +14,10 @@ set -euo pipefail
 source "$DDPRUN_TESTS_DIR/lib.sh"
 : "${TORCH_PYTHON:?}"
 
+# The wheel, once checked, is also left in the build tree's tests/package/wheel/ for the tests
+# that take it from here (this test is their fixture: wheel_old_userland_test.sh).
+handoff=$DDPRUN_BUILD_DIR/tests/package/wheel
+rm -rf "$handoff"
 PYTHON=$TORCH_PYTHON bash "$DDPRUN_SOURCE_DIR/scripts/build-wheel.sh" "$T/dist" >"$T/build.log" 2>&1 \
   || { cat "$T/build.log"; fail "the wheel did not build"; }
 wheels=("$T"/dist/*.whl)
@@ -24,6 +28,8 @@ ok "built $wheel"
 "$TORCH_PYTHON" "$DDPRUN_SOURCE_DIR/scripts/check-wheel.py" "${wheels[0]}" >"$T/check.log" 2>&1 \
   || { cat "$T/check.log"; fail "$wheel is not manylinux_2_28"; }
 ok "glibc 2.28 at most, nothing but glibc, auditwheel agrees: $(tail -1 "$T/check.log")"
+mkdir -p "$handoff"
+cp "${wheels[0]}" "$handoff/"
 
 # without_toolchain COMMAND...: COMMAND where no compiler, linker, CMake, zig or -dev header is
 # found: read-only empty folders over the include folders, GCC's and the torch venv's ziglang,
