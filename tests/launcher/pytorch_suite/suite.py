@@ -5,7 +5,7 @@ replayed as command lines against ddprun and, where the venv has it, torchrun 2.
 Each row of CASES is one command line of a test_run.py case: the same arguments and PET_*
 variables, a worker of this folder that honours the contract of PyTorch's bin/ script it stands
 for, and the case's own assertion, checked for both launchers. A known, documented difference is
-its own column (DIFFERS), so any other difference fails the test. Written for ddprun: no code of
+its own column (EXIT_64), so any other difference fails the test. Written for ddprun: no code of
 PyTorch's is copied.
 
 Usage: suite.py LAUNCHER [CASE...] (all cases by default; --list: the table and what is not
@@ -41,23 +41,28 @@ ELASTIC = ["--rdzv-backend=c10d", "--rdzv-endpoint=localhost:{port}"]
 LAUNCHED = [f"{HERE}/elastic_launched.py", "--out-file={out}"]
 BASH = ["--nnodes=1", "--nproc-per-node=4", "--rdzv-id={id}"] + COMMON + ["--no-python"]
 
+# The known differences, each in docs/torchrun.md ("What differs"): {launcher: what it does instead}.
+# A refused command line exits 64 (EX_USAGE) with one line on ddprun, where torchrun's Python
+# exception (a traceback) exits 1.
+EXIT_64 = {"ddprun": {"exit": 64}}
+
 # (case (test_run.py's name, /step for a second command line of one case), arguments, PET_* and
-#  other variables, outcome)
+#  other variables, outcome[, known difference])
 CASES = [
     ("test_launch_user_script_python",
      ["--nnodes=1", "--nproc-per-node=4", "--rdzv-id={id}"] + COMMON + SCRIPT, {}, ("files", 4)),
     ("test_launch_user_script_python_caffe2_bc",
      ["--nnodes=1", "--nproc-per-node=4"] + COMMON
      + ["--master-addr=localhost", "--master-port={port}", "--node-rank=0"] + SCRIPT, {}, ("files", 4)),
-    ("test_launch_user_script_bash/module", BASH + ["--module"] + SH, {}, ("refused",)),
+    ("test_launch_user_script_bash/module", BASH + ["--module"] + SH, {}, ("refused",), EXIT_64),
     ("test_launch_user_script_bash", BASH + SH, {}, ("files", 4)),
     ("test_launch_user_script_default_nproc/module",
-     ["--nnodes=1", "--rdzv-id={id}"] + COMMON + ["--no-python", "--module"] + SH, {}, ("refused",)),
+     ["--nnodes=1", "--rdzv-id={id}"] + COMMON + ["--no-python", "--module"] + SH, {}, ("refused",), EXIT_64),
     ("test_launch_user_script_default_nproc",
      ["--nnodes=1", "--rdzv-id={id}"] + COMMON + ["--no-python"] + SH, {}, ("files", 1)),
     ("test_launch_with_env_vars/module", SH,
      {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4", "PET_RDZV_ID": "{id}", "PET_MONITOR_INTERVAL": "1",
-      "PET_START_METHOD": "spawn", "PET_NO_PYTHON": "1", "PET_MODULE": "1"}, ("refused",)),
+      "PET_START_METHOD": "spawn", "PET_NO_PYTHON": "1", "PET_MODULE": "1"}, ("refused",), EXIT_64),
     ("test_launch_with_env_vars", SH,
      {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4", "PET_RDZV_ID": "{id}", "PET_MONITOR_INTERVAL": "1",
       "PET_START_METHOD": "spawn", "PET_NO_PYTHON": "1", "PET_MODULE": "0"}, ("files", 4)),
@@ -70,7 +75,7 @@ CASES = [
      ["--nnodes=1", "--nproc-per-node=4", "--rdzv-id={id}"] + COMMON + ["--no-python"] + SH, {}, ("files", 4)),
     ("test_nproc_launch_unknown_configurations",
      ["--nnodes=1", "--nproc-per-node=unknown", "--rdzv-id={id}"] + COMMON + ["--no-python"] + SH, {},
-     ("refused",)),
+     ("refused",), EXIT_64),
     ("test_launch_elastic",
      ["--nnodes=1:2", "--nproc-per-node=4"] + ELASTIC
      + ["--rdzv-conf='join_timeout=5,last_call_timeout=1,timeout=5'", "--rdzv-id={id}"] + COMMON + SCRIPT,
@@ -90,7 +95,7 @@ CASES = [
     # The case calls parse_min_max_nnodes("2:20:30") (a RuntimeError): the same value on the
     # command line.
     ("test_min_max_nodes_parse",
-     ["--nnodes=2:20:30", "--nproc-per-node=1", "--no-python"] + SH, {}, ("refused",)),
+     ["--nnodes=2:20:30", "--nproc-per-node=1", "--no-python"] + SH, {}, ("refused",), EXIT_64),
     ("test_is_torchelastic_launched",
      ["--run-path", "--nnodes=1", "--nproc-per-node=1", "--monitor-interval=1"] + LAUNCHED, {}, ("out", "True")),
     # The case mocks the entry points so that --logs_specs=default loads DefaultLogsSpecs, which
@@ -100,7 +105,7 @@ CASES = [
      + LAUNCHED, {}, ("out", "True")),
     ("test_logs_logs_spec_entrypoint_must_be_defined",
      ["--run-path", "--nnodes=1", "--nproc-per-node=1", "--monitor-interval=1", "--logs_specs=DOESNOT_EXIST",
-      f"{HERE}/elastic_launched.py"], {}, ("refused",)),
+      f"{HERE}/elastic_launched.py"], {}, ("refused",), EXIT_64),
     ("test_init_method_tcp_with_torchelastic",
      ["--run-path", "--nnodes=1", "--nproc-per-node=4", "--master-addr=localhost", "--master-port={port}",
       "--monitor-interval=1", f"{HERE}/init_method.py", "--init-method=tcp://localhost:{port}"], {}, ("runs",)),
@@ -112,14 +117,6 @@ CASES = [
      + ["--no-python"] + SH, {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "[rank${rank}]: "},
      ("stdout", r"[rank{i}]: creating ")),
 ]
-
-# Known differences, each documented in docs/torchrun.md: (case or "*" for every case with this
-# outcome, launcher, outcome kind) -> what differs.
-DIFFERS = {
-    # A refused command line exits 64 (EX_USAGE) with one line, where torchrun's Python
-    # exception (a traceback) exits 1.
-    ("*", "ddprun", "refused"): {"exit": 64},
-}
 
 # Cases of test_run.py that are not ported, and why (printed by --list).
 NOT_PORTED = {
@@ -174,16 +171,11 @@ def run(cmd, env, out_path, err_path, timeout=240):
             return "timeout"
 
 
-def expected_exit(name, launcher, kind):
-    differs = DIFFERS.get((name, launcher, kind)) or DIFFERS.get(("*", launcher, kind)) or {}
-    return differs.get("exit", 1 if kind in ("refused", "failed") else 0)
-
-
-def check(name, launcher, outcome, rcs, folder, out, err):
+def check(launcher, outcome, differs, rcs, folder, out, err):
     """The case's own assertion; returns a list of what failed."""
     kind = outcome[0]
     problems = []
-    want = expected_exit(name, launcher, kind)
+    want = differs.get(launcher, {}).get("exit", 1 if kind in ("refused", "failed") else 0)
     if any(rc != want for rc in rcs):
         problems.append(f"exit {rcs}, expected {want}")
     listing = sorted(os.listdir(folder))
@@ -217,7 +209,7 @@ def check(name, launcher, outcome, rcs, folder, out, err):
     return problems
 
 
-def run_case(name, args, env_vars, outcome, launcher, launcher_path, scratch):
+def run_case(name, args, env_vars, outcome, differs, launcher, launcher_path, scratch):
     tag = name.replace("/", ".") + "." + launcher
     folder = os.path.join(scratch, tag)  # the case's test_dir
     os.makedirs(folder)
@@ -240,7 +232,7 @@ def run_case(name, args, env_vars, outcome, launcher, launcher_path, scratch):
     else:
         rcs = [run(cmd, env, out, err)]
     took = time.monotonic() - start
-    problems = check(name, launcher, outcome, rcs, folder, out, err)
+    problems = check(launcher, outcome, differs, rcs, folder, out, err)
     return name, launcher, problems, took, err
 
 
@@ -249,11 +241,12 @@ def run_control(scratch):
     os.makedirs(folder)
     out = os.path.join(folder, "out")
     env = {k: v for k, v in base_env().items() if not k.startswith("TORCHELASTIC_")}
+    start = time.monotonic()
     rc = run([os.environ["PYTHON_EXEC"], f"{HERE}/elastic_launched.py", f"--out-file={out}"], env,
              os.path.join(scratch, "control.out"), os.path.join(scratch, "control.err"))
     got = open(out).readline() if os.path.exists(out) else "(no file)"
     problems = [] if rc == 0 and got == "False" else [f"exit {rc}, out {got!r}, expected 0 and 'False'"]
-    return CONTROL[0], "none", problems, 0.0, os.path.join(scratch, "control.err")
+    return CONTROL[0], "none", problems, time.monotonic() - start, os.path.join(scratch, "control.err")
 
 
 def gpu_visible():
@@ -263,8 +256,8 @@ def gpu_visible():
 
 def main():
     if "--list" in sys.argv:
-        for name, args, env, outcome in CASES:
-            print(f"{name}: {outcome}")
+        for name, args, env, outcome, *differs in CASES:
+            print(f"{name}: {outcome}{' differs: %s' % differs[0] if differs else ''}")
         for name, why in NOT_PORTED.items():
             print(f"not ported: {name}: {why}")
         return 0
@@ -276,25 +269,26 @@ def main():
     started = time.monotonic()
     jobs = []
     with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("JOBS", "4"))) as pool:
-        for name, args, env_vars, outcome in CASES:
+        for name, args, env_vars, outcome, *differs in CASES:
             if wanted and name not in wanted:
                 continue
             if name == "test_nproc_launch_auto_configurations" and gpu_visible():
                 print(f"skipped: {name} (a GPU is visible; the case mocks none)")
                 continue
-            jobs.append(pool.submit(run_case, name, args, env_vars, outcome, launcher, path, scratch))
+            jobs.append(pool.submit(run_case, name, args, env_vars, outcome, differs[0] if differs else {},
+                                    launcher, path, scratch))
         if not wanted or CONTROL[0] in wanted:
             jobs.append(pool.submit(run_control, scratch))
         failed = 0
         for job in jobs:
-            name, launcher, problems, took, err = job.result()
+            name, who, problems, took, err = job.result()
             if problems:
                 failed += 1
-                print(f"FAIL {name} [{launcher}] ({took:.1f} s): {'; '.join(problems)}")
+                print(f"FAIL {name} [{who}] ({took:.1f} s): {'; '.join(problems)}")
                 with open(err) as f:
                     print("  | " + "\n  | ".join(f.read().splitlines()[-15:]))
             else:
-                print(f"ok   {name} [{launcher}] ({took:.1f} s)")
+                print(f"ok   {name} [{who}] ({took:.1f} s)")
     print(f"{launcher}: {len(jobs) - failed} of {len(jobs)} runs as the case asserts, "
           f"in {time.monotonic() - started:.0f} s")
     return 1 if failed else 0
