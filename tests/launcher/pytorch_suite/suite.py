@@ -16,7 +16,9 @@ MASTER_PORT 29500 (one node, static rendezvous: two at once collide) gets a free
 PET_MASTER_PORT; ddprun runs get exactly the case's command line (one node, it takes a free port).
 """
 import concurrent.futures
+import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -143,14 +145,21 @@ _ports = set()
 
 
 def free_port():
+    """A port that binds now, below the ephemeral range (as tests/lib.sh's free_tcp_port): one the
+    kernel hands out as a connection's source port could be taken before the launcher binds it."""
+    ceiling = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
     with _ports_lock:
         while True:
+            port = random.randrange(10000, ceiling)
+            if port in _ports:
+                continue
             with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in _ports:
-                _ports.add(port)
-                return port
+                try:
+                    s.bind(("", port))
+                except OSError:
+                    continue
+            _ports.add(port)
+            return port
 
 
 def base_env():
@@ -160,7 +169,47 @@ def base_env():
     return env
 
 
+class TorchrunForks:
+    """torchrun_forks.py, started once: torch.distributed.run.main(args) in a fork per run, so that
+    torch is imported once, not once per case (about two seconds of CPU each)."""
+
+    def __init__(self, torchrun):
+        python = os.path.join(os.path.dirname(torchrun), "python")
+        self.proc = subprocess.Popen([python, f"{HERE}/torchrun_forks.py"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.lock = threading.Lock()
+        self.results = {}
+        self.done = {}
+        threading.Thread(target=self.read, daemon=True).start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            reply = json.loads(line)
+            with self.lock:
+                self.results[reply["id"]] = reply["rc"]
+                self.done[reply["id"]].set()
+        with self.lock:  # it ended: every run still waiting fails
+            for rid, event in self.done.items():
+                self.results.setdefault(rid, f"torchrun_forks.py ended ({self.proc.wait()})")
+                event.set()
+
+    def run(self, args, env, out_path, err_path, timeout):
+        with self.lock:
+            rid = len(self.done)
+            self.done[rid] = threading.Event()
+            self.proc.stdin.write(json.dumps({"id": rid, "args": args, "env": env, "out": out_path,
+                                              "err": err_path, "timeout": timeout}) + "\n")
+            self.proc.stdin.flush()
+        self.done[rid].wait()
+        return self.results[rid]
+
+
+FORKS = None
+
+
 def run(cmd, env, out_path, err_path, timeout=240):
+    if FORKS and os.path.basename(cmd[0]) == "torchrun":
+        return FORKS.run(cmd[1:], env, out_path, err_path, timeout)
     with open(out_path, "w") as out, open(err_path, "w") as err:
         p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -264,6 +313,9 @@ def main():
     path = os.path.abspath(sys.argv[1])
     launcher = "torchrun" if os.path.basename(path) == "torchrun" else "ddprun"
     wanted = set(sys.argv[2:])
+    if launcher == "torchrun":
+        global FORKS
+        FORKS = TorchrunForks(path)
     scratch = os.environ["T"] + "/suite"
     os.makedirs(scratch)
     started = time.monotonic()
@@ -289,6 +341,9 @@ def main():
                     print("  | " + "\n  | ".join(f.read().splitlines()[-15:]))
             else:
                 print(f"ok   {name} [{who}] ({took:.1f} s)")
+    if FORKS:
+        FORKS.proc.stdin.close()
+        FORKS.proc.wait()
     print(f"{launcher}: {len(jobs) - failed} of {len(jobs)} runs as the case asserts, "
           f"in {time.monotonic() - started:.0f} s")
     return 1 if failed else 0
