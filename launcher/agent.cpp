@@ -84,6 +84,10 @@ Agent::Impl::Impl(asio::io_context& io, config::LaunchConfig config, std::map<st
   workers_.group().output_progress = [this](int local_rank, std::optional<long long> step) {
     hangs_->watchdog().progress(local_rank, step);
   };
+  if (config_.chaos.on()) {
+    say(chaos_start_line(config_.chaos, config_.multi_node()) + "\n");
+    chaos_ = std::make_unique<ChaosInjector>(io_, config_.chaos, config_.nproc_per_node, started_at_, chaos_hooks());
+  }
 }
 
 int Agent::Impl::run() {
@@ -240,7 +244,7 @@ void Agent::Impl::perform(Action action, Occurrence* occurrence) {
     case Action::kCancelStart: workers_.cancel_start(); break;
     case Action::kReportFirstFailure:
       workers_.classify(*o);
-      goodput_.failure(failure_time(o->failure), o->failure.kind.name());
+      goodput_.failure(failure_time(o->failure), o->failure.kind.name(), chaos_ && chaos_->hit());
       say(fmt::format("ddprun: rank {} (local rank {}) {}; stopping the other workers\n", o->failure.rank,
                       o->failure.local_rank, o->failure.hung ? "hung" : "failed: " + describe_end(o->failure)));
       rendezvous_->worker_failed(node_.round.round, o->failure);
@@ -252,6 +256,7 @@ void Agent::Impl::perform(Action action, Occurrence* occurrence) {
     case Action::kNoteFailure: workers_.classify(*o); break;
     case Action::kTerminateWorkers:
       workers_.group().signal(shutdown_signal_ != 0 ? shutdown_signal_ : SIGTERM);
+      if (chaos_) chaos_->release();  // a worker it stopped takes its SIGTERM
       break;
     case Action::kArmGraceTimer: workers_.arm_grace(config_.shutdown_timeout); break;
     case Action::kKillWorkers: workers_.group().signal(SIGKILL); break;
@@ -293,6 +298,7 @@ void Agent::Impl::start_workers() {
   further_failures_.clear();
   goodput_.workers_started(monotonic_seconds(), config_.nproc_per_node);
   workers_.start(attempt_);
+  if (chaos_) chaos_->workers_started(node_.round.group_rank);
 }
 
 double Agent::Impl::failure_time(const elastic::WorkerFailure& f) const {
@@ -306,6 +312,7 @@ double Agent::Impl::failure_time(const elastic::WorkerFailure& f) const {
 void Agent::Impl::exit_job() {
   workers_.end_round();  // one not reported: stopped by a signal or by the job's end
   signals_.close();
+  chaos_.reset();  // no fault after the end
   log_quarantined(outcome_.quarantined);
   const HealthCheckReport* health = health_failure_ ? &*health_failure_ : nullptr;
   const JobExit e = job_exit(outcome_, shutdown_signal_, config_.program, health);

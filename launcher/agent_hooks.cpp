@@ -40,6 +40,7 @@ HangWatch::Hooks Agent::Impl::hang_hooks() {
     if (const char* why = goodput_.progress(at, local_rank)) {
       events_.write(goodput_record(goodput_.figures(at), why));
       publish_status();
+      if (chaos_) chaos_->training_started();
     }
     if (status_) status_->update([&](JobView& view) { record_beat(view, local_rank, at, step, deadline, timeout); });
   };
@@ -94,6 +95,29 @@ SignalChannel::Handlers Agent::Impl::signal_handlers() {
     const bool forward = !sent_by_slurmstepd(sender);
     events_.write(records::signal_forwarded(sig, forward));
     if (forward) workers_.group().forward(sig);  // SIGUSR1/2: e.g. checkpoint before preemption; workers go on
+  };
+  return h;
+}
+
+ChaosInjector::Hooks Agent::Impl::chaos_hooks() {
+  ChaosInjector::Hooks h;
+  h.training = [this] { return goodput_.training(); };
+  h.worker = [this](int local_rank) -> pid_t {
+    for (const auto& w : workers_.group().workers()) {
+      if (w->local_rank == local_rank && w->alive && !w->reaped) return w->pid;
+    }
+    return 0;
+  };
+  h.injected = [this](const ChaosFault& fault, ChaosKind kind, pid_t pid, double at) {
+    const int rank = node_.round.base_rank + fault.local_rank;
+    const char* what = kind == ChaosKind::kKill   ? "SIGKILL"
+                       : kind == ChaosKind::kHang ? "SIGSTOP"
+                                                  : "SIGKILL this ddprun and";
+    say(fmt::format("ddprun: --chaos: injected a {} fault at {:.1f} s: {} rank {} (local rank {}{})\n",
+                    chaos_kind_name(kind), at, what, rank, fault.local_rank,
+                    pid > 0 ? fmt::format(", pid {}", pid) : std::string()));
+    events_.write(records::chaos_fault(chaos_kind_name(kind), rank, fault.local_rank, pid, fault.due, at));
+    if (kind == ChaosKind::kNode) writers_->finish(std::chrono::seconds(2));  // written before the kill
   };
   return h;
 }

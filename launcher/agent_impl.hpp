@@ -19,6 +19,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "agent.hpp"
+#include "chaos/chaos_injector.hpp"
 #include "ddprun/clocks.hpp"
 #include "ddprun/exit_codes.hpp"
 #include "hangs/hang_watch.hpp"
@@ -104,6 +105,7 @@ class Agent::Impl {
   void shut_down(int sig);
 
   SignalChannel::Handlers signal_handlers();
+  ChaosInjector::Hooks chaos_hooks();
 
   asio::io_context& io_;
   config::LaunchConfig config_;
@@ -129,8 +131,10 @@ class Agent::Impl {
   std::unique_ptr<OutputWriters> writers_;
   std::unique_ptr<StatusServer> status_;
   std::unique_ptr<HangWatch> hangs_;
-  std::unique_ptr<CommitWatch> commits_;
-  GoodputLedger goodput_{monotonic_seconds(), !snapshots_.path().empty()};  // from the agent's start
+  std::unique_ptr<CommitWatch> commits_;  // the snapshot folder's committed files; none with --snapshot=off
+  std::unique_ptr<ChaosInjector> chaos_;  // --chaos; none when off
+  double started_at_ = monotonic_seconds();  // the agent's start: the ledger's and --chaos's zero
+  GoodputLedger goodput_{started_at_, !snapshots_.path().empty()};
 
   int shutdown_signal_ = 0;       // the first shutdown signal received
   elastic::JobOutcome outcome_;   // the rendezvous's, once it ended the job
