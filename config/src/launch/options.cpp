@@ -143,9 +143,9 @@ const std::vector<OptionSpec> kOptions = {
      "with --hang_timeout: seconds a worker may take to its first heartbeat",
      [](Config c) -> json { return c.hang_timeout.startup; }},
     {"chaos", nullptr, kText, "off", "Supervision",
-     "mtbf=SECONDS,kinds=kill,hang,node,seed=N: rehearse failures: inject faults at random times "
-     "(mean SECONDS apart; kill: SIGKILL a worker, hang: SIGSTOP one, node: kill this node's ddprun), "
-     "each recorded as injected; every node must ask for the same; needs --max_restarts; off",
+     "rehearse failures, as mtbf=SECONDS,kinds=kill,hang,node,seed=N: ddprun injects faults at random "
+     "times SECONDS apart on average (kill: SIGKILL a worker, hang: SIGSTOP one, node: kill this node's "
+     "ddprun), each recorded as injected; every node must ask for the same; needs --max_restarts; off",
      [](Config c) -> json { return chaos_text(c.chaos); }},
     {"progress", nullptr, kText, "on", "Supervision",
      "on: a Python worker's progress (its modules' forward passes and optimizer steps, through "
