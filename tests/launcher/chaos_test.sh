@@ -50,7 +50,7 @@ run_ddprun bad --max_restarts=3 --chaos=mtbf=5,kinds=node "$T/steps"
 expect_eq "$RC" 64 "--chaos kinds=node on one node"
 PET_CHAOS=mtbf=0 run_ddprun bad --max_restarts=3 "$T/steps"
 expect_eq "$RC" 64 "PET_CHAOS=mtbf=0"
-expect_in "$T/bad.err" "chaos=mtbf=0"
+expect_in "$T/bad.err" "PET_CHAOS=mtbf=0: mtbf=0 is not seconds more than 0"
 ok "bad --chaos values and combinations: one line, exit 64"
 
 # 2. One node, two workers, kills and hangs: the loud line, the faults, recovered, finished.
