@@ -36,6 +36,7 @@ elastic::RendezvousConfig rendezvous_config_for(const config::LaunchConfig& cfg,
   r.nproc = cfg.nproc_per_node;
   r.local_addr = cfg.local_addr;
   r.max_restarts = cfg.max_restarts;
+  r.chaos = config::chaos_text(cfg.chaos);
   r.restart.restart_on_any = cfg.restart_on_any;
   r.restart.backoff_max = cfg.restart_backoff_max;
   r.restart.crash_loop_limit = cfg.crash_loop_limit;

@@ -20,7 +20,18 @@ EventRecord started(const config::LaunchConfig& config) {
   return {"started", {{"nproc_per_node", config.nproc_per_node},
                       {"nnodes", fmt::format("{}:{}", config.min_nodes, config.max_nodes)},
                       {"max_restarts", config.max_restarts},
+                      {"chaos", config::chaos_text(config.chaos)},
                       {"program", config.program}}};
+}
+
+EventRecord chaos_fault(const std::string& kind, int rank, int local_rank, pid_t pid, double due, double at) {
+  return {"chaos_fault", {{"kind", kind},
+                          {"rank", rank},
+                          {"local_rank", local_rank},
+                          {"pid", pid},
+                          {"due", due},
+                          {"at", at},
+                          {"injected", true}}};
 }
 
 EventRecord round_started(const elastic::RoundAssignment& round) {

@@ -24,6 +24,9 @@ namespace ddprun::launcher {
 namespace records {
 
 EventRecord started(const config::LaunchConfig& config);
+// --chaos injected a fault (`kind`: kill, hang, node) into the worker `pid` (0: a node fault, this
+// ddprun) of `rank`, due at `due` and made at `at` (seconds since ddprun's start).
+EventRecord chaos_fault(const std::string& kind, int rank, int local_rank, pid_t pid, double due, double at);
 EventRecord round_started(const elastic::RoundAssignment& round);
 EventRecord restart(const elastic::RoundAssignment& round, int max_restarts);
 // The job was not restarted: the policy's reason (JobOutcome::stop_reason).

@@ -51,12 +51,13 @@ const char* GoodputLedger::progress(double t, int local_rank) {
   return ended;
 }
 
-void GoodputLedger::failure(double t, const std::string& kind) {
+void GoodputLedger::failure(double t, const std::string& kind, bool injected) {
   if (failed_this_round_) return;
   failed_this_round_ = true;
   GoodputFailure f;
   f.at = t - start_;
   f.kind = kind;
+  f.injected = injected;
   if (state_ == State::kTraining) f.training_since = since_ - start_;
   running_ = false;
   if (state_ != State::kStarting) {  // a failure before the first progress is part of the start
@@ -86,6 +87,7 @@ GoodputFigures GoodputLedger::figures(double now) const {
   g.failures = failures_;
   for (const auto& f : g.failures) {
     ++g.failures_by_kind[f.kind];
+    if (f.injected) ++g.injected;
     // Undecided: no round followed it (yet), so nothing was redone (yet).
     if (!f.decided) continue;
     if (f.redone) {
@@ -132,7 +134,9 @@ std::string goodput_text(const GoodputFigures& f) {
     line += ", no failures";
   } else {
     line += fmt::format(", {} failure{} ({}) cost {}", f.failures.size(), f.failures.size() == 1 ? "" : "s",
-                        kinds_text(f.failures_by_kind), seconds(f.recovering));
+                        kinds_text(f.failures_by_kind) +
+                            (f.injected > 0 ? fmt::format("; {} injected by --chaos", f.injected) : std::string()),
+                        seconds(f.recovering));
     if (f.redone_unknown > 0) {
       line += f.redone > 0 ? fmt::format(", {} of work redone and more unknown", seconds(f.redone))
                            : std::string(", work redone unknown");
@@ -152,7 +156,8 @@ nlohmann::json goodput_json(const GoodputFigures& f) {
                         {"kind", x.kind},
                         {"waited", optional_number(x.waited)},
                         {"time_to_recover", optional_number(x.recovered_in)},
-                        {"work_redone", x.decided ? optional_number(x.redone) : nlohmann::json(0.0)}});
+                        {"work_redone", x.decided ? optional_number(x.redone) : nlohmann::json(0.0)},
+                        {"injected", x.injected}});
   }
   return {{"ett_percent", optional_number(f.ett)},
           {"ett_upper_bound", f.ett_upper_bound},
@@ -166,6 +171,7 @@ nlohmann::json goodput_json(const GoodputFigures& f) {
           {"work_redone_known_seconds", f.redone},
           {"work_redone_unknown", f.redone_unknown},
           {"failures_by_kind", f.failures_by_kind},
+          {"failures_injected", f.injected},
           {"failures", std::move(failures)},
           {"summary", goodput_text(f)}};
 }

@@ -35,6 +35,7 @@ struct GoodputFailure {
   std::optional<double> redone;        // work lost and redone; null: unknown (or not decided yet)
   double training_since = -1;          // when the training stretch it ended began; -1: none
   bool decided = false;                // `redone` is final (the next start, or the job's end)
+  bool injected = false;               // a fault --chaos injected (a rehearsal), not a real failure
 };
 
 struct GoodputFigures {
@@ -43,6 +44,7 @@ struct GoodputFigures {
   double starting = 0, training = 0, recovering = 0, idle = 0;  // the four buckets; their sum is wall
   std::vector<GoodputFailure> failures;
   std::map<std::string, int> failures_by_kind;
+  int injected = 0;             // failures that --chaos injected (each also counted by its kind)
   double redone = 0;            // the sum of the known `redone`
   int redone_unknown = 0;       // failures whose work redone is unknown
   std::optional<double> ett;    // percent; null: no rank made progress, nothing to judge
@@ -63,10 +65,13 @@ class GoodputLedger {
   const char* progress(double t, int local_rank);
   // The round stopped for a failure (this node's first failed worker of the round, with its kind,
   // or kAnotherNode). Only the first failure of a round counts: what follows is the same stop.
-  void failure(double t, const std::string& kind);
+  // `injected`: --chaos caused it (a rehearsal).
+  void failure(double t, const std::string& kind, bool injected = false);
   // The round stopped for anything else (a change of members, a signal, the workers succeeded,
   // the job's end): training, if it ran, stops; the time until it resumes is idle.
   void stopped(double t);
+  // Whether every rank has made progress since the workers started and the round has not stopped.
+  bool training() const { return state_ == State::kTraining; }
   // A file in the snapshot folder was committed.
   void committed(double t) { last_commit_ = t; }
 

@@ -92,6 +92,9 @@ void goodput_families(Exposition& out, const GoodputFigures& g) {
   out.family("ddprun_goodput_failures_total", "counter",
              "Failures that stopped this node's training, by kind (another_node: a failure seen as the round's stop).",
              failures);
+  out.single("ddprun_goodput_failures_injected_total", "counter",
+             "Failures of this node that --chaos injected (a rehearsal); each also counted by its kind.",
+             std::to_string(g.injected));
   for (auto f = g.failures.rbegin(); f != g.failures.rend(); ++f) {
     if (!f->recovered_in) continue;
     out.single("ddprun_goodput_last_time_to_recover_seconds", "gauge",

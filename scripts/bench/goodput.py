@@ -18,6 +18,14 @@ The launchers (--only picks some, comma-separated), each with --max_restarts=100
                          --kill node replicated to the other nodes: docs/guides/snapshots.md)
   ddprun-snapshots-gasp  the same and --snapshot_signal=SIGUSR1: on a failure the survivors save the
                          step they hold (the worker's --gasp handler) and exit, then the restart
+--injector ddprun (one node, --kill worker, the ddprun launchers only): the driver kills nothing;
+ddprun's own --chaos=mtbf=MEAN,kinds=kill,seed=SEED injects the faults (docs/guides/failures.md,
+"Rehearse failures"), and after each launcher's run the benchmark's own measure of the share of
+the wall time that trained (final step x step time / the launch to the end) is printed next to
+the goodput ledger's ETT% (the event log's last goodput record), with --agree POINTS: exit 1 when
+they differ by more. With --fault_free_seconds 0 the fault-free run is skipped and the step time
+is that of the run with the faults (a quick check: no second run, and no load change between two).
+--python PATH: the workers' interpreter (default: the torch 2.x venv's).
 "On disk": the driver's temporary folder (TMPDIR, else /tmp). Every launcher saves every
 --save_every steps (a temporary name, then os.replace), rank 0 only, and keeps the last two.
 ddprun also gets --event_log, which changes nothing but what it writes.
@@ -248,6 +256,30 @@ DDPRUN_OPTIONS = {"ddprun-defaults": [], "ddprun-cold": ["--warm_start=off"],
                   "ddprun-snapshots-gasp": ["--snapshot_signal=SIGUSR1"]}
 
 
+def chaos_options(args):
+    """ddprun's --chaos for --injector ddprun (none for the driver's kills)."""
+    if args.injector != "ddprun":
+        return []
+    return [f"--chaos=mtbf={args.mean_kill_interval:g},kinds=kill,seed={args.seed}"]
+
+
+def ledger(log):
+    """(ETT% of the goodput ledger's last record, faults --chaos injected, failures it counts as
+    injected) from ddprun's event log; ETT% None without a goodput record."""
+    ett, faults, injected = None, 0, 0
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                if r["event"] == "goodput":
+                    ett, injected = r["ett_percent"], r.get("failures_injected", 0)
+                elif r["event"] == "chaos_fault":
+                    faults += 1
+    return ett, faults, injected
+
+
 def start_job(name, args, env, d, log):
     """Starts the job of launcher `name` on folder `d` (Single or Nodes), its launch time set."""
     tr, fixes = torchrun("2")
@@ -258,7 +290,8 @@ def start_job(name, args, env, d, log):
                                               f"--master_port={free_port()}"] + worker_args(args, name, d)
         else:
             command = lambda d: [args.ddprun, f"--nproc_per_node={NPROC}", MAX_RESTARTS,  # noqa: E731
-                                 f"--event_log={d}/events", *DDPRUN_OPTIONS[name]] + worker_args(args, name, d)
+                                 f"--event_log={d}/events", *DDPRUN_OPTIONS[name], *chaos_options(args)] \
+                + worker_args(args, name, d)
         job = Single(command, env, d, log)
     else:
         port = free_port()
@@ -281,7 +314,10 @@ def measure(name, env, args, schedule):
     """The fault-free run, then the run with the kills, of one launcher: a row's figures, or
     {"failed": why}."""
     result = {}
-    for what, seconds, kills in (("fault-free", args.fault_free_seconds, []), ("with kills", args.seconds, schedule)):
+    runs = [("fault-free", args.fault_free_seconds, [])] if args.fault_free_seconds > 0 else []
+    # With --injector ddprun, ddprun's --chaos makes the faults: the driver kills nothing.
+    runs.append(("with kills", args.seconds, schedule if args.injector == "driver" else []))
+    for what, seconds, kills in runs:
         with tempfile.TemporaryDirectory(prefix=f"goodput-{name}-") as d:
             try:
                 with open(os.path.join(d, "launcher.log"), "wb") as log:
@@ -309,6 +345,8 @@ def measure(name, env, args, schedule):
                 result["step"] = step_time(steps)
                 continue
             final = steps[-1][0] if steps else 0
+            if "step" not in result:  # no fault-free run: the step time of this one
+                result["step"] = step_time(steps) or 0.0
             trained = final * result["step"]
             saves = read_saves(d)
             result.update(final=final, step_in_run=step_time(steps), effective=trained / (run["end"] - steps[0][1]) if steps else 0.0,
@@ -319,6 +357,8 @@ def measure(name, env, args, schedule):
                 logs = [os.path.join(d, "events")] if args.kill == "worker" else \
                     [os.path.join(d, f"events.{i}") for i in range(len(job.procs))]
                 result["events"] = event_summary(d, logs, [pid for _, pid in run["kills"]] if args.kill == "worker" else [])
+                if args.injector == "ddprun":
+                    result["ledger"] = ledger(logs[0])
     return result
 
 
@@ -372,22 +412,30 @@ def main():
     parser.add_argument("--kill", choices=("worker", "node"), default="worker")
     parser.add_argument("--ddprun", default=os.path.join(ROOT, "build", "launcher", "ddprun"))
     parser.add_argument("--only", default=",".join(VARIANTS), help="comma-separated: " + ", ".join(VARIANTS))
+    parser.add_argument("--injector", choices=("driver", "ddprun"), default="driver")
+    parser.add_argument("--agree", type=float, default=None,
+                        help="with --injector ddprun: exit 1 when the ledger's ETT%% and the benchmark's own measure "
+                             "differ by more than this many percentage points")
+    parser.add_argument("--python", default=None, help="the workers' interpreter (default: the torch 2.x venv's)")
     args = parser.parse_args()
     chosen = args.only.split(",")
     unknown = [name for name in chosen if name not in VARIANTS]
     if unknown:
         parser.error(f"--only: no launcher {', '.join(unknown)}; there are {', '.join(VARIANTS)}")
+    if args.injector == "ddprun" and (args.kill != "worker" or any(not n.startswith("ddprun") for n in chosen)):
+        parser.error("--injector ddprun: ddprun's --chaos injects the faults: --kill worker and ddprun launchers only")
     if args.save_every < 1:
         parser.error(f"--save_every: {args.save_every}; a number of steps, 1 or more")
     if args.kill == "node" and (os.getuid() != 0 or subprocess.run(NSNODE[:4] + ["true"]).returncode != 0):
         parser.error("--kill node: needs root and unshare -m (each node runs in a mount namespace of its own "
                      "with a private /dev/shm)")
-    python = torch2_python()
+    python = args.python or torch2_python()
     env = dict(os.environ, PYTHON_EXEC=python)
     env.pop("PYTHONPATH", None)
     schedule = kill_schedule(args.seed, args.mean_kill_interval, args.seconds)
-    print(f"goodput.py: {len(schedule)} kills due, at " + ", ".join(f"{at:.1f}" for at, _ in schedule) + " s",
-          file=sys.stderr)
+    if args.injector == "driver":
+        print(f"goodput.py: {len(schedule)} kills due, at " + ", ".join(f"{at:.1f}" for at, _ in schedule) + " s",
+              file=sys.stderr)
     results = {}
     for name in chosen:
         results[name] = measure(name, env, args, schedule)
@@ -406,7 +454,34 @@ def main():
     print("|---|" + "---|" * (len(COLUMNS) - 1))
     for name, r in results.items():
         print(row(name, r, len(schedule)))
+    if args.injector == "ddprun":
+        return agreement(results, args.agree)
+
+
+def agreement(results, tolerance):
+    """The ledger's ETT% next to the benchmark's own measure, per launcher; 1 when a launcher failed
+    or they differ by more than `tolerance` points (None: not checked)."""
+    print()
+    bad = 0
+    for name, r in results.items():
+        if "failed" in r:
+            bad = 1
+            continue
+        ett, faults, injected = r["ledger"]
+        measured = 100 * r["from_launch"]
+        if ett is None:
+            print(f"{name}: the benchmark's goodput {measured:.1f}%, the ledger's none (no goodput record)")
+            bad = 1
+            continue
+        differ = abs(ett - measured)
+        print(f"{name}: the benchmark's goodput {measured:.1f}% (final step {r['final']} x {r['step'] * 1000:.1f} ms / "
+              f"{r['wall']:.1f} s from the launch), the ledger's ETT% {ett:.1f}%: {differ:.1f} points apart; "
+              f"{faults} faults injected by --chaos, {injected} failures counted as injected")
+        if tolerance is not None and (differ > tolerance or faults < 1 or injected < 1):
+            print(f"{name}: DISAGREE (tolerance {tolerance:g} points, at least one fault injected and counted)")
+            bad = 1
+    return bad
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

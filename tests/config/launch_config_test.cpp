@@ -275,6 +275,8 @@ TEST_CASE("--print_config writes every option of the table, and reads back throu
        {"snapshot", "off"},
        {"snapshot_dir_size", "1536M"},
        {"snapshot_keep", "1"},
+       {"max_restarts", "3"},
+       {"chaos", "mtbf=30,kinds=kill,hang"},  // no seed: the one chosen is written, and reads back
        {"failure_rules", R"([{"pattern": "Xid", "kind": "gpu_fault", "retryable": false}])"}},
   };
   for (const auto& options : configs) {
@@ -352,6 +354,10 @@ TEST_CASE("hostile values are refused with one short line naming the option") {
       {{{"hang_timeout", "1e10"}}, "--hang_timeout=1e10: expected"},
       {{{"hang_timeout", "auto:inf"}}, "--hang_timeout=auto:inf: expected"},
       {{{"hang_startup", "inf"}}, "--hang_startup=inf: expected"},
+      {{{"chaos", "mtbf=0"}, {"max_restarts", "3"}}, "--chaos=mtbf=0: mtbf=0 is not seconds more than 0; accepted:"},
+      {{{"chaos", "mtbf=5"}}, "--chaos=mtbf=5: a rehearsal injects failures for the job to recover from"},
+      {{{"chaos", "mtbf=5,kinds=hang"}, {"max_restarts", "3"}}, "--chaos=mtbf=5,kinds=hang: kinds=hang stops a worker"},
+      {{{"chaos", "mtbf=5,kinds=node"}, {"max_restarts", "3"}}, "--chaos=mtbf=5,kinds=node: kinds=node kills a node's"},
       {{{"output_stall_timeout", "0"}}, "--output_stall_timeout=0: expected a number of seconds greater than 0"},
       {{{"output_stall_timeout", "soon"}}, "--output_stall_timeout=soon: expected"},
       {{{"master_addr", std::string(300, 'h')}}, "--master_addr=hhh"},

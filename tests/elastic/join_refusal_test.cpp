@@ -89,6 +89,17 @@ TEST_CASE("join refusal") {
        [](NodeSpec& s, JoinContext&) { s.heartbeat_timeout = 5.0000001; },
        "this node has --rdzv_conf heartbeat_interval=0.5,heartbeat_timeout=5.0000001 but rendezvous 'job' has "
        "heartbeat_interval=0.5,heartbeat_timeout=5; give every node the same heartbeat settings"},
+      {"a node that asks for no rehearsal of failures in a job that does",
+       [](NodeSpec&, JoinContext&) {}, std::nullopt},
+      {"--chaos on this node only", [](NodeSpec& s, JoinContext&) { s.chaos = "mtbf=5,kinds=kill,seed=1"; },
+       "--chaos differs: node h2 (10.0.0.2) has --chaos=mtbf=5,kinds=kill,seed=1 but rendezvous 'job' has "
+       "--chaos=off; a rehearsal of failures runs only when every node asks for it with the same spec: give every "
+       "node the same --chaos (or none)"},
+      {"another --chaos seed",
+       [](NodeSpec& s, JoinContext&) { s.chaos = "mtbf=5,kinds=kill,seed=2"; },
+       "--chaos differs: node h2 (10.0.0.2) has --chaos=mtbf=5,kinds=kill,seed=2 but rendezvous 'job' has "
+       "--chaos=off; a rehearsal of failures runs only when every node asks for it with the same spec: give every "
+       "node the same --chaos (or none)"},
       {"a setting before a field out of range",
        [](NodeSpec& s, JoinContext&) {
          s.max_restarts = 1;

@@ -31,7 +31,7 @@ import socket
 import sys
 import time
 
-VERSION = 11
+VERSION = 12
 
 
 def mac(key, data):
@@ -112,7 +112,7 @@ def spec(args, addr):
             "heartbeat_interval": 0.5, "heartbeat_timeout": 5.0,
             "node_rank": -1, "nproc": 1, "addr": addr, "hostname": "zz-forger", "master_port": 1,
             "hosts_rendezvous": args.claim_host, "agent_store": True,
-            "snapshot_node": "", "snapshot_port": 0}
+            "snapshot_node": "", "snapshot_port": 0, "chaos": "off"}
 
 
 def stranger(args):

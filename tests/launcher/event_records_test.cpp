@@ -44,7 +44,9 @@ TEST_CASE("event log records, as a table") {
   };
   const Row rows[] = {
       {records::started(config), "started",
-       {{"nproc_per_node", 4}, {"nnodes", "1:2"}, {"max_restarts", 3}, {"program", "train.py"}}},
+       {{"nproc_per_node", 4}, {"nnodes", "1:2"}, {"max_restarts", 3}, {"chaos", "off"}, {"program", "train.py"}}},
+      {records::chaos_fault("hang", 5, 1, 1234, 4.5, 4.75), "chaos_fault",
+       {{"kind", "hang"}, {"rank", 5}, {"local_rank", 1}, {"pid", 1234}, {"due", 4.5}, {"at", 4.75}, {"injected", true}}},
       {records::round_started(round), "round_started",
        {{"round", 2}, {"restart_count", 1}, {"group_world_size", 2}, {"world_size", 8},
         {"master_addr", "10.0.0.1"}, {"master_port", 29500}}},

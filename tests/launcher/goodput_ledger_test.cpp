@@ -168,3 +168,28 @@ TEST_CASE("a failure that ends the job: recovering to the end, not recovered, no
   CHECK(j["failures"][0]["work_redone"] == 0.0);
   CHECK(*g.ett == doctest::Approx(60));
 }
+
+TEST_CASE("a failure --chaos injected is counted as injected, by its kind too, and the summary says so") {
+  GoodputLedger l(T0, true);
+  l.workers_started(T0 + 1, 1);
+  l.progress(T0 + 2, 0);
+  l.committed(T0 + 3);
+  l.failure(T0 + 4, "killed", true);
+  l.workers_started(T0 + 5, 1);
+  l.progress(T0 + 6, 0);
+  l.failure(T0 + 7, "hang");  // a real one
+  l.workers_started(T0 + 8, 1);
+  l.progress(T0 + 9, 0);
+  l.stopped(T0 + 10);
+  const auto g = l.figures(T0 + 10);
+  CHECK(g.injected == 1);
+  CHECK(g.failures_by_kind.at("killed") == 1);
+  REQUIRE(g.failures.size() == 2);
+  CHECK(g.failures[0].injected);
+  CHECK_FALSE(g.failures[1].injected);
+  const auto j = goodput_json(g);
+  CHECK(j["failures_injected"] == 1);
+  CHECK(j["failures"][0]["injected"] == true);
+  CHECK(j["failures"][1]["injected"] == false);
+  CHECK(goodput_text(g).find("2 failures (1 hang, 1 killed; 1 injected by --chaos) cost 4.0 s") != std::string::npos);
+}

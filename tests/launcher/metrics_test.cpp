@@ -175,6 +175,7 @@ TEST_CASE("the goodput ledger's families: as of the scrape, a figure not known y
   const std::string text = metrics_text(view, 110);
   CHECK(text.find("\nddprun_goodput_time_to_start_seconds 2\n") != std::string::npos);
   CHECK(text.find("\nddprun_goodput_seconds_total{state=\"training\"} 6\n") != std::string::npos);
+  CHECK(text.find("\nddprun_goodput_failures_injected_total 0\n") != std::string::npos);
   CHECK(text.find("\nddprun_goodput_seconds_total{state=\"recovering\"} 2\n") != std::string::npos);
   CHECK(text.find("\nddprun_goodput_work_redone_seconds_total 2\n") != std::string::npos);
   CHECK(text.find("\nddprun_goodput_failures_total{kind=\"segfault\"} 1\n") != std::string::npos);

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ddprun/chaos_spec.hpp"
 #include "ddprun/failure_rules.hpp"
 #include "ddprun/user_error.hpp"
 
@@ -157,6 +158,9 @@ struct LaunchConfig {
   // --snapshot_replicas: 0 (all, the default): every committed file copied to every node's
   // folder; K: held by the K next nodes of the ring, shown on its own node (elastic/src/replica/).
   int snapshot_replicas = 0;
+  // --chaos: the failure rehearsal (chaos_spec.hpp; launcher/chaos/); off by default. Its seed is
+  // always set once resolved (chosen when not given).
+  ChaosSpec chaos;
   // The program.
   bool module = false;            // -m: PROGRAM is a Python module
   bool no_python = false;

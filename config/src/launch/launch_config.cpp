@@ -6,6 +6,7 @@
 #include "ddprun/launch_config.hpp"
 
 #include <algorithm>
+#include <random>
 #include <cctype>
 #include <initializer_list>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ddprun/chaos_spec.hpp"
 #include "ddprun/input_limits.hpp"
 #include "ddprun/parse.hpp"
 #include "ddprun/progress_pattern.hpp"
@@ -356,6 +358,31 @@ void resolve_workers(const MergedOptions& m, ResolveContext& context, LaunchConf
   }
 }
 
+// --chaos (launcher/chaos/): last, as it is checked against the restarts, hangs and nodes.
+void resolve_chaos(const MergedOptions& m, LaunchConfig& c) {
+  c.chaos = parse_chaos(m.text("chaos"));
+  if (!c.chaos.on()) return;
+  const std::string given = "--chaos=" + shown(m.text("chaos"));
+  if (c.debug) throw UsageError(given + ": --debug runs one worker without restarts; drop one of them");
+  if (c.max_restarts < 1) {
+    throw UsageError(given + ": a rehearsal injects failures for the job to recover from, which --max_restarts=0 "
+                             "(the default, as torchrun's) forbids: give --max_restarts=N, N of 1 or more");
+  }
+  if (c.chaos.hang && !c.hang_timeout.enabled()) {
+    throw UsageError(given + ": kinds=hang stops a worker, which only hang detection finds: give --hang_timeout "
+                             "(a few seconds more than a step, e.g. --hang_timeout=10)");
+  }
+  if (c.chaos.node && !c.multi_node()) {
+    throw UsageError(given + ": kinds=node kills a node's ddprun, which needs --nnodes of more than 1 (and a node "
+                             "to take its place: a hot spare, an elastic --nnodes=MIN:MAX or a scheduler's)");
+  }
+  if (!c.chaos.seed_given) {
+    // Every node of a job draws from the same seed, so that their specs agree (and a requeue
+    // with the same --rdzv_id replays the same faults); one node from a new one each run.
+    c.chaos.seed = c.multi_node() ? chaos_seed_of(c.rdzv_id) : std::random_device{}() >> 1;
+  }
+}
+
 LaunchConfig resolve(const MergedOptions& merged, const OptionSources& sources,
                      const std::vector<std::string>& program_and_args, ResolveContext& context) {
   LaunchConfig c;
@@ -368,6 +395,7 @@ LaunchConfig resolve(const MergedOptions& merged, const OptionSources& sources,
   resolve_program(merged, program_and_args, c);
   apply_modes(merged, sources, c);
   resolve_workers(merged, context, c);
+  resolve_chaos(merged, c);
   return c;
 }
 

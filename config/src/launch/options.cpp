@@ -142,6 +142,11 @@ const std::vector<OptionSpec> kOptions = {
     {"hang_startup", nullptr, kText, "600", "Supervision",
      "with --hang_timeout: seconds a worker may take to its first heartbeat",
      [](Config c) -> json { return c.hang_timeout.startup; }},
+    {"chaos", nullptr, kText, "off", "Supervision",
+     "rehearse failures, as mtbf=SECONDS,kinds=kill,hang,node,seed=N: ddprun injects faults at random "
+     "times SECONDS apart on average (kill: SIGKILL a worker, hang: SIGSTOP one, node: kill this node's "
+     "ddprun), each recorded as injected; every node must ask for the same; needs --max_restarts; off",
+     [](Config c) -> json { return chaos_text(c.chaos); }},
     {"progress", nullptr, kText, "on", "Supervision",
      "on: a Python worker's progress (its modules' forward passes and optimizer steps, through "
      "PyTorch's global hooks) is its heartbeat, with no change to its code; off",

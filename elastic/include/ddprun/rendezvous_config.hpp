@@ -96,6 +96,8 @@ struct RendezvousConfig {
   // join; port 0: none (one node, --snapshot=off, no key for the copies: decide_replication_auth).
   std::string snapshot_node;
   int snapshot_port = 0;
+  // --chaos as config::chaos_text() writes it; every node must have the same (join_refusal.hpp).
+  std::string chaos = "off";
   std::optional<bool> is_host;  // --rdzv_conf is_host=0|1; unset: see hosts_rendezvous()
   RendezvousTimeouts timeouts;
   // The job's secret, from --rdzv_conf secret_file=PATH or DDPRUN_RDZV_SECRET (load_secret());

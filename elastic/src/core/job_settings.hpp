@@ -43,6 +43,9 @@ struct SharedSettings {
   // a live host for lost.
   double heartbeat_interval = 0.5;
   double heartbeat_timeout = 5;
+  // --chaos as chaos_text() writes it ("off": none): a rehearsal of failures is on only when every
+  // node asks for it, with the same spec (launcher/chaos/).
+  std::string chaos = "off";
 };
 
 // The job's identity and policy, set by the node that hosts the rendezvous.

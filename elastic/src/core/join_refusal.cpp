@@ -71,6 +71,13 @@ std::optional<std::string> join_refusal(const JobSettings& s, const NodeSpec& sp
     return fmt::format("this rendezvous endpoint serves run '{}', not '{}'; give every node the same --rdzv_id",
                        s.run_id, shown(spec.run_id));
   }
+  // A rehearsal of failures is never on by accident: every node asks for it, alike.
+  if (spec.chaos != s.chaos) {
+    return fmt::format(
+        "--chaos differs: node {} ({}) has --chaos={} but rendezvous '{}' has --chaos={}; a rehearsal of failures runs "
+        "only when every node asks for it with the same spec: give every node the same --chaos (or none)",
+        shown(spec.hostname), shown(spec.addr), shown(spec.chaos), s.run_id, s.chaos);
+  }
   for (const SharedGroup& group : kSharedGroups) {
     const std::string own = group.written(spec);
     const std::string job_s = group.written(s);

@@ -24,6 +24,7 @@ SharedSettings shared_settings(const RendezvousConfig& config) {
   s.restart = config.restart;
   s.heartbeat_interval = config.timeouts.heartbeat_interval;
   s.heartbeat_timeout = config.timeouts.heartbeat_timeout;
+  s.chaos = config.chaos;
   return s;
 }
 

@@ -44,8 +44,9 @@ namespace ddprun::elastic {
 // quarantined nodes; NodeSpec the heartbeat settings, which must match the job's. 9:
 // RoundAssignment's restart reason is fields (RestartReason), not a line to parse. 10: numbered
 // heartbeats and the host's acknowledgement of them (a node fences by them: core/fence.hpp). 11:
-// NodeSpec has its snapshot replicator, RoundAssignment the round's (snapshot_peers).
-inline constexpr int kProtocolVersion = 11;
+// NodeSpec has its snapshot replicator, RoundAssignment the round's (snapshot_peers). 12: NodeSpec
+// has chaos (--chaos), which must match the job's.
+inline constexpr int kProtocolVersion = 12;
 
 // to_json/from_json for the structs on the wire: every field, under its own name; from_json
 // throws nlohmann::json::out_of_range for a missing field and type_error for a wrong type.
@@ -68,7 +69,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobOutcome, exit_code, failures,
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RestartSettings, restart_on_any, backoff_max, crash_loop_limit, window)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeSpec, run_id, min_nodes, max_nodes, max_restarts, restart,
                                    heartbeat_interval, heartbeat_timeout, node_rank, nproc, addr, hostname, master_port, hosts_rendezvous,
-                                   agent_store, snapshot_node, snapshot_port)
+                                   agent_store, snapshot_node, snapshot_port, chaos)
 
 // Heartbeats: a node numbers its own, {"type":"heartbeat","seq":N}, and the host's answer names
 // the last one it received, {"type":"heartbeat","ack":N}: the node's fence rests on when it sent
