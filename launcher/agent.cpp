@@ -25,6 +25,7 @@
 #include "process/signal_channel.hpp"
 #include "report/failure_report.hpp"
 #include "report/goodput_ledger.hpp"
+#include "report/progress_samples.hpp"
 #include "report/job_exit.hpp"
 #include "report/node_wait.hpp"
 #include "report/status_server.hpp"
@@ -303,6 +304,7 @@ class Agent::Impl {
     }
     further_failures_.clear();
     goodput_.workers_started(monotonic_seconds(), config_.nproc_per_node);
+    samples_.workers_started(monotonic_seconds());
     workers_.start(attempt_);
   }
 
@@ -382,6 +384,7 @@ class Agent::Impl {
     h.beat = [this](int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                     double timeout) {
       workers_.group().warm_start().workers_progressed();
+      if (auto r = samples_.beat(workers_.group().workers()[local_rank]->rank, local_rank, at, step)) events_.write(*r);
       if (const char* why = goodput_.progress(at, local_rank)) {
         events_.write(goodput_record(goodput_.figures(at), why));
         publish_status();
@@ -470,6 +473,7 @@ class Agent::Impl {
   std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<CommitWatch> commits_;  // the snapshot folder's committed files; none with --snapshot=off
   GoodputLedger goodput_{monotonic_seconds(), !snapshots_.path().empty()};  // from the agent's start
+  ProgressSamples samples_;  // the event log's progress records
 
   int shutdown_signal_ = 0;       // the first shutdown signal received
   elastic::JobOutcome outcome_;   // the rendezvous's, once it ended the job
