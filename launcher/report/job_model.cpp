@@ -42,7 +42,8 @@ std::string figure(const json& j, const char* key) {
 std::string mark_text(const std::string& event, const json& r) {
   if (event == "restart") {
     if (text(r, "decision") == "restart") {
-      return fmt::format("restart {} of {}: {}", figure(r, "restart_count"), figure(r, "max_restarts"), text(r, "reason"));
+      return fmt::format("restart {} of {}: {}", figure(r, "restart_count"), figure(r, "max_restarts"),
+                         text(r, "reason"));
     }
     return "no restart: " + text(r, "reason");
   }
@@ -100,7 +101,8 @@ class Reader {
       open_wait(n, node, "starting", t, -1);
     } else if (event == "round_started") {
       n.round = static_cast<int>(job_.rounds.size());
-      job_.rounds.push_back({node, integer(r, "round"), integer(r, "restart_count"), integer(r, "world_size"), t, {}, {}});
+      job_.rounds.push_back(
+          {node, integer(r, "round"), integer(r, "restart_count"), integer(r, "world_size"), t, {}, {}});
       if (!n.waiting) open_wait(n, node, "waiting", t, -1);
     } else if (event == "worker_started") {
       if (n.waiting) {
@@ -226,10 +228,12 @@ JobModel read_job(std::istream& in, const std::string& where) {
     }
   }
   if (records == 0) {
-    if (lines == 0) throw UserError(fmt::format("report {}: the file is empty; give the file of --event_log", shown(where)));
-    throw UserError(fmt::format("report {}: not an event log of ddprun (none of its {} lines is a JSON record with "
-                                "\"event\", \"time\" and \"node\"); give the file of --event_log",
-                                shown(where), lines));
+    if (lines == 0)
+      throw UserError(fmt::format("report {}: the file is empty; give the file of --event_log", shown(where)));
+    throw UserError(
+        fmt::format("report {}: not an event log of ddprun (none of its {} lines is a JSON record with "
+                    "\"event\", \"time\" and \"node\"); give the file of --event_log",
+                    shown(where), lines));
   }
   return reader.finish(unreadable, last_line_cut);
 }

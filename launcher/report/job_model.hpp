@@ -99,7 +99,6 @@ JobModel read_job(std::istream& in, const std::string& where);
 // At most about `max_points` of `samples` (sorted by time), for a drawing: the time is cut in
 // max_points / 2 equal stretches and each keeps its lowest and its highest value (in time
 // order), so that a restart's fall from the step reached back to 0 is kept.
-std::vector<JobModel::Sample> downsample_progress(const std::vector<JobModel::Sample>& samples,
-                                                  std::size_t max_points);
+std::vector<JobModel::Sample> downsample_progress(const std::vector<JobModel::Sample>& samples, std::size_t max_points);
 
 }  // namespace ddprun::launcher

@@ -96,9 +96,10 @@ std::string notes(const JobModel& job) {
     for (const auto& n : job.nodes) {
       if (job.exits.count(n) == 0) missing += (missing.empty() ? "" : ", ") + n;
     }
-    note(fmt::format("No exit record of {}: the job was still running when the log was read, or its ddprun was "
-                     "killed. The page shows the job up to the log's last record.",
-                     missing));
+    note(
+        fmt::format("No exit record of {}: the job was still running when the log was read, or its ddprun was "
+                    "killed. The page shows the job up to the log's last record.",
+                    missing));
   }
   if (job.last_line_cut) note("The log's last line was cut short (being written, or its writer killed): left out.");
   if (job.unreadable > 0) note(fmt::format("{} lines of the file are no event log record: left out.", job.unreadable));
@@ -112,17 +113,21 @@ std::string notes(const JobModel& job) {
 std::string goodput(const JobModel& job) {
   std::string out = "<h2>Goodput</h2>\n";
   if (job.goodput.empty()) {
-    return out + "<p>No goodput record: no rank made progress that ddprun could see, or the log is of a ddprun "
-                 "without the goodput ledger.</p>\n";
+    return out +
+           "<p>No goodput record: no rank made progress that ddprun could see, or the log is of a ddprun "
+           "without the goodput ledger.</p>\n";
   }
   for (const auto& [node, g] : job.goodput) {
-    const auto number = [&](const char* key) { return g.contains(key) && g[key].is_number() ? g[key].get<double>() : 0.0; };
+    const auto number = [&](const char* key) {
+      return g.contains(key) && g[key].is_number() ? g[key].get<double>() : 0.0;
+    };
     const bool known = g.contains("ett_percent") && g["ett_percent"].is_number();
     const bool bound = g.contains("ett_upper_bound") && g["ett_upper_bound"] == true;
-    out += fmt::format(R"(<p><b>{}</b> ({}): <span class="ett" id="ett-{}">{}</span><br><span class="summary">{}</span></p>)",
-                       html_escape(node), html_escape(g.value("why", std::string())), html_escape(node),
-                       known ? fmt::format("{}{:.1f}%", bound ? "at most " : "", number("ett_percent")) : "unknown",
-                       html_escape(g.contains("summary") && g["summary"].is_string() ? g["summary"].get<std::string>() : ""));
+    out += fmt::format(
+        R"(<p><b>{}</b> ({}): <span class="ett" id="ett-{}">{}</span><br><span class="summary">{}</span></p>)",
+        html_escape(node), html_escape(g.value("why", std::string())), html_escape(node),
+        known ? fmt::format("{}{:.1f}%", bound ? "at most " : "", number("ett_percent")) : "unknown",
+        html_escape(g.contains("summary") && g["summary"].is_string() ? g["summary"].get<std::string>() : ""));
     const double wall = std::max(number("wall_seconds"), 1e-9);
     std::string bar;
     double x = 0;
@@ -132,19 +137,21 @@ std::string goodput(const JobModel& job) {
                                                          {"idle_seconds", kWaiting}};
     for (const auto& [key, colour] : parts) {
       const double w = number(key) / wall * kWidth;
-      bar += fmt::format(R"(<rect x="{:.1f}" y="0" width="{:.1f}" height="22" fill="{}"><title>{}: {}</title></rect>)", x,
-                         w, colour, key, html_escape(seconds(number(key))));
+      bar += fmt::format(R"(<rect x="{:.1f}" y="0" width="{:.1f}" height="22" fill="{}"><title>{}: {}</title></rect>)",
+                         x, w, colour, key, html_escape(seconds(number(key))));
       x += w;
     }
-    out += fmt::format(R"(<svg width="{}" height="22" role="img" aria-label="where the wall time went">{}</svg>)", kWidth, bar);
+    out += fmt::format(R"(<svg width="{}" height="22" role="img" aria-label="where the wall time went">{}</svg>)",
+                       kWidth, bar);
     out += "<div class=\"legend\">";
     out += legend_item(kStarting, "starting " + seconds(number("starting_seconds")));
     out += legend_item(kTraining, "training " + seconds(number("training_seconds")));
     out += legend_item(kRecovering, "recovering " + seconds(number("recovering_seconds")));
     out += legend_item(kWaiting, "idle " + seconds(number("idle_seconds")));
     if (g.contains("work_redone_seconds")) {
-      out += g["work_redone_seconds"].is_number() ? "<span>work redone " + seconds(number("work_redone_seconds")) + "</span>"
-                                                  : "<span>work redone unknown</span>";
+      out += g["work_redone_seconds"].is_number()
+                 ? "<span>work redone " + seconds(number("work_redone_seconds")) + "</span>"
+                 : "<span>work redone unknown</span>";
     }
     out += "</div>\n";
   }
@@ -160,12 +167,14 @@ std::string timeline(const JobModel& job, const Axis& axis, const PageLimits& li
   for (std::size_t i = 0; i < job.nodes.size(); ++i) {
     const std::string& node = job.nodes[i];
     const double y = 20 + kLane * static_cast<double>(i);
-    svg += fmt::format(R"(<text x="4" y="{}">{}</text>)", y + 18, html_escape(node.size() > 18 ? node.substr(0, 17) + "…" : node));
+    svg += fmt::format(R"(<text x="4" y="{}">{}</text>)", y + 18,
+                       html_escape(node.size() > 18 ? node.substr(0, 17) + "…" : node));
     for (const auto& w : job.waits) {
       if (w.node != node) continue;
-      svg += fmt::format(R"(<rect class="wait" x="{:.1f}" y="{}" width="{:.1f}" height="10" fill="{}"><title>{} {} – {}</title></rect>)",
-                         axis.x(w.start), y + 8, std::max(axis.x(w.end) - axis.x(w.start), 1.0), wait_colour(w.what),
-                         html_escape(w.what), html_escape(seconds(w.start)), html_escape(seconds(w.end)));
+      svg += fmt::format(
+          R"(<rect class="wait" x="{:.1f}" y="{}" width="{:.1f}" height="10" fill="{}"><title>{} {} – {}</title></rect>)",
+          axis.x(w.start), y + 8, std::max(axis.x(w.end) - axis.x(w.start), 1.0), wait_colour(w.what),
+          html_escape(w.what), html_escape(seconds(w.start)), html_escape(seconds(w.end)));
     }
     int shade = 0;
     for (const auto& r : job.rounds) {
@@ -177,7 +186,8 @@ std::string timeline(const JobModel& job, const Axis& axis, const PageLimits& li
                          R"(<title>round {} (restart {}, world size {}): {} – {}{}</title></rect>)",
                          x, y, w, kRound, shade++ % 2 == 0 ? "1" : "0.75", r.round, r.restart_count, r.world_size,
                          html_escape(seconds(from)), html_escape(seconds(to)), r.end ? "" : ", still running");
-      if (w > 56) svg += fmt::format(R"(<text x="{:.1f}" y="{}" style="fill:#fff">round {}</text>)", x + 4, y + 17, r.round);
+      if (w > 56)
+        svg += fmt::format(R"(<text x="{:.1f}" y="{}" style="fill:#fff">round {}</text>)", x + 4, y + 17, r.round);
     }
     for (const auto& m : job.marks) {
       if (m.node != node) continue;
@@ -189,31 +199,33 @@ std::string timeline(const JobModel& job, const Axis& axis, const PageLimits& li
     for (const auto& f : job.failures) {
       if (f.node != node) continue;
       const double x = axis.x(f.time);
-      svg += fmt::format(R"(<path d="M{0:.1f} {1} l-6 -9 h12 z" fill="{2}"><title>{3}: rank {4} failed: {5}: {6}</title></path>)"
-                         R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{7}" stroke="{2}" stroke-width="2"/>)",
-                         x, y, kFailure, html_escape(seconds(f.time)), f.rank, html_escape(f.kind), html_escape(f.cause),
-                         y + 26);
+      svg += fmt::format(
+          R"(<path d="M{0:.1f} {1} l-6 -9 h12 z" fill="{2}"><title>{3}: rank {4} failed: {5}: {6}</title></path>)"
+          R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{7}" stroke="{2}" stroke-width="2"/>)",
+          x, y, kFailure, html_escape(seconds(f.time)), f.rank, html_escape(f.kind), html_escape(f.cause), y + 26);
       if (labelled++ < limits.labels) {
-        svg += fmt::format(R"(<text class="failure" x="{:.1f}" y="{}" style="fill:{}">rank {} {}</text>)", x + 4, y + 38,
-                           kFailure, f.rank, html_escape(f.kind));
+        svg += fmt::format(R"(<text class="failure" x="{:.1f}" y="{}" style="fill:{}">rank {} {}</text>)", x + 4,
+                           y + 38, kFailure, f.rank, html_escape(f.kind));
       }
     }
   }
   std::string out = "<h2>Timeline</h2>\n";
   out += fmt::format(R"(<svg id="timeline" width="{}" height="{}" role="img" aria-label="the job's timeline">{}</svg>)",
                      kWidth, height, svg);
-  out += "<div class=\"legend\">" + legend_item(kRound, "workers running (a round)") + legend_item(kStarting, "starting") +
-         legend_item(kRecovering, "recovering after a failure") + legend_item(kWaiting, "waiting") +
-         legend_item(kFailure, "failure (rank, kind)") + legend_item(kTraining, "every rank made progress") +
-         legend_item("#555", "other event (hover for it)") + "</div>\n";
+  out += "<div class=\"legend\">" + legend_item(kRound, "workers running (a round)") +
+         legend_item(kStarting, "starting") + legend_item(kRecovering, "recovering after a failure") +
+         legend_item(kWaiting, "waiting") + legend_item(kFailure, "failure (rank, kind)") +
+         legend_item(kTraining, "every rank made progress") + legend_item("#555", "other event (hover for it)") +
+         "</div>\n";
   return out;
 }
 
 std::string progress(const JobModel& job, const Axis& axis, const PageLimits& limits) {
   std::string out = "<h2>Progress of each rank</h2>\n";
   if (job.ranks.empty()) {
-    return out + "<p>No progress record in the log: no rank beat (a program without torch.distributed, the "
-                 "worker library or DDPRUN_HEARTBEAT_FILE), or a ddprun older than its progress records.</p>\n";
+    return out +
+           "<p>No progress record in the log: no rank beat (a program without torch.distributed, the "
+           "worker library or DDPRUN_HEARTBEAT_FILE), or a ddprun older than its progress records.</p>\n";
   }
   const bool steps = std::all_of(job.ranks.begin(), job.ranks.end(), [](const auto& r) { return r.second.steps; });
   double top = 1;
@@ -239,8 +251,9 @@ std::string progress(const JobModel& job, const Axis& axis, const PageLimits& li
       for (const int run = points[i].run; i < points.size() && points[i].run == run; ++i, ++n) {
         path += fmt::format("{:.1f},{:.1f} ", axis.x(points[i].time), y(points[i].value));
       }
-      svg += fmt::format(R"(<polyline class="rank" points="{}" fill="none" stroke="{}" stroke-width="1.5"><title>rank {} ({})</title></polyline>)",
-                         path, colour, rank, html_escape(p.node));
+      svg += fmt::format(
+          R"(<polyline class="rank" points="{}" fill="none" stroke="{}" stroke-width="1.5"><title>rank {} ({})</title></polyline>)",
+          path, colour, rank, html_escape(p.node));
       if (n == 1) {
         svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="2" fill="{}"/>)", axis.x(points[i - 1].time),
                            y(points[i - 1].value), colour);
@@ -248,13 +261,16 @@ std::string progress(const JobModel& job, const Axis& axis, const PageLimits& li
     }
     legend += fmt::format(R"(<span><i class="swatch" style="background:{}"></i>rank {}</span>)", colour, rank);
   }
-  out += fmt::format(R"(<svg id="progress" width="{}" height="{}" role="img" aria-label="each rank's progress">{}</svg>)",
-                     kWidth, kTop + kHeight + 24, svg);
+  out += fmt::format(
+      R"(<svg id="progress" width="{}" height="{}" role="img" aria-label="each rank's progress">{}</svg>)", kWidth,
+      kTop + kHeight + 24, svg);
   out += "<div class=\"legend\">" + legend + "</div>\n";
-  out += fmt::format("<p>{}, from the event log's progress records (a rank's first beat of a round, then one every "
-                     "1 s to 60 s as the round ages); a restart starts again from 0.",
-                     steps ? "The step each rank's worker reported" : "The beats ddprun saw of each rank in the round");
-  if (job.ranks.size() > limits.ranks) out += fmt::format(" Ranks drawn: the lowest {} of {}.", limits.ranks, job.ranks.size());
+  out += fmt::format(
+      "<p>{}, from the event log's progress records (a rank's first beat of a round, then one every "
+      "1 s to 60 s as the round ages); a restart starts again from 0.",
+      steps ? "The step each rank's worker reported" : "The beats ddprun saw of each rank in the round");
+  if (job.ranks.size() > limits.ranks)
+    out += fmt::format(" Ranks drawn: the lowest {} of {}.", limits.ranks, job.ranks.size());
   if (thinned > 0) {
     out += fmt::format(" {} ranks thinned to at most {} points each (each stretch's lowest and highest).", thinned,
                        limits.points_per_rank);
@@ -300,7 +316,8 @@ std::string job_page(const JobModel& job, const std::string& title, const PageLi
   const Axis axis{span};
   std::string outcome;
   if (job.finished()) {
-    for (const auto& [node, code] : job.exits) outcome += fmt::format("{}{} exited {}", outcome.empty() ? "" : ", ", node, code);
+    for (const auto& [node, code] : job.exits)
+      outcome += fmt::format("{}{} exited {}", outcome.empty() ? "" : ", ", node, code);
   } else {
     outcome = "no exit record (running or killed)";
   }
@@ -309,19 +326,22 @@ std::string job_page(const JobModel& job, const std::string& title, const PageLi
   out += "<h1>ddprun report: " + html_escape(job.program.empty() ? title : job.program) + "</h1>\n";
   out += fmt::format("<p>{} · started {} · {} node(s): {}</p>\n", html_escape(title), html_escape(utc(job.start)),
                      job.nodes.size(), html_escape(fmt::format("{}", fmt::join(job.nodes, ", "))));
-  out += fmt::format(R"(<p class="figures"><span>rounds <b id="rounds">{}</b></span><span>failures <b id="failures">{}</b></span>)"
-                     R"(<span>length <b id="length">{}</b></span><span>outcome <b id="outcome">{}</b></span></p>)",
-                     job.round_count(), job.failures.size(), html_escape(seconds(job.end - job.start)), html_escape(outcome));
+  out += fmt::format(
+      R"(<p class="figures"><span>rounds <b id="rounds">{}</b></span><span>failures <b id="failures">{}</b></span>)"
+      R"(<span>length <b id="length">{}</b></span><span>outcome <b id="outcome">{}</b></span></p>)",
+      job.round_count(), job.failures.size(), html_escape(seconds(job.end - job.start)), html_escape(outcome));
   out += "\n" + notes(job) + goodput(job) + timeline(job, axis, limits) + progress(job, axis, limits);
   out += "<h2>Failures</h2>\n";
-  out += job.failures.empty() ? std::string("<p>None.</p>\n")
-                              : table("failure-table", "<th>at</th><th>node</th><th>round</th><th>rank</th><th>kind</th><th>exit code</th><th>cause</th>",
-                                      job.failures, limits.rows, [](const JobModel::Failure& f) {
-                                        return cell(seconds(f.time)) + cell(f.node) + cell(std::to_string(f.round)) +
-                                               cell(std::to_string(f.rank)) + cell(f.kind) +
-                                               cell(f.exit_code ? std::to_string(*f.exit_code) : "-") +
-                                               "<td class=\"cause\">" + html_escape(f.cause) + "</td>";
-                                      });
+  out += job.failures.empty()
+             ? std::string("<p>None.</p>\n")
+             : table("failure-table",
+                     "<th>at</th><th>node</th><th>round</th><th>rank</th><th>kind</th><th>exit code</th><th>cause</th>",
+                     job.failures, limits.rows, [](const JobModel::Failure& f) {
+                       return cell(seconds(f.time)) + cell(f.node) + cell(std::to_string(f.round)) +
+                              cell(std::to_string(f.rank)) + cell(f.kind) +
+                              cell(f.exit_code ? std::to_string(*f.exit_code) : "-") + "<td class=\"cause\">" +
+                              html_escape(f.cause) + "</td>";
+                     });
   out += "<h2>Events</h2>\n";
   out += table("event-table", "<th>at</th><th>node</th><th>event</th>", job.marks, limits.rows,
                [](const JobModel::Mark& m) { return cell(seconds(m.time)) + cell(m.node) + cell(m.text); });

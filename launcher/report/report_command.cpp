@@ -19,7 +19,9 @@ namespace {
 
 constexpr const char* kUsage = "usage: ddprun report EVENT_LOG [-o FILE.html | -o -]";
 
-config::UsageError bad(const std::string& what) { return config::UsageError(fmt::format("report: {}; {}", what, kUsage)); }
+config::UsageError bad(const std::string& what) {
+  return config::UsageError(fmt::format("report: {}; {}", what, kUsage));
+}
 
 // Written beside `path` and renamed over it: a reader never sees half a page.
 void write_page(const std::string& path, const std::string& page) {
@@ -60,8 +62,9 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
     } else if (a.rfind("--output=", 0) == 0) {
       output = a.substr(9);
     } else if (a == "-h" || a == "--help") {
-      out << kUsage << "\nWrites one self-contained HTML page of the job of an --event_log: its timeline, each "
-                       "rank's progress, its goodput.\n";
+      out << kUsage
+          << "\nWrites one self-contained HTML page of the job of an --event_log: its timeline, each "
+             "rank's progress, its goodput.\n";
       return 0;
     } else if (!a.empty() && a[0] == '-' && a != "-") {
       throw bad(fmt::format("unknown option {}", shown(a)));

@@ -25,15 +25,21 @@ JobModel read(const std::string& text) {
 
 // One node, two workers; rank 1 fails at 5 s in round 1, round 2 runs to the end.
 std::string restarted_job() {
-  return line(0, "h1", "started", R"("program":"train.py")") + line(0.1, "h1", "round_started", R"("round":1,"restart_count":0,"world_size":2)") +
-         line(0.2, "h1", "worker_started", R"("rank":0,"local_rank":0)") + line(0.2, "h1", "worker_started", R"("rank":1,"local_rank":1)") +
+  return line(0, "h1", "started", R"("program":"train.py")") +
+         line(0.1, "h1", "round_started", R"("round":1,"restart_count":0,"world_size":2)") +
+         line(0.2, "h1", "worker_started", R"("rank":0,"local_rank":0)") +
+         line(0.2, "h1", "worker_started", R"("rank":1,"local_rank":1)") +
          line(1, "h1", "progress", R"("rank":0,"local_rank":0,"step":null,"beats":1)") +
          line(1, "h1", "progress", R"("rank":1,"local_rank":1,"step":null,"beats":1)") +
          line(1.1, "h1", "goodput", R"("why":"started","ett_percent":null)") +
-         line(5, "h1", "worker_failed", R"("rank":1,"local_rank":1,"kind":"exit_code","exit_code":3,"cause":"boom <b>")") +
-         line(5.2, "h1", "round_ended", R"("round":1)") + line(5.3, "h1", "round_started", R"("round":2,"restart_count":1,"world_size":2)") +
-         line(5.3, "h1", "restart", R"("decision":"restart","restart_count":1,"max_restarts":1,"reason":"after rank 1")") +
-         line(6, "h1", "worker_started", R"("rank":0,"local_rank":0)") + line(6, "h1", "worker_started", R"("rank":1,"local_rank":1)") +
+         line(5, "h1", "worker_failed",
+              R"("rank":1,"local_rank":1,"kind":"exit_code","exit_code":3,"cause":"boom <b>")") +
+         line(5.2, "h1", "round_ended", R"("round":1)") +
+         line(5.3, "h1", "round_started", R"("round":2,"restart_count":1,"world_size":2)") +
+         line(5.3, "h1", "restart",
+              R"("decision":"restart","restart_count":1,"max_restarts":1,"reason":"after rank 1")") +
+         line(6, "h1", "worker_started", R"("rank":0,"local_rank":0)") +
+         line(6, "h1", "worker_started", R"("rank":1,"local_rank":1)") +
          line(7, "h1", "progress", R"("rank":1,"local_rank":1,"step":null,"beats":1)") +
          line(9, "h1", "round_ended", R"("round":2)") +
          line(9.1, "h1", "goodput", R"("why":"exit","ett_percent":61.5,"summary":"goodput 61.5%")") +
@@ -116,11 +122,11 @@ TEST_CASE("an appended log: the last job") {
 }
 
 TEST_CASE("two nodes: a failure on one makes both nodes' wait a recovery") {
-  const JobModel job = read(line(0, "a", "started") + line(0, "b", "started") + line(1, "a", "round_started", R"("round":1)") +
-                            line(1, "b", "round_started", R"("round":1)") + line(2, "a", "worker_started", R"("rank":0)") +
-                            line(2, "b", "worker_started", R"("rank":1)") + line(3, "a", "round_ended", R"("round":1)") +
-                            line(3.1, "b", "worker_failed", R"("rank":1,"kind":"host_oom")") +
-                            line(3.2, "b", "round_ended", R"("round":1)"));
+  const JobModel job = read(
+      line(0, "a", "started") + line(0, "b", "started") + line(1, "a", "round_started", R"("round":1)") +
+      line(1, "b", "round_started", R"("round":1)") + line(2, "a", "worker_started", R"("rank":0)") +
+      line(2, "b", "worker_started", R"("rank":1)") + line(3, "a", "round_ended", R"("round":1)") +
+      line(3.1, "b", "worker_failed", R"("rank":1,"kind":"host_oom")") + line(3.2, "b", "round_ended", R"("round":1)"));
   CHECK(job.nodes == std::vector<std::string>{"a", "b"});
   CHECK_FALSE(job.finished());
   REQUIRE(job.waits.size() == 4);
@@ -135,11 +141,11 @@ TEST_CASE("an empty or foreign file: one line naming it") {
     const char* text;
     const char* said;
   };
-  for (const Case& c : {Case{"", "report log.jsonl: the file is empty"},
-                        Case{"\n\n", "report log.jsonl: the file is empty"},
-                        Case{"hello\nworld\n", "not an event log of ddprun (none of its 2 lines"},
-                        Case{"{\"a\":1}\n", "not an event log of ddprun"},
-                        Case{"{\"event\":\"started\",\"time\":\"x\",\"node\":\"h\"}\n", "not an event log of ddprun"}}) {
+  for (const Case& c :
+       {Case{"", "report log.jsonl: the file is empty"}, Case{"\n\n", "report log.jsonl: the file is empty"},
+        Case{"hello\nworld\n", "not an event log of ddprun (none of its 2 lines"},
+        Case{"{\"a\":1}\n", "not an event log of ddprun"},
+        Case{"{\"event\":\"started\",\"time\":\"x\",\"node\":\"h\"}\n", "not an event log of ddprun"}}) {
     CAPTURE(c.text);
     try {
       read(c.text);

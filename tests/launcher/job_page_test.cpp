@@ -25,9 +25,15 @@ JobModel failed_once() {
   job.waits.push_back({"h<1>", "starting", 0, 0.2});
   job.waits.push_back({"h<1>", "recovering", 5.0, 6.0});
   job.marks.push_back({"h<1>", 5.2, "restart", "restart 1 of 1: after <rank 1>"});
-  job.goodput["h<1>"] = {{"why", "exit"},          {"ett_percent", 61.5},     {"ett_upper_bound", false},
-                         {"wall_seconds", 10.0},   {"starting_seconds", 1.0}, {"training_seconds", 7.0},
-                         {"recovering_seconds", 2.0}, {"idle_seconds", 0.0}, {"work_redone_seconds", nullptr},
+  job.goodput["h<1>"] = {{"why", "exit"},
+                         {"ett_percent", 61.5},
+                         {"ett_upper_bound", false},
+                         {"wall_seconds", 10.0},
+                         {"starting_seconds", 1.0},
+                         {"training_seconds", 7.0},
+                         {"recovering_seconds", 2.0},
+                         {"idle_seconds", 0.0},
+                         {"work_redone_seconds", nullptr},
                          {"summary", "goodput 61.5%: <started> in 1.0 s"}};
   for (int rank : {0, 1}) {
     auto& p = job.ranks[rank];

@@ -63,7 +63,7 @@ browser=$(command -v chromium || command -v chromium-browser || true)
 # a loaded machine can take many seconds: the limit is generous, and nothing waits on a sleep.
 chrome() {
   timeout 180 "$browser" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$T/chromium" \
-    --window-size=1100,1400 "$@" "file://$T/events.html" 2>"$T/chromium.err"
+    "$@" "file://$T/events.html" 2>"$T/chromium.err"
 }
 chrome --dump-dom >"$T/dom.html" || { cat "$T/chromium.err" >&2; fail "chromium --dump-dom failed"; }
 # What the rendered page shows: 2 rounds, 1 failure, rank 1's exit_code on the timeline and in
@@ -117,7 +117,8 @@ expect("drawings", {"svg", "polyline"} <= p.tags, True)
 print(f"ok: rendered: 2 rounds, rank 1 exit_code, goodput {ett}, the cause as text")
 PY
 
-chrome --screenshot="$T/page.png" >/dev/null || { cat "$T/chromium.err" >&2; fail "chromium --screenshot failed"; }
+# The page's top (its figures, the goodput bar, the timeline): the check decodes it in Python.
+chrome --window-size=1100,800 --screenshot="$T/page.png" >/dev/null || { cat "$T/chromium.err" >&2; fail "chromium --screenshot failed"; }
 # Not blank: the PNG decoded (zlib, its filters undone), with the colours of the page's parts.
 python3 - "$T/page.png" <<'PY'
 import struct, sys, zlib

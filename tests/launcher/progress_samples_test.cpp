@@ -24,7 +24,7 @@ TEST_CASE("a rank's first beat of a round is recorded, then one a gap, each rank
   CHECK(first->fields["local_rank"] == 0);
   CHECK(first->fields["step"] == 7);
   CHECK(first->fields["beats"] == 1);
-  CHECK_FALSE(s.beat(4, 0, 100.9, 8));  // within 1 s
+  CHECK_FALSE(s.beat(4, 0, 100.9, 8));         // within 1 s
   REQUIRE(s.beat(5, 1, 100.9, std::nullopt));  // another rank's first
   CHECK(s.beat(5, 1, 100.9, std::nullopt) == std::nullopt);
   auto later = s.beat(4, 0, 101.6, 9);

@@ -15,8 +15,9 @@ TEST_CASE("the page's default file: the log's extension replaced by .html") {
     const char* log;
     const char* page;
   };
-  for (const Row& r : {Row{"events.jsonl", "events.html"}, Row{"events", "events.html"}, Row{"/a.b/events", "/a.b/events.html"},
-                       Row{"/a.b/ev.log", "/a.b/ev.html"}, Row{".events", ".events.html"}, Row{"run.1.jsonl", "run.1.html"}}) {
+  for (const Row& r :
+       {Row{"events.jsonl", "events.html"}, Row{"events", "events.html"}, Row{"/a.b/events", "/a.b/events.html"},
+        Row{"/a.b/ev.log", "/a.b/ev.html"}, Row{".events", ".events.html"}, Row{"run.1.jsonl", "run.1.html"}}) {
     CAPTURE(r.log);
     CHECK(default_report_path(r.log) == r.page);
   }
@@ -29,8 +30,7 @@ TEST_CASE("bad arguments: one line naming what is wrong, exit 64, nothing writte
   };
   for (const Row& r : {Row{{}, "report: no event log given; usage: ddprun report EVENT_LOG"},
                        Row{{"a.jsonl", "b.jsonl"}, "one event log at a time, not also b.jsonl"},
-                       Row{{"a.jsonl", "-o"}, "-o needs a file"},
-                       Row{{"--watch", "a.jsonl"}, "unknown option --watch"},
+                       Row{{"a.jsonl", "-o"}, "-o needs a file"}, Row{{"--watch", "a.jsonl"}, "unknown option --watch"},
                        Row{{"a.jsonl", "-o", "a.jsonl"}, "-o a.jsonl is the event log itself"},
                        Row{{"/nonexistent/ev.jsonl"}, "report /nonexistent/ev.jsonl: cannot read it: No such file"}}) {
     CAPTURE(r.said);
