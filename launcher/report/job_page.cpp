@@ -42,6 +42,13 @@ std::string seconds(double s) {
   return fmt::format("{:.1f} h", s / 3600);
 }
 
+// A tick's label in the unit of the ticks' step: 30 s, 2 min, 6 h (never 1.7 min for 100 s).
+std::string tick_label(double t, double step) {
+  if (step < 60) return fmt::format("{:g} s", t);
+  if (step < 3600) return fmt::format("{:g} min", t / 60);
+  return fmt::format("{:g} h", t / 3600);
+}
+
 std::string utc(double epoch) {
   const std::time_t t = static_cast<std::time_t>(epoch);
   std::tm tm{};
@@ -63,22 +70,31 @@ const char* wait_colour(const std::string& what) {
 struct Axis {
   double span;
   double x(double t) const { return kLeft + std::clamp(t / span, 0.0, 1.0) * (kWidth - kLeft - kRight); }
-  // Ticks at 1, 2 or 5 times a power of ten, about 8 of them.
+  // About 8 ticks, at steps a reader counts in: 1, 2 or 5 times a power of ten below a minute,
+  // then whole minutes, hours and days.
   std::string ticks(double top, double bottom) const {
     const double raw = span / 8;
-    const double power = std::pow(10, std::floor(std::log10(raw)));
-    double step = power;
+    double step = std::pow(10, std::ceil(std::log10(raw)));
     for (double m : {1.0, 2.0, 5.0, 10.0}) {
-      if (power * m >= raw) {
-        step = power * m;
+      const double s = std::pow(10, std::floor(std::log10(raw))) * m;
+      if (s >= raw) {
+        step = s;
         break;
       }
+    }
+    if (raw > 30) {
+      step = 30;
+      for (double s : {60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400}) {
+        step = s;
+        if (s >= raw) break;
+      }
+      if (raw > 86400) step = std::ceil(raw / 86400) * 86400;
     }
     std::string out;
     for (double t = 0; t <= span * 1.0001; t += step) {
       out += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#e4e4e4"/>)"
                          R"(<text x="{0:.1f}" y="{3}" text-anchor="middle">{4}</text>)",
-                         x(t), top, bottom, bottom + 14, html_escape(seconds(t)));
+                         x(t), top, bottom, bottom + 14, html_escape(tick_label(t, step)));
     }
     return out;
   }
@@ -204,8 +220,10 @@ std::string timeline(const JobModel& job, const Axis& axis, const PageLimits& li
           R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{7}" stroke="{2}" stroke-width="2"/>)",
           x, y, kFailure, html_escape(seconds(f.time)), f.rank, html_escape(f.kind), html_escape(f.cause), y + 26);
       if (labelled++ < limits.labels) {
-        svg += fmt::format(R"(<text class="failure" x="{:.1f}" y="{}" style="fill:{}">rank {} {}</text>)", x + 4,
-                           y + 38, kFailure, f.rank, html_escape(f.kind));
+        const bool right = x > kWidth - 150;  // near the right edge: the label ends at the mark
+        svg += fmt::format(
+            R"(<text class="failure" x="{:.1f}" y="{}" text-anchor="{}" style="fill:{}">rank {} {}</text>)",
+            right ? x - 4 : x + 4, y + 38, right ? "end" : "start", kFailure, f.rank, html_escape(f.kind));
       }
     }
   }
