@@ -68,7 +68,11 @@ chrome() {
 chrome --dump-dom >"$T/dom.html" || { cat "$T/chromium.err" >&2; fail "chromium --dump-dom failed"; }
 # What the rendered page shows: 2 rounds, 1 failure, rank 1's exit_code on the timeline and in
 # the table, the result file's goodput, and the worker's markup as text.
-ett=$(python3 -c "import json, sys; print(f\"{json.load(open(sys.argv[1]))['goodput']['ett_percent']:.1f}%\")" "$T/result.json")
+# (an upper bound here: no checkpoint was committed to DDPRUN_SNAPSHOT_DIR, the work redone is unknown)
+ett=$(python3 -c "
+import json, sys
+g = json.load(open(sys.argv[1]))['goodput']
+print(('at most ' if g['ett_upper_bound'] else '') + f\"{g['ett_percent']:.1f}%\")" "$T/result.json")
 python3 - "$T/dom.html" "$ett" <<'PY'
 import html.parser, sys
 dom, ett = open(sys.argv[1]).read(), sys.argv[2]
