@@ -41,11 +41,13 @@ std::string figure(const json& j, const char* key) {
 // What a mark says of a record; "" for records that are no mark.
 std::string mark_text(const std::string& event, const json& r) {
   if (event == "restart") {
+    // The reason says it all ("restart 1 of 3 after rank 1 on h1: ..."); the numbers where it is missing.
+    const std::string reason = text(r, "reason");
     if (text(r, "decision") == "restart") {
-      return fmt::format("restart {} of {}: {}", figure(r, "restart_count"), figure(r, "max_restarts"),
-                         text(r, "reason"));
+      return reason.empty() ? fmt::format("restart {} of {}", figure(r, "restart_count"), figure(r, "max_restarts"))
+                            : reason;
     }
-    return "no restart: " + text(r, "reason");
+    return "no restart: " + reason;
   }
   if (event == "stop_requested") return fmt::format("round {} stopped: {}", figure(r, "round"), text(r, "why"));
   if (event == "hang") {
