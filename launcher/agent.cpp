@@ -297,6 +297,7 @@ void Agent::Impl::start_workers() {
   }
   further_failures_.clear();
   goodput_.workers_started(monotonic_seconds(), config_.nproc_per_node);
+  samples_.workers_started(monotonic_seconds());
   workers_.start(attempt_);
   if (chaos_) chaos_->workers_started(node_.round.group_rank);
 }

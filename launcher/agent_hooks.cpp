@@ -37,6 +37,7 @@ HangWatch::Hooks Agent::Impl::hang_hooks() {
   h.beat = [this](int local_rank, double at, std::optional<long long> step, std::optional<double> deadline,
                   double timeout) {
     workers_.group().warm_start().workers_progressed();
+    if (auto r = samples_.beat(workers_.group().workers()[local_rank]->rank, local_rank, at, step)) events_.write(*r);
     if (const char* why = goodput_.progress(at, local_rank)) {
       events_.write(goodput_record(goodput_.figures(at), why));
       publish_status();

@@ -28,6 +28,7 @@
 #include "output/output_writer.hpp"
 #include "process/signal_channel.hpp"
 #include "report/goodput_ledger.hpp"
+#include "report/progress_samples.hpp"
 #include "report/status_server.hpp"
 #include "round_workers.hpp"
 #include "snapshots/commit_watch.hpp"
@@ -135,6 +136,7 @@ class Agent::Impl {
   std::unique_ptr<ChaosInjector> chaos_;  // --chaos; none when off
   double started_at_ = monotonic_seconds();  // the agent's start: the ledger's and --chaos's zero
   GoodputLedger goodput_{started_at_, !snapshots_.path().empty()};
+  ProgressSamples samples_;  // the event log's progress records
 
   int shutdown_signal_ = 0;       // the first shutdown signal received
   elastic::JobOutcome outcome_;   // the rendezvous's, once it ended the job

@@ -21,6 +21,7 @@ constexpr const char* kDescription =
 constexpr const char* kUsage =
     "Usage: ddprun [options] PROGRAM [ARGS...]\n"
     "       ddprun status [--watch] [HOST:]PORT...   (the live view of a run with --status_port)\n"
+    "       ddprun report EVENT_LOG [-o FILE.html]   (a page of the job drawn from its --event_log)\n"
     "       ddprun --completion bash|zsh              (a shell completion script)\n";
 
 constexpr const char* kFooter =

@@ -35,6 +35,7 @@
 #include "process/spawn.hpp"
 #include "process/worker_environment.hpp"
 #include "rendezvous_setup.hpp"
+#include "report/report_command.hpp"
 #include "report/status_command.hpp"
 #include "snapshots/snapshot_dir.hpp"
 #include "snapshots/snapshot_place.hpp"
@@ -217,10 +218,13 @@ launcher::RunPaths make_run_paths(const config::LaunchConfig& cfg, const std::st
 }
 
 int run(int argc, char** argv) {
-  // `ddprun status ...` only as the first argument: `ddprun --nproc_per_node=2 status` and
-  // `ddprun ./status` run a program named status.
+  // `ddprun status ...` and `ddprun report ...` only as the first argument: `ddprun
+  // --nproc_per_node=2 status` and `ddprun ./status` run a program named status.
   if (argc >= 2 && std::string_view(argv[1]) == launcher::kStatusCommand) {
     return launcher::status_command(std::vector<std::string>(argv + 2, argv + argc), std::cout);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == launcher::kReportCommand) {
+    return launcher::report_command(std::vector<std::string>(argv + 2, argv + argc), std::cout, std::cerr);
   }
   const auto command_line = launcher::parse_command_line(argc, argv);
   if (!command_line) return exit_code::kSuccess;

@@ -26,6 +26,7 @@ packages=(
   libcurl4-openssl-dev             # the etcd rendezvous: etcd's v3 JSON gateway over HTTP(S)
   etcd-server etcd-client          # a real etcd (3.4) and etcdctl for the etcd rendezvous tests
   prometheus                       # Prometheus 2.42 and promtool: the /metrics tests start their own server on a free port
+  chromium                         # tests/launcher/job_report_test.sh: ddprun report's page rendered in a real (headless) browser
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   strace                           # tests/elastic/partition_test.sh: a launcher held in its start of workers
   libtorch-dev libgloo-dev libopenblas0-pthread

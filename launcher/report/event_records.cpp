@@ -66,6 +66,10 @@ EventRecord worker_started(int rank, int local_rank, pid_t pid, double forked, b
   return record;
 }
 
+EventRecord progress(int rank, int local_rank, std::optional<long long> step, long long beats) {
+  return {"progress", {{"rank", rank}, {"local_rank", local_rank}, {"step", step ? json(*step) : json()}, {"beats", beats}}};
+}
+
 EventRecord worker_exited(int rank, int local_rank, pid_t pid, int exit_code, int signal, bool stopped_by_ddprun) {
   return {"worker_exited", {{"rank", rank},
                             {"local_rank", local_rank},

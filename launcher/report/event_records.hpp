@@ -61,6 +61,9 @@ EventRecord timer_expired(pid_t pid, const std::string& scope_id, int signal);
 // A worker's stacks collected; `file`: where they are kept, "" when nowhere after ddprun exits.
 EventRecord stacks_written(int rank, pid_t pid, const std::string& file);
 EventRecord heartbeats_missing(double after);
+// A rank's progress (report/progress_samples.hpp samples its beats): its step (none: the worker
+// tells none) and the beats ddprun saw of it since its workers of the round started.
+EventRecord progress(int rank, int local_rank, std::optional<long long> step, long long beats);
 // A dying gasp ended (--snapshot_signal, launcher/snapshots/dying_gasp.hpp): the signal, the
 // ranks signalled, the files and bytes written in the snapshot folder since the signal, the
 // seconds from the signal to the last of them (`last_write`; none: nothing written) and to the
