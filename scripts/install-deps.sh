@@ -31,7 +31,8 @@ main_packages=(
   build-essential cmake ninja-build ccache
   libcli11-dev libfmt-dev nlohmann-json3-dev libasio-dev
   libmunge-dev                     # munge.h: the rendezvous authenticated by MUNGE under SLURM
-  libcurl4-openssl-dev             # curl.h: the etcd rendezvous (libcurl is opened at run time)
+  libcurl4-openssl-dev             # curl.h: the etcd rendezvous (libcurl is opened at run time); its
+                                   # libssl3 is the libcrypto.so.3 the authenticated rendezvous opens
   libtorch-dev libgloo-dev libopenblas0-pthread  # the worker library; OpenBLAS for its CPU math
 )
 # What only the tests, the manual, the wheels and the benchmarks use.
@@ -78,7 +79,9 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   "${sudo[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-(( main )) && exit 0
+# The first command (scripts/run-main.sh) stops here: py-spy, OpenSSL 1.1 and PyTorch 2.x are the
+# tests' (py-spy: the Python stacks of a hung Python worker; the example train is C++).
+if (( main )); then exit 0; fi
 
 # py-spy: a hung Python worker's stacks, which ddprun looks for in PATH (without it, the
 # worker's own faulthandler gives them). The pip-installed ddprun brings it as a dependency; the
