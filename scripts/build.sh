@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds ddprun (launcher, worker library, example train, tests).
 #   scripts/build.sh [extra cmake -D options]            against Debian's libtorch 1.13, in build/
+#   scripts/build.sh --main [extra cmake -D options]     the same build/ with the tests off
+#       (DDPRUN_BUILD_TESTS=OFF): only ddprun and the example train, what scripts/run-main.sh runs
+#       and `scripts/install-deps.sh --main` installs for; a later plain build.sh turns them on again
 #   scripts/build.sh --torch2 [extra cmake -D options]   against PyTorch 2.x from the venv that
 #       `scripts/install-deps.sh --torch2` makes, in build-torch2/; registers only the worker
 #       library's tests (the launcher's do not depend on libtorch and run in build/), with the
@@ -14,7 +17,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 options=()
 targets=()  # none: all
-if [[ "${1:-}" == "--torch2" ]]; then
+if [[ "${1:-}" == "--main" ]]; then
+  shift
+  build=${DDPRUN_BUILD_DIR:-$root/build}
+  options=(-DDDPRUN_BUILD_TESTS=OFF)
+  targets=(ddprun train)
+elif [[ "${1:-}" == "--torch2" ]]; then
   shift
   source "$root/scripts/torch2-env.sh"
   [[ -x "$TORCH2_PYTHON" ]] || { echo "build: no $TORCH2_PYTHON; run scripts/install-deps.sh --torch2" >&2; exit 1; }
@@ -33,6 +41,7 @@ elif [[ "${1:-}" == "--fuzz" ]]; then
            slurm_hostlist_scontrol_test slurm_env_test)
 else
   build=${DDPRUN_BUILD_DIR:-$root/build}
+  options=(-DDDPRUN_BUILD_TESTS=ON)  # on again where --main turned them off
 fi
 # ccache: build-torch2/ compiles config/, elastic/ and the launcher with the very commands build/
 # does, but in another folder, which ccache puts in the hash of a -g compilation unless told

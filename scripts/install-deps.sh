@@ -2,34 +2,50 @@
 # Installs what ddprun needs to build and test on Debian 12, as root (or through sudo).
 # Idempotent: packages already present are skipped by apt; waits for the dpkg lock
 # instead of failing when another apt is running.
-#   scripts/install-deps.sh                   build + test dependencies
+#   scripts/install-deps.sh --main            only what building and running ddprun and the example
+#                                             train needs (scripts/run-main.sh): main_packages
+#   scripts/install-deps.sh                   build + test dependencies: main_packages, test_packages,
+#                                             py-spy and OpenSSL 1.1's libcrypto for the tests
 #   scripts/install-deps.sh --slurm           also the SLURM daemons used by the SLURM tests
 #   scripts/install-deps.sh --torch2          also PyTorch 2.x from PyPI in a virtual environment
 #                                             (version and place: scripts/torch2-env.sh)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-slurm=0 torch2=0
+main=0 slurm=0 torch2=0
 for arg in "$@"; do
   case $arg in
+    --main) main=1 ;;
     --slurm) slurm=1 ;;
     --torch2) torch2=1 ;;
-    *) echo "install-deps: unknown option $arg (expected --slurm, --torch2)" >&2; exit 64 ;;
+    *) echo "install-deps: unknown option $arg (expected --main, --slurm, --torch2)" >&2; exit 64 ;;
   esac
 done
+if (( main && (slurm || torch2) )); then
+  echo "install-deps: --main installs only what ddprun and the example train need; it does not go with --slurm or --torch2" >&2
+  exit 64
+fi
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config git
-  libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libasio-dev
+# Building ddprun and the example train with the tests off (scripts/build.sh --main), and running
+# them: what CMakeLists.txt, elastic/ and worker/ find when DDPRUN_BUILD_TESTS is OFF.
+main_packages=(
+  build-essential cmake ninja-build ccache
+  libcli11-dev libfmt-dev nlohmann-json3-dev libasio-dev
+  libmunge-dev                     # munge.h: the rendezvous authenticated by MUNGE under SLURM
+  libcurl4-openssl-dev             # curl.h: the etcd rendezvous (libcurl is opened at run time); its
+                                   # libssl3 is the libcrypto.so.3 the authenticated rendezvous opens
+  libtorch-dev libgloo-dev libopenblas0-pthread  # the worker library; OpenBLAS for its CPU math
+)
+# What only the tests, the manual, the wheels and the benchmarks use.
+test_packages=(
+  pkg-config git
+  doctest-dev                      # the unit tests
   libcpp-httplib-dev               # the status server's tests (an HTTP client)
   libssl-dev                       # libcrypto: the authenticated rendezvous (HMAC-SHA256)
-  libmunge-dev                     # munge.h: the rendezvous authenticated by MUNGE under SLURM
-  libcurl4-openssl-dev             # the etcd rendezvous: etcd's v3 JSON gateway over HTTP(S)
   etcd-server etcd-client          # a real etcd (3.4) and etcdctl for the etcd rendezvous tests
   prometheus                       # Prometheus 2.42 and promtool: the /metrics tests start their own server on a free port
   chromium                         # tests/launcher/job_report_test.sh: ddprun report's page rendered in a real (headless) browser
   elfutils                         # eu-stack: a hung worker's native stacks (gdb also works)
   strace                           # tests/elastic/partition_test.sh: a launcher held in its start of workers
-  libtorch-dev libgloo-dev libopenblas0-pthread
   python3 python3-torch            # reference for the sampler test and the Python side of benchmarks
   python3-pip                      # downloads py-spy's wheel (below): Debian does not package it
   python3-venv                     # the PyTorch 2.x virtual environment (--torch2)
@@ -44,6 +60,8 @@ packages=(
   debootstrap                      # a Debian 11 root where the x86_64 wheel is installed and run (package_wheel_bullseye)
   hyperfine                        # scripts/wheel-figures.sh: the start-up time of the installed ddprun
 )
+packages=("${main_packages[@]}")
+(( main )) || packages+=("${test_packages[@]}")
 if (( slurm )); then
   packages+=(slurmctld slurmd slurm-client munge)
 fi
@@ -62,6 +80,10 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   "${sudo[@]}" apt-get "${apt_opts[@]}" update -qq
   "${sudo[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The first command (scripts/run-main.sh) stops here: py-spy, OpenSSL 1.1 and PyTorch 2.x are the
+# tests' (py-spy: the Python stacks of a hung Python worker; the example train is C++).
+if (( main )); then exit 0; fi
 
 # py-spy: a hung Python worker's stacks, which ddprun looks for in PATH (without it, the
 # worker's own faulthandler gives them). The pip-installed ddprun brings it as a dependency; the

@@ -32,8 +32,14 @@ function(ddprun_script_test name script)
   if(TARGET train)
     list(APPEND env TRAIN=$<TARGET_FILE:train> TORCH_PYTHON=${DDPRUN_TORCH_PYTHON})
   endif()
+  # COST: CTest -j starts the costliest tests first. A fresh clone (CI's) has no measured costs
+  # (Testing/Temporary/CTestCostData.txt), so without one the order would be the declared one,
+  # and a test of minutes declared late would run alone at the end while the other slots idle.
+  # The timeout stands for the length (the long tests are those given long timeouts); once a
+  # build folder has run its tests, CTest's own measured costs replace it.
   set_tests_properties(${name} PROPERTIES
     TIMEOUT ${T_TIMEOUT}
+    COST ${T_TIMEOUT}
     ENVIRONMENT "${env}"
     SKIP_RETURN_CODE ${DDPRUN_SKIP_CODE}
     LABELS "integration;${T_LABELS}")
