@@ -133,7 +133,9 @@ std::string goodput(const JobModel& job) {
            "<p>No goodput record: no rank made progress that ddprun could see, or the log is of a ddprun "
            "without the goodput ledger.</p>\n";
   }
-  for (const auto& [node, g] : job.goodput) {
+  for (const auto& entry : job.goodput) {
+    const auto& node = entry.first;
+    const auto& g = entry.second;  // a reference, not a structured binding: lambdas capture it (C++17)
     const auto number = [&](const char* key) {
       return g.contains(key) && g[key].is_number() ? g[key].get<double>() : 0.0;
     };
