@@ -299,7 +299,7 @@ void Agent::Impl::start_workers() {
   goodput_.workers_started(monotonic_seconds(), config_.nproc_per_node);
   samples_.workers_started(monotonic_seconds());
   workers_.start(attempt_);
-  if (chaos_) chaos_->workers_started(node_.round.group_rank);
+  if (chaos_) chaos_->workers_started(node_.round.group_rank, rendezvous_->hosts_server());
 }
 
 double Agent::Impl::failure_time(const elastic::WorkerFailure& f) const {

@@ -14,10 +14,11 @@ ChaosInjector::ChaosInjector(asio::io_context& io, const config::ChaosSpec& spec
                              Hooks hooks)
     : timer_(io), spec_(spec), nproc_(nproc), start_(start), hooks_(std::move(hooks)) {}
 
-void ChaosInjector::workers_started(int group_rank) {
+void ChaosInjector::workers_started(int group_rank, bool hosts_rendezvous) {
   hit_ = false;
   stopped_ = 0;
   group_rank_ = group_rank;
+  keeps_node_ = group_rank == 0 || hosts_rendezvous;
   if (schedule_) return;
   schedule_.emplace(spec_, group_rank, nproc_);
   next_ = schedule_->next();
@@ -44,7 +45,7 @@ void ChaosInjector::training_started() {
 
 void ChaosInjector::inject() {
   ChaosKind kind = next_.kind;
-  if (kind == ChaosKind::kNode && group_rank_ == 0) kind = ChaosKind::kKill;
+  if (kind == ChaosKind::kNode && keeps_node_) kind = ChaosKind::kKill;
   const pid_t pid = hooks_.worker(next_.local_rank);
   if (pid <= 0) return;  // the worker is gone already: a failure is on its way; wait for the next round
   waiting_ = false;

@@ -27,8 +27,8 @@ class ChaosInjector {
     std::function<bool()> training;         // whether the round trains now (the goodput ledger's view)
     std::function<pid_t(int local_rank)> worker;  // a live worker's pid; 0: none
     // A fault was injected into `pid` (0 for a node fault's ddprun), as `kind` (a node fault on
-    // group rank 0 is made a kill), at `at` (seconds since ddprun's start). Called before a
-    // node fault kills this ddprun: what it writes must be written at once.
+    // group rank 0 or the rendezvous's host is made a kill), at `at` (seconds since ddprun's
+    // start). Called before a node fault kills this ddprun: what it writes must be written at once.
     std::function<void(const ChaosFault& fault, ChaosKind kind, pid_t pid, double at)> injected;
   };
 
@@ -36,8 +36,10 @@ class ChaosInjector {
   ChaosInjector(asio::io_context& io, const config::ChaosSpec& spec, int nproc, double start, Hooks hooks);
 
   // This node's workers started, for the round where it has `group_rank`: the first start fixes
-  // the schedule's stream and arms the first fault.
-  void workers_started(int group_rank);
+  // the schedule's stream and arms the first fault. `hosts_rendezvous`: this ddprun serves the
+  // rendezvous, whose loss would end the job rather than rehearse a node's: a node fault is made
+  // a kill there, as on group rank 0 (which holds the workers' store).
+  void workers_started(int group_rank, bool hosts_rendezvous = false);
   // Training (re)started: a fault that came due while it did not is injected now.
   void training_started();
   // The workers are being stopped: a worker this stopped is continued, so that it ends.
@@ -60,6 +62,7 @@ class ChaosInjector {
   bool waiting_ = false;  // next_ is due and waits for a round that trains
   bool hit_ = false;
   int group_rank_ = 0;
+  bool keeps_node_ = true;  // a node fault is made a kill: group rank 0, or the rendezvous's host
   pid_t stopped_ = 0;     // the worker a hang fault stopped, until release()
 };
 

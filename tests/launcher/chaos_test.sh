@@ -81,6 +81,46 @@ na=$(faults a) nb=$(faults b)
   fail "two nodes: injected failures a $(injected a) b $(injected b) against faults a $na b $nb"
 ok "two nodes: $na + $nb faults injected, the job recovered and finished, each ledger counts its own"
 
+# 3b. kinds=node on two nodes of an elastic job (--nnodes=1:2): b, group rank 1, kills its own
+# ddprun and workers at its first fault (nothing of it left), and a, the rendezvous's host and group
+# rank 0, injects kills instead, counts b lost and finishes alone. Then the same with
+# --node_rank swapped: a hosts the rendezvous with group rank 1 and b has group rank 0, so neither
+# may lose its ddprun (a's would end the job): both inject kills only, and the job ends well.
+next_port
+rm -f "$T"/[ab].jsonl  # an event log is appended to: the scenario's own records only
+rdzv=(--nnodes=1:2 --nproc_per_node=1 --max_restarts=20 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port
+      --rdzv_id="chaos3b-$$" --rdzv_conf=heartbeat_timeout=3 --chaos=mtbf=1,kinds=node,seed=3)
+NODE=a node 127.0.0.2 a "${rdzv[@]}" --node_rank=0 --event_log="$T/a.jsonl" "$T/steps"
+wait_for 30 grep -q "REHEARSAL OF FAILURES" "$T/a.err"
+NODE=b node 127.0.0.3 b "${rdzv[@]}" --node_rank=1 --event_log="$T/b.jsonl" "$T/steps"
+finish_within 90 b
+finish_within 90 a
+expect_eq "$RC_a" 0 "kinds=node: the host ends well ($(show a b))"
+expect_eq "$RC_b" 137 "kinds=node: b's ddprun killed itself ($(show b))"
+expect_in "$T/b.err" "^ddprun: --chaos: injected a node fault at [0-9.]+ s: SIGKILL this ddprun and rank 1 \(local rank 0\)$"
+expect_eq "$(events "$T/b.jsonl" chaos_fault kind | tail -1)" node "kinds=node: b's last fault record (written before the kill)"
+expect_eq "$(events "$T/a.jsonl" chaos_fault kind | sort -u | xargs)" "$( (( $(faults a) )) && echo kill)" \
+  "kinds=node: the host (group rank 0) injects kills only"
+wait_for 10 no_leftovers
+ok "kinds=node: b's ddprun and worker killed (after $(faults b) fault(s)), the host injected $(faults a) kills and finished alone"
+
+next_port
+rm -f "$T"/[ab].jsonl
+rdzv=(--nnodes=2 --nproc_per_node=1 --max_restarts=20 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port
+      --rdzv_id="chaos3c-$$" --chaos=mtbf=1,kinds=node,seed=3)
+NODE=a node 127.0.0.2 a "${rdzv[@]}" --node_rank=1 --event_log="$T/a.jsonl" "$T/steps"
+NODE=b node 127.0.0.3 b "${rdzv[@]}" --node_rank=0 --event_log="$T/b.jsonl" "$T/steps"
+finish_within 90 a
+finish_within 30 b
+expect_eq "$RC_a $RC_b" "0 0" "kinds=node, the host with group rank 1: the job ends well ($(show a b))"
+na=$(faults a) nb=$(faults b)
+(( na + nb >= 1 )) || fail "kinds=node, the host with group rank 1: no chaos_fault record ($(show a b))"
+expect_eq "$(cat "$T/a.jsonl" "$T/b.jsonl" | python3 -c '
+import json, sys
+print(" ".join(sorted({e["kind"] for e in map(json.loads, sys.stdin) if e["event"] == "chaos_fault"})))')" kill \
+  "kinds=node, the host with group rank 1: kills only"
+ok "kinds=node where the rendezvous's host has group rank 1: $na + $nb kills, no node fault, the job ended well"
+
 # 4. Only one of two nodes asks: the other is refused in one line naming it, exit 69.
 next_port
 rdzv=(--nnodes=2 --nproc_per_node=1 --max_restarts=3 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.2:$port

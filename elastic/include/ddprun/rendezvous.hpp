@@ -217,6 +217,9 @@ class Rendezvous {
   // written (ddprun keeps its loop running until then: the quarantine's reason must reach the
   // coordinator); at once where nothing is in flight.
   virtual void when_left(std::function<void()> done) { done(); }
+  // Whether this process serves the rendezvous (TCP's host, whatever its group rank): its loss
+  // ends the job. Known once join() started; false for etcd and one node.
+  virtual bool hosts_server() const { return false; }
 };
 
 // The rendezvous for `config`: in-process for a single-node job (--nnodes=1), otherwise over

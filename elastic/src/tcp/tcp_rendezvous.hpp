@@ -32,6 +32,7 @@ class TcpRendezvous final : public NodeRendezvous {
   void leave_job(int signal, const std::string& quarantined) override;
   void when_left(std::function<void()> done) override;
   void release() override;
+  bool hosts_server() const override { return server_ != nullptr; }
 
   void host_if_chosen();
   void connect();
