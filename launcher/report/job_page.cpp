@@ -73,12 +73,15 @@ struct Axis {
   // About 8 ticks, at steps a reader counts in: 1, 2 or 5 times a power of ten below a minute,
   // then whole minutes, hours and days.
   std::string ticks(double top, double bottom) const {
-    const double raw = span / 8;
-    double step = std::pow(10, std::ceil(std::log10(raw)));
+    // No std::pow or std::log10: ddprun links no libm (tests/launcher/libraries_test.sh).
+    const double raw = std::max(span / 8, 1e-3);
+    double decade = 1;  // the power of ten at or below raw
+    while (decade > raw) decade /= 10;
+    while (decade * 10 <= raw) decade *= 10;
+    double step = decade * 10;
     for (double m : {1.0, 2.0, 5.0, 10.0}) {
-      const double s = std::pow(10, std::floor(std::log10(raw))) * m;
-      if (s >= raw) {
-        step = s;
+      if (decade * m >= raw) {
+        step = decade * m;
         break;
       }
     }
